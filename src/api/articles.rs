@@ -1,0 +1,232 @@
+//! `/api/articles/{id}`: metadata and lifetime counters.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::extract::{ArticlePath, JsonBody, valid_label};
+use super::{ApiError, AppState};
+use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict};
+use crate::store::PutOutcome;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/api/articles/{id}",
+            get(get_article).put(put_article).delete(delete_article),
+        )
+        .route("/api/articles/{id}/groups", post(post_groups))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MetaBody {
+    title: Option<String>,
+    url: Option<String>,
+    author: Option<String>,
+    category: Option<String>,
+    kind: Option<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    published_at: Option<i64>,
+    summary: Option<String>,
+    cover: Option<String>,
+}
+
+fn check_len(name: &str, v: &Option<String>, max: usize) -> Result<(), ApiError> {
+    match v {
+        Some(s) if s.len() > max => Err(ApiError::bad(
+            "invalid_article",
+            format!("{name} is longer than {max} bytes"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_label(name: &str, v: &Option<String>) -> Result<(), ApiError> {
+    match v {
+        Some(s) if !valid_label(s) => Err(ApiError::bad(
+            "invalid_article",
+            format!("{name} must be 1-128 printable characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Group names become parts of storage keys: same alphabet as article ids.
+fn check_groups(groups: &[String]) -> Result<(), ApiError> {
+    if groups.len() > 64 {
+        return Err(ApiError::bad("invalid_article", "at most 64 groups"));
+    }
+    for g in groups {
+        ArticleId::parse(g).map_err(|_| {
+            ApiError::bad(
+                "invalid_group",
+                format!("group {g:?} must be 1-64 characters of [A-Za-z0-9_-]"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+async fn put_article(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ArticlePath(id): ArticlePath,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    state.is_admin(&headers)?;
+    let b: MetaBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad("invalid_json", format!("invalid article body: {e}")))?;
+    check_len("title", &b.title, 512)?;
+    check_len("url", &b.url, 2048)?;
+    check_len("summary", &b.summary, 4096)?;
+    check_len("cover", &b.cover, 2048)?;
+    check_label("author", &b.author)?;
+    check_label("category", &b.category)?;
+    check_label("kind", &b.kind)?;
+    check_groups(&b.groups)?;
+    let now = state.clock.now();
+    let published_at = match b.published_at {
+        Some(p) if p < 0 || p > now + 366 * 86_400 => {
+            return Err(ApiError::bad(
+                "invalid_timestamp",
+                "publishedAt must be Unix seconds, at most a year ahead",
+            ));
+        }
+        Some(p) => p,
+        None => state
+            .store
+            .article(&id, now)
+            .await?
+            .map_or(now, |a| a.meta.published_at),
+    };
+    let mut groups = b.groups;
+    groups.sort();
+    groups.dedup();
+    let meta = ArticleMeta {
+        title: b.title,
+        url: b.url,
+        author: b.author,
+        category: b.category,
+        kind: b.kind,
+        groups,
+        published_at,
+        summary: b.summary,
+        cover: b.cover,
+    };
+    let outcome = state.store.put_article(id.clone(), meta, now).await?;
+    let view = state
+        .store
+        .article(&id, now)
+        .await?
+        .ok_or_else(|| ApiError::Internal("article vanished after put".into()))?;
+    let status = match outcome {
+        PutOutcome::Created => StatusCode::CREATED,
+        PutOutcome::Updated => StatusCode::OK,
+    };
+    Ok((status, Json(article_json(&view))).into_response())
+}
+
+async fn get_article(
+    State(state): State<AppState>,
+    ArticlePath(id): ArticlePath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .store
+        .article(&id, state.clock.now())
+        .await?
+        .ok_or_else(|| ApiError::NotFound("not_found", format!("no article {id}")))?;
+    Ok(Json(article_json(&view)))
+}
+
+async fn delete_article(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ArticlePath(id): ArticlePath,
+) -> Result<StatusCode, ApiError> {
+    state.is_admin(&headers)?;
+    if state.store.delete_article(&id, state.clock.now()).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound("not_found", format!("no article {id}")))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupsBody {
+    #[serde(default)]
+    add: Vec<String>,
+    #[serde(default)]
+    remove: Vec<String>,
+}
+
+async fn post_groups(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ArticlePath(id): ArticlePath,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    state.is_admin(&headers)?;
+    let b: GroupsBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad(
+            "invalid_json",
+            format!("expected {{\"add\": [], \"remove\": []}}: {e}"),
+        )
+    })?;
+    check_groups(&b.add)?;
+    check_groups(&b.remove)?;
+    let now = state.clock.now();
+    let view = state
+        .store
+        .article(&id, now)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("not_found", format!("no article {id}")))?;
+    let mut meta = view.meta;
+    meta.groups.retain(|g| !b.remove.contains(g));
+    meta.groups.extend(b.add);
+    meta.groups.sort();
+    meta.groups.dedup();
+    check_groups(&meta.groups)?;
+    state.store.put_article(id.clone(), meta, now).await?;
+    let view = state
+        .store
+        .article(&id, now)
+        .await?
+        .ok_or_else(|| ApiError::Internal("article vanished after put".into()))?;
+    Ok(Json(article_json(&view)))
+}
+
+pub fn article_json(v: &ArticleView) -> Value {
+    let m = &v.meta;
+    let c = &v.lifetime;
+    let q = &v.quarantined;
+    let slot = |verdict: Verdict| q.0[verdict.quarantine_slot().expect("quarantine verdict")];
+    let scores: serde_json::Map<String, Value> = v
+        .scores
+        .iter()
+        .map(|(m, s)| (m.as_str().to_string(), json!(s)))
+        .collect();
+    json!({
+        "articleId": v.id.as_str(),
+        "title": m.title, "url": m.url, "author": m.author,
+        "category": m.category, "kind": m.kind, "groups": m.groups,
+        "publishedAt": m.published_at, "summary": m.summary, "cover": m.cover,
+        "pv": c.pv, "uv": c.uv, "votes": 0, "likes": c.likes, "comments": c.comments,
+        "favorites": c.favorites, "shares": c.shares,
+        "avgDwellSeconds": c.avg_dwell_seconds(),
+        "quarantined": {
+            "duplicate": slot(Verdict::Duplicate),
+            "rate_limited": slot(Verdict::RateLimited),
+            "bot": slot(Verdict::Bot),
+            "replayed": slot(Verdict::Replayed),
+        },
+        "scores": scores,
+    })
+}

@@ -1,0 +1,231 @@
+//! Extractors that fail with the contract's JSON errors instead of axum's
+//! plain-text rejections.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+
+use super::{ApiError, AppState};
+use crate::config::cidr_contains;
+use crate::model::ArticleId;
+
+/// A request body that must be JSON and no larger than `max_body_bytes`.
+pub struct JsonBody(pub Bytes);
+
+impl FromRequest<AppState> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|m| {
+                let m = m.trim().to_ascii_lowercase();
+                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+            })
+            .unwrap_or(false);
+        // Beacons from `navigator.sendBeacon` cannot set a JSON content type
+        // without a CORS preflight; they are sent as text/plain.
+        let is_beacon_text = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
+        if !is_json && !is_beacon_text {
+            return Err(ApiError::UnsupportedMediaType(
+                "send the body as Content-Type: application/json".into(),
+            ));
+        }
+        let limit = state.config.max_body_bytes;
+        if let Some(len) = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            && len > limit as u64
+        {
+            return Err(ApiError::PayloadTooLarge(limit));
+        }
+        let body = axum::body::to_bytes(req.into_body(), limit)
+            .await
+            .map_err(|_| ApiError::PayloadTooLarge(limit))?;
+        Ok(JsonBody(body))
+    }
+}
+
+/// Query parameters, each at most once, only the names a route knows.
+pub struct Params(pub HashMap<String, String>);
+
+impl Params {
+    pub fn parse(query: Option<&str>, known: &[&str]) -> Result<Self, ApiError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query.unwrap_or(""))
+            .map_err(|e| {
+                ApiError::bad("invalid_parameter", format!("malformed query string: {e}"))
+            })?;
+        let mut map = HashMap::new();
+        for (k, v) in pairs {
+            if !known.contains(&k.as_str()) {
+                return Err(ApiError::bad(
+                    "invalid_parameter",
+                    format!(
+                        "unknown parameter {k:?}; this endpoint takes {}",
+                        known.join(", ")
+                    ),
+                ));
+            }
+            if map.insert(k.clone(), v).is_some() {
+                return Err(ApiError::bad(
+                    "invalid_parameter",
+                    format!("parameter {k:?} given twice"),
+                ));
+            }
+        }
+        Ok(Params(map))
+    }
+
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str)
+    }
+
+    /// An integer in `lo..=hi`, if present.
+    pub fn int(&self, k: &str, lo: usize, hi: usize) -> Result<Option<usize>, ApiError> {
+        let Some(v) = self.get(k) else {
+            return Ok(None);
+        };
+        match v.parse::<usize>() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(Some(n)),
+            _ => Err(ApiError::bad(
+                "invalid_parameter",
+                format!("{k} must be an integer in {lo}..={hi}, got {v:?}"),
+            )),
+        }
+    }
+
+    pub fn bool(&self, k: &str) -> Result<bool, ApiError> {
+        match self.get(k) {
+            None | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") | Some("") => Ok(true),
+            Some(v) => Err(ApiError::bad(
+                "invalid_parameter",
+                format!("{k} must be true or false, got {v:?}"),
+            )),
+        }
+    }
+
+    /// A label filter (category, kind, group): 1–128 printable characters.
+    pub fn label(&self, k: &str) -> Result<Option<String>, ApiError> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(v) if valid_label(v) => Ok(Some(v.to_string())),
+            Some(v) => Err(ApiError::bad(
+                "invalid_parameter",
+                format!("{k} must be 1-128 printable characters, got {v:?}"),
+            )),
+        }
+    }
+}
+
+pub fn valid_label(v: &str) -> bool {
+    !v.is_empty() && v.len() <= 128 && !v.chars().any(char::is_control)
+}
+
+/// The `{id}` path segment, validated as an article id.
+pub struct ArticlePath(pub ArticleId);
+
+impl FromRequestParts<AppState> for ArticlePath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ApiError::bad("invalid_article_id", e.to_string()))?;
+        ArticleId::parse(&raw)
+            .map(ArticlePath)
+            .map_err(|e| ApiError::bad("invalid_article_id", e.to_string()))
+    }
+}
+
+/// The client's address: the peer, or the first untrusted address of
+/// `X-Forwarded-For` when the peer is a trusted proxy.
+pub struct ClientIp(pub IpAddr);
+
+impl FromRequestParts<AppState> for ClientIp {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip())
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        Ok(ClientIp(client_ip(
+            peer,
+            &parts.headers,
+            &state.trusted_proxies,
+        )))
+    }
+}
+
+fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[(IpAddr, u8)]) -> IpAddr {
+    let is_trusted = |ip: IpAddr| trusted.iter().any(|&net| cidr_contains(net, ip));
+    if !is_trusted(peer) {
+        return peer;
+    }
+    let mut client = peer;
+    // Walk the chain right to left: the rightmost address a trusted proxy
+    // did not add itself is the client.
+    let chain: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|s| s.trim().parse::<IpAddr>().ok())
+        .collect();
+    for ip in chain.into_iter().rev() {
+        client = ip;
+        if !is_trusted(ip) {
+            break;
+        }
+    }
+    client
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_cidr;
+
+    #[test]
+    fn forwarded_for_only_from_trusted_proxies() {
+        let trusted = [parse_cidr("10.0.0.0/8").unwrap()];
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            "1.1.1.1, 2.2.2.2, 10.0.0.5".parse().unwrap(),
+        );
+        let proxy: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            client_ip(proxy, &h, &trusted),
+            "2.2.2.2".parse::<IpAddr>().unwrap()
+        );
+        let stranger: IpAddr = "8.8.8.8".parse().unwrap();
+        assert_eq!(client_ip(stranger, &h, &trusted), stranger);
+        assert_eq!(client_ip(proxy, &HeaderMap::new(), &trusted), proxy);
+    }
+
+    #[test]
+    fn params() {
+        assert!(Params::parse(Some("a=1&a=2"), &["a"]).is_err());
+        assert!(Params::parse(Some("b=1"), &["a"]).is_err());
+        let p = Params::parse(Some("a=5"), &["a"]).unwrap();
+        assert_eq!(p.int("a", 1, 10).unwrap(), Some(5));
+        assert!(p.int("a", 6, 10).is_err());
+    }
+}

@@ -1,0 +1,402 @@
+//! `POST /api/views` and `POST /api/events`: validation and the stateless
+//! half of the gate (identity hashing, bot check), then the store.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::extract::{ClientIp, JsonBody};
+use super::{ApiError, AppState};
+use crate::gate::{TsError, check_ts};
+use crate::model::{ArticleId, Event, EventType, Verdict, VerdictCounts};
+use crate::store::IngestReject;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/views", post(post_view))
+        .route("/api/events", post(post_events))
+}
+
+/// One event as sent. Every field is kept raw so that a bad field fails
+/// that event alone, with a precise error code.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    article_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    visitor_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    user_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow)]
+    event_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    seconds: Option<&'a RawValue>,
+    #[serde(borrow)]
+    ip: Option<&'a RawValue>,
+    #[serde(borrow)]
+    user_agent: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct RawBatch<'a> {
+    #[serde(borrow)]
+    events: Vec<&'a RawValue>,
+}
+
+/// What every event of one request shares.
+struct Ctx<'a> {
+    state: &'a AppState,
+    trusted: bool,
+    ip: IpAddr,
+    user_agent: &'a str,
+    now_ms: i64,
+}
+
+fn raw_str<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
+    let text = raw.get();
+    if !text.starts_with('"') {
+        return None;
+    }
+    match serde_json::from_str::<&str>(text) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        Err(_) => serde_json::from_str::<String>(text).ok().map(Cow::Owned),
+    }
+}
+
+/// A string of 1..=128 bytes.
+fn short_str<'a>(
+    raw: &'a RawValue,
+    code: &'static str,
+    name: &str,
+) -> Result<Cow<'a, str>, ApiError> {
+    match raw_str(raw) {
+        Some(s) if !s.is_empty() && s.len() <= 128 => Ok(s),
+        _ => Err(ApiError::bad(
+            code,
+            format!("{name} must be a string of 1-128 bytes"),
+        )),
+    }
+}
+
+fn parse_article_id(raw: Option<&RawValue>) -> Result<ArticleId, ApiError> {
+    let bad = || {
+        ApiError::bad(
+            "invalid_article_id",
+            crate::model::InvalidArticleId.to_string(),
+        )
+    };
+    let raw = raw.ok_or_else(|| ApiError::bad("invalid_article_id", "articleId is required"))?;
+    match raw_str(raw) {
+        Some(s) => ArticleId::parse(&s).map_err(|_| bad()),
+        None => serde_json::from_str::<u64>(raw.get())
+            .map(ArticleId::from_number)
+            .map_err(|_| bad()),
+    }
+}
+
+fn parse_event(raw: &RawValue, ctx: &Ctx<'_>, only_views: bool) -> Result<Event, ApiError> {
+    let ev: RawEvent<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+        ApiError::bad(
+            "invalid_event",
+            format!("an event must be a JSON object: {e}"),
+        )
+    })?;
+    let kind = match ev.kind {
+        None if only_views => EventType::View,
+        None => return Err(ApiError::bad("invalid_event_type", "type is required")),
+        Some(t) => {
+            let t = raw_str(t).and_then(|s| EventType::parse(&s));
+            match t {
+                Some(EventType::View) => EventType::View,
+                Some(t) if !only_views => t,
+                _ if only_views => {
+                    return Err(ApiError::bad(
+                        "invalid_event_type",
+                        "POST /api/views takes views only; use POST /api/events",
+                    ));
+                }
+                _ => {
+                    return Err(ApiError::bad(
+                        "invalid_event_type",
+                        "type must be one of view, dwell, like, comment, favorite, share",
+                    ));
+                }
+            }
+        }
+    };
+    let article = parse_article_id(ev.article_id)?;
+    let cfg = &ctx.state.config;
+    let now = ctx.now_ms.div_euclid(1000);
+    let ts = match ev.ts {
+        None => now,
+        Some(raw) => serde_json::from_str::<i64>(raw.get())
+            .ok()
+            .filter(|t| *t >= 0)
+            .ok_or_else(|| {
+                ApiError::bad(
+                    "invalid_timestamp",
+                    "ts must be a non-negative integer (Unix seconds)",
+                )
+            })?,
+    };
+    match check_ts(
+        ts,
+        now,
+        cfg.retention_secs(),
+        i64::from(cfg.gate.max_future_secs),
+    ) {
+        Ok(()) => {}
+        Err(TsError::TooOld) => {
+            return Err(ApiError::bad(
+                "invalid_timestamp",
+                format!(
+                    "ts {ts} is older than the retention ({} days)",
+                    cfg.retention.hourly_days
+                ),
+            ));
+        }
+        Err(TsError::InFuture) => {
+            return Err(ApiError::bad(
+                "invalid_timestamp",
+                format!(
+                    "ts {ts} is more than {} s in the future",
+                    cfg.gate.max_future_secs
+                ),
+            ));
+        }
+    }
+    let seconds = match (kind, ev.seconds) {
+        (EventType::Dwell, Some(raw)) => {
+            let s = serde_json::from_str::<f64>(raw.get())
+                .ok()
+                .filter(|s| s.is_finite());
+            match s {
+                Some(s) if s > 0.0 && s <= 86_400.0 => (s.round() as u32).max(1),
+                _ => {
+                    return Err(ApiError::bad(
+                        "invalid_seconds",
+                        "seconds must be a number > 0 and <= 86400",
+                    ));
+                }
+            }
+        }
+        (EventType::Dwell, None) => {
+            return Err(ApiError::bad(
+                "invalid_seconds",
+                "a dwell event needs seconds",
+            ));
+        }
+        (_, _) => 0,
+    };
+    let event_id = match ev.event_id {
+        None => None,
+        Some(raw) => Some(ctx.state.identity.event_id(&short_str(
+            raw,
+            "invalid_event_id",
+            "eventId",
+        )?)),
+    };
+    // A trusted backend speaks for its readers: their IP and user agent.
+    let (ip, user_agent): (IpAddr, Option<Cow<'_, str>>) = if ctx.trusted {
+        let ip = match ev.ip {
+            None => ctx.ip,
+            Some(raw) => raw_str(raw)
+                .and_then(|s| s.trim().parse::<IpAddr>().ok())
+                .ok_or_else(|| ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address"))?,
+        };
+        let ua = match ev.user_agent {
+            None => None,
+            Some(raw) => match raw_str(raw) {
+                Some(s) if s.len() <= 1024 => Some(s),
+                _ => {
+                    return Err(ApiError::bad(
+                        "invalid_user_agent",
+                        "userAgent must be a string of at most 1024 bytes",
+                    ));
+                }
+            },
+        };
+        (ip, ua)
+    } else {
+        (ctx.ip, Some(Cow::Borrowed(ctx.user_agent)))
+    };
+    let visitor = match (ev.visitor_id, ev.user_id) {
+        (Some(raw), _) => {
+            ctx.state
+                .identity
+                .visitor(&short_str(raw, "invalid_visitor_id", "visitorId")?)
+        }
+        (None, Some(raw)) => {
+            ctx.state
+                .identity
+                .visitor(&short_str(raw, "invalid_user_id", "userId")?)
+        }
+        (None, None) => {
+            ctx.state
+                .identity
+                .anonymous_visitor(ip, user_agent.as_deref().unwrap_or(""), now)
+        }
+    };
+    let bot = user_agent.is_some_and(|ua| ctx.state.bots.is_bot(&ua));
+    Ok(Event {
+        kind,
+        article,
+        visitor,
+        ip: ctx.state.identity.ip(ip),
+        ts,
+        arrival_ms: ctx.now_ms,
+        event_id,
+        seconds,
+        bot,
+        trusted: ctx.trusted,
+    })
+}
+
+fn record_verdicts(counts: &VerdictCounts) {
+    for v in Verdict::ALL {
+        let n = counts.get(v);
+        if n > 0 {
+            metrics::counter!("hotrank_events_total", "verdict" => v.as_str()).increment(n);
+        }
+    }
+}
+
+async fn post_view(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let trusted = state.is_trusted(&headers)?;
+    let raw: &RawValue = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad("invalid_json", format!("body is not valid JSON: {e}")))?;
+    let ctx = Ctx {
+        state: &state,
+        trusted,
+        ip,
+        user_agent: user_agent(&headers),
+        now_ms: state.clock.now_ms(),
+    };
+    let ev = parse_event(raw, &ctx, true).inspect_err(|_| {
+        metrics::counter!("hotrank_events_invalid_total").increment(1);
+    })?;
+    let now = ev.arrival_ms.div_euclid(1000);
+    let outcome = state.store.ingest(vec![ev], now).await?;
+    let outcome = match outcome.into_iter().next() {
+        Some(Ok(o)) => o,
+        Some(Err(IngestReject::UnknownArticle)) => {
+            return Err(ApiError::NotFound(
+                "unknown_article",
+                "this article was never created (require_known_articles is set)".into(),
+            ));
+        }
+        None => return Err(ApiError::Internal("store returned no outcome".into())),
+    };
+    let mut counts = VerdictCounts::default();
+    counts.add(outcome.verdict);
+    record_verdicts(&counts);
+    metrics::histogram!("hotrank_ingest_seconds", "endpoint" => "views")
+        .record(started.elapsed().as_secs_f64());
+    let body = json!({"verdict": outcome.verdict.as_str(), "pv": outcome.pv, "uv": outcome.uv});
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+async fn post_events(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let trusted = state.is_trusted(&headers)?;
+    let batch: RawBatch<'_> = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad(
+            "invalid_json",
+            format!("body must be a JSON object {{\"events\": [...]}}: {e}"),
+        )
+    })?;
+    let max = state.config.max_batch_events;
+    if batch.events.len() > max {
+        return Err(ApiError::bad(
+            "batch_too_large",
+            format!(
+                "a batch holds at most {max} events, got {}",
+                batch.events.len()
+            ),
+        ));
+    }
+    let ctx = Ctx {
+        state: &state,
+        trusted,
+        ip,
+        user_agent: user_agent(&headers),
+        now_ms: state.clock.now_ms(),
+    };
+    let mut events = Vec::with_capacity(batch.events.len());
+    let mut positions = Vec::with_capacity(batch.events.len());
+    let mut errors = Vec::new();
+    for (i, raw) in batch.events.iter().enumerate() {
+        match parse_event(raw, &ctx, false) {
+            Ok(ev) => {
+                events.push(ev);
+                positions.push(i);
+            }
+            Err(e) => errors.push(json!({"index": i, "code": e.code(), "message": e.to_string()})),
+        }
+    }
+    if !errors.is_empty() {
+        metrics::counter!("hotrank_events_invalid_total").increment(errors.len() as u64);
+    }
+    let now = ctx.now_ms.div_euclid(1000);
+    let outcomes = if events.is_empty() {
+        Vec::new()
+    } else {
+        state.store.ingest(events, now).await?
+    };
+    let mut counts = VerdictCounts::default();
+    let mut accepted = 0u64;
+    for (o, i) in outcomes.into_iter().zip(positions) {
+        match o {
+            Ok(o) => {
+                accepted += 1;
+                counts.add(o.verdict);
+            }
+            Err(IngestReject::UnknownArticle) => errors.push(json!({
+                "index": i, "code": "unknown_article",
+                "message": "this article was never created (require_known_articles is set)"
+            })),
+        }
+    }
+    errors.sort_by_key(|e| e["index"].as_u64());
+    record_verdicts(&counts);
+    metrics::histogram!("hotrank_ingest_seconds", "endpoint" => "events")
+        .record(started.elapsed().as_secs_f64());
+    let verdicts: serde_json::Map<String, serde_json::Value> = Verdict::ALL
+        .iter()
+        .map(|v| (v.as_str().to_string(), json!(counts.get(*v))))
+        .collect();
+    Ok(Json(json!({"accepted": accepted, "verdicts": verdicts, "errors": errors})).into_response())
+}
+
+fn user_agent(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}

@@ -1,0 +1,121 @@
+//! Operations: health, readiness, metrics, stats, the OpenAPI document and
+//! the dashboard page.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{MatchedPath, RawQuery, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::extract::Params;
+use super::{ApiError, AppState};
+use crate::model::{Quarantine, Verdict};
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
+        .route("/openapi.json", get(openapi))
+        .route("/api/stats", get(stats))
+        .route("/", get(dashboard))
+}
+
+/// The OpenAPI document, kept beside the code and checked against the
+/// router by a test.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    state.store.ready().await?;
+    Ok(Json(json!({"status": "ready"})))
+}
+
+async fn prometheus(State(state): State<AppState>) -> Response {
+    let body = state
+        .metrics
+        .as_ref()
+        .map(|h| h.render())
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+fn quarantine_json(q: &Quarantine) -> Value {
+    let mut m = serde_json::Map::new();
+    for v in Verdict::ALL {
+        if let Some(i) = v.quarantine_slot() {
+            m.insert(v.as_str().to_string(), json!(q.0[i]));
+        }
+    }
+    Value::Object(m)
+}
+
+async fn stats(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["hours"])?;
+    let hours = p.int("hours", 1, 24 * 90)?.unwrap_or(24) as u32;
+    let s = state.store.stats(state.clock.now(), hours).await?;
+    let by_hour: Vec<Value> = s
+        .quarantine_by_hour
+        .iter()
+        .map(|(h, q)| json!({"hour": h * 3600, "quarantined": quarantine_json(q)}))
+        .collect();
+    Ok(Json(json!({
+        "articles": s.articles,
+        "counted": s.counted,
+        "quarantined": quarantine_json(&s.quarantined),
+        "quarantinedTotal": s.quarantined.total(),
+        "quarantinedByHour": by_hour,
+    })))
+}
+
+async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("dashboard.html"))
+}
+
+/// Counts requests by route and status, and logs slow ones.
+pub async fn track(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = req.method().clone();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let elapsed = started.elapsed();
+    metrics::counter!(
+        "hotrank_http_requests_total",
+        "route" => route.clone(),
+        "status" => status.as_u16().to_string()
+    )
+    .increment(1);
+    metrics::histogram!("hotrank_http_request_seconds", "route" => route.clone())
+        .record(elapsed.as_secs_f64());
+    if status == StatusCode::INTERNAL_SERVER_ERROR || elapsed.as_millis() > 1000 {
+        tracing::warn!(%method, %route, status = status.as_u16(), ms = elapsed.as_millis() as u64, "slow or failed request");
+    }
+    resp
+}

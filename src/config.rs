@@ -1,0 +1,340 @@
+//! Configuration: a TOML file (`--config FILE`), then command-line flags and
+//! environment variables on top. Every key and its default is listed in the
+//! README ("Configuration"); `Config::default()` is the source of truth.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::score::Models;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP server binds.
+    pub listen: SocketAddr,
+    /// Where the embedded store keeps its log, snapshots and generated secrets.
+    pub data_dir: PathBuf,
+    /// Admin token (`HOTRANK_ADMIN_TOKEN`); generated into the data dir when empty.
+    pub admin_token: Option<String>,
+    /// Ingest token (`HOTRANK_INGEST_TOKEN`) for trusted backends.
+    pub ingest_token: Option<String>,
+    /// Reject events for articles that were never `PUT` (404 unknown_article).
+    pub require_known_articles: bool,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Most events in one `POST /api/events`.
+    pub max_batch_events: usize,
+    /// Peers whose `X-Forwarded-For` is believed (IPs or CIDRs).
+    pub trusted_proxies: Vec<String>,
+    /// `text` or `json` logs.
+    pub log_format: LogFormat,
+    pub gate: GateConfig,
+    pub retention: RetentionConfig,
+    pub embedded: EmbeddedConfig,
+    pub models: Models,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            admin_token: None,
+            ingest_token: None,
+            require_known_articles: false,
+            max_body_bytes: 1 << 20,
+            max_batch_events: 1000,
+            trusted_proxies: Vec::new(),
+            log_format: LogFormat::Text,
+            gate: GateConfig::default(),
+            retention: RetentionConfig::default(),
+            embedded: EmbeddedConfig::default(),
+            models: Models::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The filter stage: what decides "count or not".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateConfig {
+    /// A visitor's repeat view of an article inside this many seconds of its
+    /// last counted view is a duplicate (seed 000: 10–15 minutes).
+    pub dedupe_window_secs: u32,
+    /// Most events one visitor may send in any 60 s (0 disables).
+    pub visitor_limit_per_minute: u32,
+    /// Most events one client IP may send in any 60 s (0 disables).
+    pub ip_limit_per_minute: u32,
+    /// How long an `eventId` is remembered for idempotency.
+    pub event_id_ttl_secs: u32,
+    /// Largest accepted `ts` ahead of the server clock.
+    pub max_future_secs: u32,
+    /// Extra user-agent regular expressions treated as bots (case-insensitive),
+    /// on top of the `isbot` crate's maintained list.
+    pub bot_patterns: Vec<String>,
+    /// Treat requests with no User-Agent at all as bots.
+    pub empty_user_agent_is_bot: bool,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            dedupe_window_secs: 900,
+            visitor_limit_per_minute: 60,
+            ip_limit_per_minute: 600,
+            event_id_ttl_secs: 86_400,
+            max_future_secs: 300,
+            bot_patterns: Vec::new(),
+            empty_user_agent_is_bot: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Hourly activity is kept this many days (seed 000: 90).
+    pub hourly_days: u32,
+    /// Each ranking holds at most this many articles (seed 000: top 1000);
+    /// it is also the deepest rank a query can reach.
+    pub ranking_cap: usize,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            hourly_days: 90,
+            ranking_cap: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncMode {
+    /// Acknowledge after fsync (group commit). Survives power loss.
+    Always,
+    /// Acknowledge after write(2); fsync every `fsync_interval_ms`.
+    /// Survives a process crash; a power loss can lose the last interval.
+    Interval,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmbeddedConfig {
+    pub fsync: FsyncMode,
+    pub fsync_interval_ms: u64,
+    /// Take a snapshot after this many seconds with new log records.
+    pub snapshot_interval_secs: u64,
+    /// ... or after this many log records, whichever comes first.
+    pub snapshot_every_records: u64,
+    /// Log segment size before rotation.
+    pub segment_bytes: u64,
+}
+
+impl Default for EmbeddedConfig {
+    fn default() -> Self {
+        EmbeddedConfig {
+            fsync: FsyncMode::Always,
+            fsync_interval_ms: 10,
+            snapshot_interval_secs: 300,
+            snapshot_every_records: 5_000_000,
+            segment_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file; unknown keys are errors.
+    pub fn from_file(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+    }
+
+    /// Checks every key; `Err` names the key and its valid range, `Ok` holds
+    /// warnings worth logging.
+    pub fn validate(&self) -> Result<Vec<String>, String> {
+        let mut warnings = self.models.validate()?;
+        let g = &self.gate;
+        if g.dedupe_window_secs == 0 || g.dedupe_window_secs > 86_400 {
+            return Err(format!(
+                "gate.dedupe_window_secs = {} is invalid: must be in 1..=86400",
+                g.dedupe_window_secs
+            ));
+        }
+        if !(600..=900).contains(&g.dedupe_window_secs) {
+            warnings.push(format!(
+                "gate.dedupe_window_secs = {} is outside the seed's 10-15 minutes",
+                g.dedupe_window_secs
+            ));
+        }
+        if g.event_id_ttl_secs == 0 {
+            return Err("gate.event_id_ttl_secs must be > 0".into());
+        }
+        if g.max_future_secs > 86_400 {
+            return Err(format!(
+                "gate.max_future_secs = {} is invalid: must be in 0..=86400",
+                g.max_future_secs
+            ));
+        }
+        for p in &g.bot_patterns {
+            regex::Regex::new(p)
+                .map_err(|e| format!("gate.bot_patterns: {p:?} is not a valid regex: {e}"))?;
+        }
+        let r = &self.retention;
+        if !(1..=3650).contains(&r.hourly_days) {
+            return Err(format!(
+                "retention.hourly_days = {} is invalid: must be in 1..=3650",
+                r.hourly_days
+            ));
+        }
+        if !(1..=100_000).contains(&r.ranking_cap) {
+            return Err(format!(
+                "retention.ranking_cap = {} is invalid: must be in 1..=100000",
+                r.ranking_cap
+            ));
+        }
+        if !(1..=100_000).contains(&self.max_batch_events) {
+            return Err(format!(
+                "max_batch_events = {} is invalid: must be in 1..=100000",
+                self.max_batch_events
+            ));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(format!(
+                "max_body_bytes = {} is invalid: must be >= 1024",
+                self.max_body_bytes
+            ));
+        }
+        for p in &self.trusted_proxies {
+            parse_cidr(p).ok_or_else(|| {
+                format!("trusted_proxies: {p:?} is not an IP address or CIDR block")
+            })?;
+        }
+        let e = &self.embedded;
+        if e.fsync == FsyncMode::Interval && !(1..=10_000).contains(&e.fsync_interval_ms) {
+            return Err(format!(
+                "embedded.fsync_interval_ms = {} is invalid: must be in 1..=10000",
+                e.fsync_interval_ms
+            ));
+        }
+        if e.segment_bytes < 4096 {
+            return Err("embedded.segment_bytes must be >= 4096".into());
+        }
+        for (key, tok) in [
+            ("admin_token", &self.admin_token),
+            ("ingest_token", &self.ingest_token),
+        ] {
+            if let Some(t) = tok
+                && (t.len() < 8 || t.chars().any(char::is_whitespace))
+            {
+                return Err(format!(
+                    "{key} is invalid: use at least 8 characters and no whitespace"
+                ));
+            }
+        }
+        Ok(warnings)
+    }
+
+    /// Retention in seconds.
+    pub fn retention_secs(&self) -> i64 {
+        i64::from(self.retention.hourly_days) * 86_400
+    }
+}
+
+/// Parses `1.2.3.4`, `1.2.3.0/24`, `::1` or `fd00::/8` into (network, prefix).
+pub fn parse_cidr(s: &str) -> Option<(IpAddr, u8)> {
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a.parse::<IpAddr>().ok()?, Some(l.parse::<u8>().ok()?)),
+        None => (s.parse::<IpAddr>().ok()?, None),
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = len.unwrap_or(max);
+    (len <= max).then_some((addr, len))
+}
+
+/// Whether `ip` lies in the block `(net, len)`.
+pub fn cidr_contains((net, len): (IpAddr, u8), ip: IpAddr) -> bool {
+    let ip = match (net, ip) {
+        (IpAddr::V4(_), IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => return false,
+        },
+        _ => ip,
+    };
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(a)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            (u32::from(n) & mask) == (u32::from(a) & mask)
+        }
+        (IpAddr::V6(n), IpAddr::V6(a)) => {
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            (u128::from(n) & mask) == (u128::from(a) & mask)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(Config::default().validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn toml_round_trip_and_unknown_keys() {
+        let c: Config =
+            toml::from_str("listen = \"0.0.0.0:9000\"\n[models.gravity]\ngamma = 1.4\n").unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.models.gravity.gamma, 1.4);
+        assert_eq!(c.models.gravity.alpha, 1.0);
+        assert!(toml::from_str::<Config>("nope = 1").is_err());
+        let text = toml::to_string(&Config::default()).unwrap();
+        assert_eq!(toml::from_str::<Config>(&text).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let mut c = Config::default();
+        c.models.gravity.gamma = 0.0;
+        assert!(c.validate().unwrap_err().contains("models.gravity.gamma"));
+        let mut c = Config::default();
+        c.gate.bot_patterns = vec!["(".into()];
+        assert!(c.validate().unwrap_err().contains("gate.bot_patterns"));
+        let mut c = Config::default();
+        c.trusted_proxies = vec!["10.0.0.0/33".into()];
+        assert!(c.validate().unwrap_err().contains("trusted_proxies"));
+    }
+
+    #[test]
+    fn cidrs() {
+        let net = parse_cidr("10.1.0.0/16").unwrap();
+        assert!(cidr_contains(net, "10.1.2.3".parse().unwrap()));
+        assert!(!cidr_contains(net, "10.2.0.1".parse().unwrap()));
+        assert!(cidr_contains(net, "::ffff:10.1.0.9".parse().unwrap()));
+        let one = parse_cidr("127.0.0.1").unwrap();
+        assert!(cidr_contains(one, "127.0.0.1".parse().unwrap()));
+        assert!(!cidr_contains(one, "127.0.0.2".parse().unwrap()));
+        assert!(cidr_contains(
+            parse_cidr("::1").unwrap(),
+            "::1".parse().unwrap()
+        ));
+    }
+}

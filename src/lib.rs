@@ -1,0 +1,33 @@
+//! hotrank: a self-hosted hot/trending content engine.
+//!
+//! Events flow one way:
+//!
+//! ```text
+//! HTTP (api) ──► gate: validate, bot check ──► store: replay, rate limit,
+//!                                              dedupe, count ──► rankings
+//! ```
+//!
+//! A tour of the modules:
+//! - [`model`]: validated ids, events, verdicts, queries — the vocabulary.
+//! - [`sketch`]: a HyperLogLog byte-compatible with Redis, for UV.
+//! - [`gate`]: identity hashing, bot detection, timestamp bounds, the
+//!   sliding-window rate limiter.
+//! - [`score`]: the ranking models, pure functions of counters and `now`.
+//! - [`store`]: the [`store::Store`] trait and its implementations (the
+//!   embedded store with its write-ahead log and snapshots).
+//! - [`api`]: the axum routers, one per area, and the error type.
+//! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
+//! - [`config`]: the TOML configuration and its validation.
+//! - [`clock`]: where "now" comes from (system or manual, for tests).
+//!
+//! docs/design.md explains the data model, freshness and durability.
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod gate;
+pub mod model;
+pub mod score;
+pub mod server;
+pub mod sketch;
+pub mod store;

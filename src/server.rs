@@ -1,0 +1,194 @@
+//! Putting a server together: secrets, state, background upkeep, and
+//! [`run`], which serves until `shutdown` resolves and then flushes.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState};
+use crate::clock::Clock;
+use crate::config::{Config, parse_cidr};
+use crate::gate::{BotDetector, Identity};
+use crate::store::Store;
+
+/// Installs the process-wide Prometheus recorder once and returns its handle.
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let latency = [
+                0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+                0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ];
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &latency)
+                .expect("non-empty buckets")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (tests embedding
+            // several servers): then this handle simply renders nothing new.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Reads `name` from the data dir, or creates it with `make()` (mode 0600).
+fn load_or_create(
+    dir: &Path,
+    name: &str,
+    make: impl FnOnce() -> String,
+) -> Result<(String, bool), String> {
+    let path = dir.join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => return Ok((s.trim().to_string(), false)),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let value = make();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    use std::io::Write;
+    let mut f = opts
+        .open(&path)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    f.write_all(value.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok((value, true))
+}
+
+fn random_hex(bytes: usize) -> String {
+    (0..bytes)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+/// Builds the handlers' shared state. Secrets (the admin token if none is
+/// configured, and the key of every identity hash) live in the data dir.
+pub fn build_state(
+    config: Config,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+) -> Result<AppState, String> {
+    let (secret_hex, _) = load_or_create(&config.data_dir, "identity.key", || random_hex(16))?;
+    let mut secret = [0u8; 16];
+    if secret_hex.len() != 32 {
+        return Err(format!(
+            "{} must hold 32 hex digits",
+            config.data_dir.join("identity.key").display()
+        ));
+    }
+    for (i, b) in secret.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&secret_hex[2 * i..2 * i + 2], 16).map_err(|_| {
+            format!(
+                "{} must hold hex digits",
+                config.data_dir.join("identity.key").display()
+            )
+        })?;
+    }
+    let admin_token = match &config.admin_token {
+        Some(t) => t.clone(),
+        None => {
+            let (t, created) = load_or_create(&config.data_dir, "admin_token", || random_hex(24))?;
+            let path = config.data_dir.join("admin_token");
+            if created {
+                tracing::info!(path = %path.display(), "generated an admin token");
+            } else {
+                tracing::info!(path = %path.display(), "admin token loaded");
+            }
+            t
+        }
+    };
+    let bots = BotDetector::new(
+        &config.gate.bot_patterns,
+        config.gate.empty_user_agent_is_bot,
+    )
+    .map_err(|e| format!("gate.bot_patterns: {e}"))?;
+    let trusted_proxies = config
+        .trusted_proxies
+        .iter()
+        .map(|p| parse_cidr(p).ok_or_else(|| format!("trusted_proxies: bad entry {p:?}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AppState {
+        store,
+        config: Arc::new(config),
+        identity: Identity::new(secret),
+        bots: Arc::new(bots),
+        clock,
+        admin_token: admin_token.into(),
+        trusted_proxies: trusted_proxies.into(),
+        metrics: Some(metrics_handle()),
+    })
+}
+
+/// Serves the API on `listener` until `shutdown` resolves, then stops
+/// accepting, lets in-flight requests finish, and flushes the store.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let store = state.store.clone();
+    let clock = state.clock.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let upkeep = tokio::spawn(upkeep(store.clone(), clock, stop_rx));
+    let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await;
+    let _ = stop_tx.send(true);
+    let _ = upkeep.await;
+    if let Err(e) = store.shutdown().await {
+        tracing::error!(error = %e, "flushing the store at shutdown failed");
+        return Err(std::io::Error::other(e.to_string()));
+    }
+    tracing::info!("shut down cleanly");
+    served
+}
+
+/// Every few seconds: store upkeep (retention, snapshots), and a readiness
+/// check that logs once when the store goes away and once when it is back.
+async fn upkeep(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut healthy = true;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let result = match store.ready().await {
+            Ok(()) => store.maintain(clock.now()).await,
+            Err(e) => Err(e),
+        };
+        match (result, healthy) {
+            (Ok(()), false) => {
+                tracing::info!("store is available again");
+                healthy = true;
+            }
+            (Err(e), true) => {
+                tracing::error!(error = %e, "store unavailable");
+                healthy = false;
+            }
+            _ => {}
+        }
+        metrics::gauge!("hotrank_store_up").set(if healthy { 1.0 } else { 0.0 });
+    }
+}

@@ -1,0 +1,85 @@
+//! HyperLogLog distinct counting, byte-for-byte compatible with Redis.
+//!
+//! An [`Hll`] *is* the string value Redis stores for a HyperLogLog key:
+//! `GET key` on a Redis server and [`Hll::as_bytes`] are identical after the
+//! same `PFADD` / `PFCOUNT` / `PFMERGE` operations, so sketches can be moved
+//! between hotrank and Redis (`SET key <bytes>`) in either direction and
+//! serialising a sketch is free.
+//!
+//! # Hashing and registers
+//!
+//! * An element is hashed with MurmurHash64A, seed `0xadc83b19`
+//!   ([`murmur64a`], [`HLL_SEED`]); eight-byte blocks are read
+//!   little-endian.
+//! * There are 16384 registers (precision P = 14). The register index is the
+//!   low 14 bits of the hash. The remaining 50 bits, with bit 50 set as a
+//!   sentinel, give the value: number of trailing zero bits plus one
+//!   (1..=51). A register keeps the maximum value it has seen.
+//!
+//! # Image layout
+//!
+//! A 16-byte header followed by the registers:
+//!
+//! | bytes  | content |
+//! |--------|---------|
+//! | 0..4   | magic `HYLL` |
+//! | 4      | encoding: 0 = dense, 1 = sparse |
+//! | 5..8   | unused (zero when Redis creates the key; preserved otherwise) |
+//! | 8..16  | cached cardinality, `u64` little-endian; if the most significant bit of byte 15 is set the cache is stale |
+//!
+//! **Dense**: 16384 six-bit registers packed least-significant-bit first
+//! (register `i` occupies bits `6i..6i+6` of the little-endian bit stream),
+//! 12288 bytes, 12304 bytes in total ([`HLL_DENSE_SIZE`]).
+//!
+//! **Sparse**: run-length opcodes that together cover exactly 16384
+//! registers:
+//!
+//! | opcode | bits | meaning |
+//! |--------|------|---------|
+//! | ZERO   | `00xxxxxx` | `xxxxxx + 1` (1..=64) zero registers |
+//! | XZERO  | `01xxxxxx yyyyyyyy` | `xxxxxxyyyyyyyy + 1` (1..=16384) zero registers |
+//! | VAL    | `1vvvvvxx` | `xx + 1` (1..=4) registers of value `vvvvv + 1` (1..=32) |
+//!
+//! A new sketch is sparse: a header whose cache is marked stale followed by
+//! one XZERO covering all registers (`7f ff`), 18 bytes. Updates rewrite the
+//! opcode stream in place exactly as Redis does (splitting the run that
+//! holds the register into at most three opcodes, then merging equal
+//! neighbouring VAL opcodes in a window of five opcodes from the one before).
+//! The sketch becomes dense when a value above 32 must be stored or when an
+//! update would make the image longer than `hll-sparse-max-bytes` (3000 by
+//! default, [`DEFAULT_SPARSE_MAX_BYTES`]; see [`Hll::with_sparse_max_bytes`]).
+//!
+//! # Counting and caching
+//!
+//! [`Hll::count`] is `PFCOUNT key`: it returns the cached cardinality when
+//! valid, otherwise computes Otmar Ertl's improved raw estimate from the
+//! register histogram (the σ/τ series Redis ≥ 5.0 uses) and writes it into
+//! the header. An `add` that changes a register only sets the stale bit
+//! (byte 15, bit 7), leaving the other cache bytes as they were — as Redis
+//! does — so images stay identical. [`Hll::estimate`] gives the same number
+//! without writing the cache; [`Hll::union_count`] is multi-key `PFCOUNT`.
+//!
+//! # Merging
+//!
+//! [`Hll::merge`] is `PFMERGE self self other`: the register-wise maximum.
+//! The result is dense if either input is dense; otherwise registers are
+//! raised one by one through the sparse update, which may still promote to
+//! dense. The cache is always marked stale afterwards.
+//!
+//! # Serde
+//!
+//! `Hll` serialises as its byte image (`serialize_bytes`); deserialising
+//! validates it with [`Hll::from_bytes`] (so the sparse limit of a
+//! deserialised sketch is the default one).
+
+mod dense;
+mod estimate;
+mod hll;
+mod murmur;
+mod sparse;
+
+pub use hll::{DEFAULT_SPARSE_MAX_BYTES, HLL_DENSE_SIZE, Hll, HllError};
+pub use murmur::{HLL_SEED, murmur64a};
+
+/// Number of registers (2^14).
+pub const HLL_REGISTERS: usize = 16384;

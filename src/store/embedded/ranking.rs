@@ -1,0 +1,405 @@
+//! Rankings that are exact at query time.
+//!
+//! A score that decays with time goes stale the moment it is stored. For
+//! models whose score can only fall while an article gets no events
+//! ([`ModelKind::non_increasing_in_time`]), a score computed at any earlier
+//! time is an *upper bound* of the score now. Each ranking therefore keeps
+//! its articles ordered by such bounds, and a query:
+//!
+//! 1. re-scores the articles that changed since the last query (`dirty`);
+//! 2. walks the order from the top, re-scoring each article exactly at
+//!    `now`, and stops as soon as the next bound is below the k-th exact
+//!    score found: nothing further down can beat it (Fagin's threshold
+//!    algorithm);
+//! 3. writes the exact scores back as the new, tighter bounds.
+//!
+//! A ranking holds at most `cap` articles (seed 000 keeps the top 1000).
+//! Articles pushed out are not lost: `reserve` remembers the highest bound
+//! among them, and if a query's k-th score falls below it, the ranking is
+//! rebuilt from every article's counters, so an article that rises again
+//! comes back. docs/design.md ("Freshness") has the argument in full.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use crate::model::{ArticleId, ArticleMeta, Counters, RangeSpec, Timestamp};
+use crate::score::{ModelKind, Models};
+
+use super::state::{Change, Data, Idx};
+
+/// What distinguishes one ranking from another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RankKey {
+    pub model: ModelKind,
+    pub range: RangeSpec,
+    pub category: Option<String>,
+    pub kind: Option<String>,
+    pub group: Option<String>,
+}
+
+impl RankKey {
+    pub fn matches(&self, meta: &ArticleMeta) -> bool {
+        self.category
+            .as_ref()
+            .is_none_or(|c| meta.category.as_ref() == Some(c))
+            && self
+                .kind
+                .as_ref()
+                .is_none_or(|k| meta.kind.as_ref() == Some(k))
+            && self.group.as_ref().is_none_or(|g| meta.groups.contains(g))
+    }
+}
+
+/// One ranked article with its exact score and window counters.
+#[derive(Debug, Clone)]
+pub struct Scored {
+    pub idx: Idx,
+    pub score: f64,
+    pub counters: Counters,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    bound: f64,
+    id: ArticleId,
+    idx: Idx,
+}
+
+impl Entry {
+    fn key(&self) -> (Desc, &ArticleId) {
+        (Desc(self.bound), &self.id)
+    }
+}
+
+/// Scores sort high to low; equal scores by article id, ascending.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Desc(f64);
+
+impl Eq for Desc {}
+impl PartialOrd for Desc {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Desc {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0)
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// Orders two scored articles as a ranking lists them.
+fn rank_order(data: &Data, a: &Scored, b: &Scored) -> Ordering {
+    Desc(a.score)
+        .cmp(&Desc(b.score))
+        .then_with(|| data.article(a.idx).id.cmp(&data.article(b.idx).id))
+}
+
+/// Exact score of one article for one ranking at `now`, or `None` when it
+/// does not belong in the ranking (deleted, filtered out, or no activity
+/// inside a bounded window).
+pub fn exact(
+    data: &mut Data,
+    idx: Idx,
+    key: &RankKey,
+    models: &Models,
+    now: Timestamp,
+) -> Option<(f64, Counters)> {
+    let a = data.article_mut(idx);
+    if a.deleted || !key.matches(&a.meta) {
+        return None;
+    }
+    let c = a.window(key.range, now);
+    if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
+        return None;
+    }
+    Some((models.score(key.model, &c, &a.meta, now), c))
+}
+
+pub struct Ranking {
+    key: RankKey,
+    cap: usize,
+    order: BTreeSet<Entry>,
+    bounds: HashMap<Idx, f64>,
+    dirty: HashSet<Idx>,
+    /// Highest bound of any matching article left out of `order`.
+    reserve: f64,
+    last_used: Timestamp,
+    /// Full rebuilds so far (for metrics and tests).
+    pub rebuilds: u64,
+}
+
+impl Ranking {
+    fn new(key: RankKey, cap: usize) -> Self {
+        Ranking {
+            key,
+            cap,
+            order: BTreeSet::new(),
+            bounds: HashMap::new(),
+            dirty: HashSet::new(),
+            reserve: f64::NEG_INFINITY,
+            last_used: 0,
+            rebuilds: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn remove(&mut self, idx: Idx, data: &Data) {
+        if let Some(bound) = self.bounds.remove(&idx) {
+            self.order.remove(&Entry {
+                bound,
+                id: data.article(idx).id.clone(),
+                idx,
+            });
+        }
+    }
+
+    /// Inserts with a fresh bound, keeping at most `cap` entries.
+    fn insert(&mut self, idx: Idx, bound: f64, data: &Data) {
+        let e = Entry {
+            bound,
+            id: data.article(idx).id.clone(),
+            idx,
+        };
+        if self.order.len() >= self.cap {
+            let worst = self.order.last().expect("cap >= 1");
+            if e >= *worst {
+                self.reserve = self.reserve.max(bound);
+                return;
+            }
+            let worst = self.order.pop_last().expect("non-empty");
+            self.bounds.remove(&worst.idx);
+            self.reserve = self.reserve.max(worst.bound);
+        }
+        self.bounds.insert(idx, bound);
+        self.order.insert(e);
+    }
+
+    /// Re-scores every matching article and keeps the best `cap`.
+    fn rebuild(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
+        let mut all: Vec<Scored> = (0..data.articles.len() as Idx)
+            .filter_map(|idx| {
+                exact(data, idx, &self.key, models, now).map(|(score, counters)| Scored {
+                    idx,
+                    score,
+                    counters,
+                })
+            })
+            .collect();
+        let data = &*data;
+        if all.len() > self.cap {
+            all.select_nth_unstable_by(self.cap, |a, b| rank_order(data, a, b));
+            self.reserve = all[self.cap..]
+                .iter()
+                .map(|s| s.score)
+                .fold(f64::NEG_INFINITY, f64::max);
+            all.truncate(self.cap);
+        } else {
+            self.reserve = f64::NEG_INFINITY;
+        }
+        self.order.clear();
+        self.bounds.clear();
+        self.dirty.clear();
+        for s in all {
+            self.bounds.insert(s.idx, s.score);
+            self.order.insert(Entry {
+                bound: s.score,
+                id: data.article(s.idx).id.clone(),
+                idx: s.idx,
+            });
+        }
+        self.rebuilds += 1;
+    }
+
+    fn refresh_dirty(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
+        for idx in std::mem::take(&mut self.dirty) {
+            self.remove(idx, data);
+            if let Some((score, _)) = exact(data, idx, &self.key, models, now) {
+                self.insert(idx, score, data);
+            }
+        }
+    }
+
+    /// One pass of the threshold algorithm; returns the accepted items in
+    /// rank order and whether the answer is proven exact.
+    fn walk(
+        &mut self,
+        depth: usize,
+        per_author: Option<usize>,
+        data: &mut Data,
+        models: &Models,
+        now: Timestamp,
+    ) -> (Vec<Scored>, bool) {
+        let mut scored: Vec<Scored> = Vec::new();
+        let mut rescored: Vec<(Idx, f64, Option<f64>)> = Vec::new();
+        let mut threshold: Option<f64> = None;
+        let mut checkpoint = depth.max(1);
+        for e in &self.order {
+            if threshold.is_some_and(|t| e.bound < t) {
+                break;
+            }
+            let ex = exact(data, e.idx, &self.key, models, now);
+            rescored.push((e.idx, e.bound, ex.map(|(s, _)| s)));
+            if let Some((score, counters)) = ex {
+                scored.push(Scored {
+                    idx: e.idx,
+                    score,
+                    counters,
+                });
+            }
+            if scored.len() >= checkpoint {
+                scored.sort_by(|a, b| rank_order(data, a, b));
+                let accepted = accept(data, &scored, per_author, depth);
+                if accepted.len() >= depth {
+                    threshold = Some(scored[accepted[depth - 1]].score);
+                }
+                checkpoint *= 2;
+            }
+        }
+        // Exact scores are the tightest bounds there are.
+        for (idx, old, new) in rescored {
+            let e = Entry {
+                bound: old,
+                id: data.article(idx).id.clone(),
+                idx,
+            };
+            self.order.remove(&e);
+            self.bounds.remove(&idx);
+            if let Some(score) = new {
+                self.bounds.insert(idx, score);
+                self.order.insert(Entry { bound: score, ..e });
+            }
+        }
+        scored.sort_by(|a, b| rank_order(data, a, b));
+        let accepted = accept(data, &scored, per_author, depth);
+        let exact = match accepted.get(depth.saturating_sub(1)) {
+            Some(&i) if accepted.len() >= depth => scored[i].score > self.reserve,
+            _ => self.reserve == f64::NEG_INFINITY,
+        };
+        let items = accepted.into_iter().map(|i| scored[i].clone()).collect();
+        (items, exact)
+    }
+}
+
+/// Indexes (into `scored`, in rank order) of the items a page may show:
+/// at most `per_author` per author, at most `depth` in all.
+fn accept(data: &Data, scored: &[Scored], per_author: Option<usize>, depth: usize) -> Vec<usize> {
+    let Some(cap) = per_author else {
+        return (0..scored.len().min(depth)).collect();
+    };
+    let mut per: HashMap<&str, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (i, s) in scored.iter().enumerate() {
+        if out.len() >= depth {
+            break;
+        }
+        match data.article(s.idx).meta.author.as_deref() {
+            Some(author) => {
+                let n = per.entry(author).or_default();
+                if *n < cap {
+                    *n += 1;
+                    out.push(i);
+                }
+            }
+            None => out.push(i),
+        }
+    }
+    out
+}
+
+/// Every ranking that queries have asked for, created on first use.
+pub struct Rankings {
+    map: HashMap<RankKey, Ranking>,
+    cap: usize,
+}
+
+impl Rankings {
+    pub fn new(cap: usize) -> Self {
+        Rankings {
+            map: HashMap::new(),
+            cap,
+        }
+    }
+
+    /// Follows a change: the article is re-scored at the next query.
+    pub fn on_change(&mut self, change: Change, data: &Data) {
+        match change {
+            Change::None => {}
+            Change::Counted(idx) => {
+                let meta = &data.article(idx).meta;
+                for r in self.map.values_mut() {
+                    if r.key.matches(meta) {
+                        r.dirty.insert(idx);
+                    }
+                }
+            }
+            // Filters may now match or no longer match.
+            Change::Meta(idx) => {
+                for r in self.map.values_mut() {
+                    r.dirty.insert(idx);
+                }
+            }
+        }
+    }
+
+    /// The exact top `depth` of a ranking at `now`.
+    pub fn top(
+        &mut self,
+        key: &RankKey,
+        depth: usize,
+        per_author: Option<usize>,
+        data: &mut Data,
+        models: &Models,
+        now: Timestamp,
+    ) -> Vec<Scored> {
+        let cap = self.cap;
+        let r = self.map.entry(key.clone()).or_insert_with(|| {
+            let mut r = Ranking::new(key.clone(), cap);
+            r.reserve = f64::INFINITY; // never built: force a rebuild
+            r
+        });
+        r.last_used = now;
+        if !key.model.non_increasing_in_time() || r.reserve == f64::INFINITY {
+            r.rebuild(data, models, now);
+        } else {
+            r.refresh_dirty(data, models, now);
+        }
+        let (items, exact) = r.walk(depth, per_author, data, models, now);
+        if exact {
+            return items;
+        }
+        r.rebuild(data, models, now);
+        r.walk(depth, per_author, data, models, now).0
+    }
+
+    /// Drops rankings nobody asked for since `before`.
+    pub fn evict_idle(&mut self, before: Timestamp) {
+        self.map.retain(|_, r| r.last_used >= before);
+    }
+
+    /// Sizes for metrics: (rankings, entries, rebuilds so far).
+    pub fn sizes(&self) -> (usize, usize, u64) {
+        self.map.values().fold((0, 0, 0), |(n, e, b), r| {
+            (n + 1, e + r.len(), b + r.rebuilds)
+        })
+    }
+}

@@ -1,0 +1,527 @@
+//! The embedded store's in-memory state and the pure logic over it: the
+//! stateful gate, counting, windows, retention.
+//!
+//! Nothing here does I/O or reads a clock. [`Data`] is what snapshots hold;
+//! everything else (indexes, window caches, rankings) is derived from it.
+//! Every change goes through [`Data::apply`], which is also what replaying
+//! the write-ahead log calls, so a replayed log rebuilds the same state.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::SlidingLimiter;
+use crate::model::{
+    ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
+    hour_of,
+};
+use crate::sketch::{HLL_SEED, Hll, murmur64a};
+use crate::store::{HourlyRow, StoreSettings};
+
+/// Dense article handle, stable for the life of the process.
+pub type Idx = u32;
+
+/// One write-ahead log record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LogRecord {
+    /// An event and the verdict the gate gave it.
+    Event { ev: Event, verdict: Verdict },
+    /// Metadata set by `PUT /api/articles/{id}`.
+    Put { id: ArticleId, meta: ArticleMeta },
+    /// `DELETE /api/articles/{id}`.
+    Delete { id: ArticleId },
+}
+
+/// One hour of one article's activity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub hour: i64,
+    pub pv: u32,
+    pub likes: u32,
+    pub comments: u32,
+    pub favorites: u32,
+    pub shares: u32,
+    pub dwell_reports: u32,
+    pub dwell_seconds: u64,
+    pub uv: Hll,
+    pub quarantine: Quarantine,
+}
+
+impl Bucket {
+    fn new(hour: i64) -> Self {
+        Bucket {
+            hour,
+            pv: 0,
+            likes: 0,
+            comments: 0,
+            favorites: 0,
+            shares: 0,
+            dwell_reports: 0,
+            dwell_seconds: 0,
+            uv: Hll::new(),
+            quarantine: Quarantine::default(),
+        }
+    }
+
+    fn add_to(&self, c: &mut Counters) {
+        c.pv += u64::from(self.pv);
+        c.likes += u64::from(self.likes);
+        c.comments += u64::from(self.comments);
+        c.favorites += u64::from(self.favorites);
+        c.shares += u64::from(self.shares);
+        c.dwell_reports += u64::from(self.dwell_reports);
+        c.dwell_seconds += self.dwell_seconds;
+    }
+}
+
+/// Cached counters of one article over one window, valid while `end_hour`
+/// is the current hour. Counted events inside the window update it in
+/// place; when the hour turns it is rebuilt from the buckets.
+#[derive(Debug, Clone)]
+struct WindowAgg {
+    hours: u32,
+    end_hour: i64,
+    counters: Counters,
+    sketch: Hll,
+    uv: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Article {
+    pub id: ArticleId,
+    pub meta: ArticleMeta,
+    /// Created by `PUT` rather than by a first event.
+    pub known: bool,
+    pub deleted: bool,
+    pub lifetime: Counters,
+    pub lifetime_uv: Hll,
+    pub quarantine: Quarantine,
+    /// Sorted by hour, oldest first.
+    pub buckets: Vec<Bucket>,
+    #[serde(skip)]
+    windows: Vec<WindowAgg>,
+}
+
+impl Article {
+    fn new(id: ArticleId, meta: ArticleMeta, known: bool) -> Self {
+        Article {
+            id,
+            meta,
+            known,
+            deleted: false,
+            lifetime: Counters::default(),
+            lifetime_uv: Hll::new(),
+            quarantine: Quarantine::default(),
+            buckets: Vec::new(),
+            windows: Vec::new(),
+        }
+    }
+
+    fn bucket_mut(&mut self, hour: i64) -> &mut Bucket {
+        // Almost every event lands in the newest bucket.
+        let pos = match self.buckets.last() {
+            Some(b) if b.hour == hour => self.buckets.len() - 1,
+            Some(b) if b.hour < hour => {
+                self.buckets.push(Bucket::new(hour));
+                self.buckets.len() - 1
+            }
+            None => {
+                self.buckets.push(Bucket::new(hour));
+                0
+            }
+            Some(_) => match self.buckets.binary_search_by_key(&hour, |b| b.hour) {
+                Ok(i) => i,
+                Err(i) => {
+                    self.buckets.insert(i, Bucket::new(hour));
+                    i
+                }
+            },
+        };
+        &mut self.buckets[pos]
+    }
+
+    /// Applies one counted event.
+    fn count(&mut self, ev: &Event, hash: u64) {
+        let hour = hour_of(ev.ts);
+        let b = self.bucket_mut(hour);
+        bump(ev, hash, BucketRef::Bucket(b));
+        bump(
+            ev,
+            hash,
+            BucketRef::Counters(&mut self.lifetime, &mut self.lifetime_uv),
+        );
+        for w in &mut self.windows {
+            if hour <= w.end_hour && hour > w.end_hour - i64::from(w.hours) {
+                bump(ev, hash, BucketRef::Window(w));
+            }
+        }
+    }
+
+    fn quarantine(&mut self, v: Verdict, ts: Timestamp) {
+        self.quarantine.add(v, 1);
+        self.bucket_mut(hour_of(ts)).quarantine.add(v, 1);
+    }
+
+    /// Counters inside `range` at `now`, UV included.
+    pub fn window(&mut self, range: RangeSpec, now: Timestamp) -> Counters {
+        let RangeSpec::Hours(hours) = range else {
+            let mut c = self.lifetime;
+            c.uv = self.lifetime_uv.count();
+            return c;
+        };
+        let end_hour = hour_of(now);
+        let pos = match self.windows.iter().position(|w| w.hours == hours) {
+            Some(i) if self.windows[i].end_hour == end_hour => i,
+            found => {
+                let agg = self.build_window(hours, end_hour);
+                match found {
+                    Some(i) => {
+                        self.windows[i] = agg;
+                        i
+                    }
+                    None => {
+                        self.windows.push(agg);
+                        self.windows.len() - 1
+                    }
+                }
+            }
+        };
+        let w = &mut self.windows[pos];
+        let uv = *w.uv.get_or_insert_with(|| w.sketch.count());
+        Counters { uv, ..w.counters }
+    }
+
+    fn build_window(&self, hours: u32, end_hour: i64) -> WindowAgg {
+        let first = end_hour - i64::from(hours) + 1;
+        let start = self.buckets.partition_point(|b| b.hour < first);
+        let mut counters = Counters::default();
+        let mut sketch = Hll::new();
+        for b in self.buckets[start..]
+            .iter()
+            .take_while(|b| b.hour <= end_hour)
+        {
+            b.add_to(&mut counters);
+            if b.pv > 0 {
+                sketch.merge(&b.uv); // TODO union_with
+            }
+        }
+        WindowAgg {
+            hours,
+            end_hour,
+            counters,
+            sketch,
+            uv: None,
+        }
+    }
+
+    /// Drops buckets that end before `first_hour`.
+    fn expire(&mut self, first_hour: i64) {
+        let keep_from = self.buckets.partition_point(|b| b.hour < first_hour);
+        if keep_from > 0 {
+            self.buckets.drain(..keep_from);
+        }
+    }
+
+    pub fn hourly(&self, first_hour: i64, last_hour: i64) -> Vec<HourlyRow> {
+        let start = self.buckets.partition_point(|b| b.hour < first_hour);
+        self.buckets[start..]
+            .iter()
+            .take_while(|b| b.hour <= last_hour)
+            .map(|b| HourlyRow {
+                hour: b.hour,
+                pv: u64::from(b.pv),
+                uv: b.uv.estimate(),
+                quarantined: b.quarantine,
+            })
+            .collect()
+    }
+}
+
+enum BucketRef<'a> {
+    Bucket(&'a mut Bucket),
+    Counters(&'a mut Counters, &'a mut Hll),
+    Window(&'a mut WindowAgg),
+}
+
+/// Adds one counted event to a bucket, the lifetime counters or a window.
+fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
+    macro_rules! apply {
+        ($pv:expr, $likes:expr, $comments:expr, $favorites:expr, $shares:expr,
+         $dwell_reports:expr, $dwell_seconds:expr, $uv:expr, $on_uv:expr) => {
+            match ev.kind {
+                EventType::View => {
+                    $pv += 1;
+                    if $uv.add_hash(hash) {
+                        $on_uv;
+                    }
+                }
+                EventType::Dwell => {
+                    $dwell_reports += 1;
+                    $dwell_seconds += u64::from(ev.seconds);
+                }
+                EventType::Like => $likes += 1,
+                EventType::Comment => $comments += 1,
+                EventType::Favorite => $favorites += 1,
+                EventType::Share => $shares += 1,
+            }
+        };
+    }
+    match target {
+        BucketRef::Bucket(b) => apply!(
+            b.pv,
+            b.likes,
+            b.comments,
+            b.favorites,
+            b.shares,
+            b.dwell_reports,
+            b.dwell_seconds,
+            b.uv,
+            ()
+        ),
+        BucketRef::Counters(c, uv) => apply!(
+            c.pv,
+            c.likes,
+            c.comments,
+            c.favorites,
+            c.shares,
+            c.dwell_reports,
+            c.dwell_seconds,
+            uv,
+            ()
+        ),
+        BucketRef::Window(w) => {
+            let c = &mut w.counters;
+            apply!(
+                c.pv,
+                c.likes,
+                c.comments,
+                c.favorites,
+                c.shares,
+                c.dwell_reports,
+                c.dwell_seconds,
+                w.sketch,
+                w.uv = None
+            )
+        }
+    }
+}
+
+/// What snapshots hold: every counter and the shared half of the gate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Data {
+    pub articles: Vec<Article>,
+    /// Last counted event time per (article, visitor, event type).
+    dedupe: HashMap<(Idx, u128, u8), Timestamp>,
+    /// Arrival second of each remembered idempotency key.
+    event_ids: HashMap<u128, Timestamp>,
+    visitor_limits: SlidingLimiter<u128>,
+    ip_limits: SlidingLimiter<u64>,
+    pub counted: u64,
+    pub quarantine: Quarantine,
+    pub quarantine_by_hour: BTreeMap<i64, Quarantine>,
+    #[serde(skip)]
+    index: HashMap<ArticleId, Idx>,
+}
+
+/// What `apply` changed, for the rankings to follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    None,
+    /// Counters of this article changed.
+    Counted(Idx),
+    /// Metadata (or liveness) of this article changed.
+    Meta(Idx),
+}
+
+impl Data {
+    pub fn new(s: &StoreSettings) -> Self {
+        Data {
+            articles: Vec::new(),
+            dedupe: HashMap::new(),
+            event_ids: HashMap::new(),
+            visitor_limits: SlidingLimiter::new(s.visitor_limit_per_minute, 60_000),
+            ip_limits: SlidingLimiter::new(s.ip_limit_per_minute, 60_000),
+            counted: 0,
+            quarantine: Quarantine::default(),
+            quarantine_by_hour: BTreeMap::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// After loading a snapshot: rebuild indexes and take the current
+    /// limits (the configuration may have changed since).
+    pub fn restore(&mut self, s: &StoreSettings) {
+        self.index = self
+            .articles
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.id.clone(), i as Idx))
+            .collect();
+        self.visitor_limits.set_limit(s.visitor_limit_per_minute);
+        self.ip_limits.set_limit(s.ip_limit_per_minute);
+    }
+
+    pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
+        self.index.get(id).copied()
+    }
+
+    pub fn article(&self, idx: Idx) -> &Article {
+        &self.articles[idx as usize]
+    }
+
+    pub fn article_mut(&mut self, idx: Idx) -> &mut Article {
+        &mut self.articles[idx as usize]
+    }
+
+    pub fn live_articles(&self) -> usize {
+        self.articles.iter().filter(|a| !a.deleted).count()
+    }
+
+    /// Whether an event for this article may be taken at all.
+    pub fn accepts(&self, id: &ArticleId, s: &StoreSettings) -> bool {
+        !s.require_known_articles || self.lookup(id).is_some_and(|i| self.article(i).known)
+    }
+
+    /// The gate's stateful checks, in order. Pure: `apply` records.
+    pub fn judge(&self, ev: &Event, s: &StoreSettings) -> Verdict {
+        if let Some(key) = ev.event_id
+            && let Some(&seen) = self.event_ids.get(&key)
+            && ev.arrival_ms / 1000 - seen < i64::from(s.event_id_ttl_secs)
+        {
+            return Verdict::Replayed;
+        }
+        if ev.bot {
+            return Verdict::Bot;
+        }
+        let clock = ev.rate_clock_ms();
+        if !self.visitor_limits.allows(&ev.visitor, clock) || !self.ip_limits.allows(&ev.ip, clock)
+        {
+            return Verdict::RateLimited;
+        }
+        if ev.kind.deduplicated()
+            && let Some(idx) = self.lookup(&ev.article)
+            && let Some(&last) = self.dedupe.get(&(idx, ev.visitor, ev.kind as u8))
+            && (ev.ts - last).abs() < i64::from(s.dedupe_window_secs)
+        {
+            return Verdict::Duplicate;
+        }
+        Verdict::Counted
+    }
+
+    /// Records an event with its verdict. Live ingest and log replay both
+    /// come through here.
+    pub fn apply_event(&mut self, ev: &Event, verdict: Verdict) -> Change {
+        if let Some(key) = ev.event_id
+            && verdict != Verdict::Replayed
+        {
+            self.event_ids.insert(key, ev.arrival_ms / 1000);
+        }
+        if matches!(verdict, Verdict::Counted | Verdict::Duplicate) {
+            let clock = ev.rate_clock_ms();
+            self.visitor_limits.record(ev.visitor, clock);
+            self.ip_limits.record(ev.ip, clock);
+        }
+        if verdict != Verdict::Counted {
+            self.quarantine.add(verdict, 1);
+            self.quarantine_by_hour
+                .entry(hour_of(ev.ts))
+                .or_default()
+                .add(verdict, 1);
+            // Quarantined events never register an article (a bot must not
+            // be able to create ids), but are tallied on known ones.
+            if let Some(idx) = self.lookup(&ev.article) {
+                self.article_mut(idx).quarantine(verdict, ev.ts);
+            }
+            return Change::None;
+        }
+        let idx = match self.lookup(&ev.article) {
+            Some(idx) => idx,
+            None => {
+                let meta = ArticleMeta {
+                    published_at: ev.ts,
+                    ..ArticleMeta::default()
+                };
+                self.insert_article(Article::new(ev.article.clone(), meta, false))
+            }
+        };
+        if ev.kind.deduplicated() {
+            let last = self
+                .dedupe
+                .entry((idx, ev.visitor, ev.kind as u8))
+                .or_insert(ev.ts);
+            *last = (*last).max(ev.ts);
+        }
+        self.counted += 1;
+        let hash = murmur64a(&ev.visitor_element(), HLL_SEED);
+        self.article_mut(idx).count(ev, hash);
+        Change::Counted(idx)
+    }
+
+    fn insert_article(&mut self, a: Article) -> Idx {
+        let idx = self.articles.len() as Idx;
+        self.index.insert(a.id.clone(), idx);
+        self.articles.push(a);
+        idx
+    }
+
+    /// Creates or replaces metadata; returns the handle and whether it is new.
+    pub fn put(&mut self, id: &ArticleId, meta: ArticleMeta) -> (Idx, bool) {
+        match self.lookup(id) {
+            Some(idx) => {
+                let a = self.article_mut(idx);
+                let created = a.deleted || !a.known;
+                a.meta = meta;
+                a.known = true;
+                a.deleted = false;
+                (idx, created)
+            }
+            None => (
+                self.insert_article(Article::new(id.clone(), meta, true)),
+                true,
+            ),
+        }
+    }
+
+    pub fn delete(&mut self, id: &ArticleId) -> Option<Idx> {
+        let idx = self.lookup(id)?;
+        let a = self.article_mut(idx);
+        if a.deleted {
+            return None;
+        }
+        a.deleted = true;
+        Some(idx)
+    }
+
+    pub fn apply(&mut self, rec: &LogRecord) -> Change {
+        match rec {
+            LogRecord::Event { ev, verdict } => self.apply_event(ev, *verdict),
+            LogRecord::Put { id, meta } => Change::Meta(self.put(id, meta.clone()).0),
+            LogRecord::Delete { id } => self.delete(id).map_or(Change::None, Change::Meta),
+        }
+    }
+
+    /// Retention and expiry of gate state.
+    pub fn expire(&mut self, now: Timestamp, s: &StoreSettings) {
+        let first_hour = hour_of(now - s.retention_secs) + 1;
+        for a in &mut self.articles {
+            a.expire(first_hour);
+        }
+        self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
+        // Views back-dated by more than an hour past the window may escape
+        // dedupe once their pair's entry is gone; see docs/design.md.
+        let horizon = now - i64::from(s.dedupe_window_secs) - 3600;
+        self.dedupe.retain(|_, &mut last| last > horizon);
+        let horizon = now - i64::from(s.event_id_ttl_secs);
+        self.event_ids.retain(|_, &mut seen| seen > horizon);
+        self.visitor_limits.sweep(now * 1000);
+        self.ip_limits.sweep(now * 1000);
+    }
+
+    pub fn gate_sizes(&self) -> (usize, usize, usize) {
+        (
+            self.dedupe.len(),
+            self.event_ids.len(),
+            self.visitor_limits.keys() + self.ip_limits.keys(),
+        )
+    }
+}

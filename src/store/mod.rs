@@ -1,0 +1,152 @@
+//! Storage behind one trait.
+//!
+//! A [`Store`] owns everything stateful: the shared half of the gate
+//! (idempotency keys, rate limits, dedupe windows), the counters, and the
+//! rankings. Each method documents its contract; the contract test suite
+//! (`tests/contract.rs`) runs unchanged against every implementation.
+//!
+//! - [`embedded`]: all state in process, durable in a data directory
+//!   (write-ahead log in [`wal`] + snapshots in [`snapshot`]).
+
+pub mod embedded;
+pub mod snapshot;
+pub mod wal;
+
+use async_trait::async_trait;
+
+use crate::model::{
+    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
+};
+use crate::score::Models;
+
+/// What a store needs to know of the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSettings {
+    pub dedupe_window_secs: u32,
+    pub visitor_limit_per_minute: u32,
+    pub ip_limit_per_minute: u32,
+    pub event_id_ttl_secs: u32,
+    pub retention_secs: i64,
+    pub ranking_cap: usize,
+    pub require_known_articles: bool,
+    pub models: Models,
+}
+
+impl StoreSettings {
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        StoreSettings {
+            dedupe_window_secs: c.gate.dedupe_window_secs,
+            visitor_limit_per_minute: c.gate.visitor_limit_per_minute,
+            ip_limit_per_minute: c.gate.ip_limit_per_minute,
+            event_id_ttl_secs: c.gate.event_id_ttl_secs,
+            retention_secs: c.retention_secs(),
+            ranking_cap: c.retention.ranking_cap,
+            require_known_articles: c.require_known_articles,
+            models: c.models.clone(),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self::from_config(&crate::config::Config::default())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The backing store cannot be reached or cannot persist; retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A paging cursor that is malformed, expired or for another query.
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+/// Why one event of a batch was refused by the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestReject {
+    /// `require_known_articles` is set and the article was never created.
+    UnknownArticle,
+}
+
+/// Result of `put_article`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    Created,
+    Updated,
+}
+
+/// Hourly detail of one article, for the dashboard.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HourlyRow {
+    pub hour: i64,
+    pub pv: u64,
+    pub uv: u64,
+    pub quarantined: crate::model::Quarantine,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Gates and applies `events` in order. For each event, the replay
+    /// check, rate limits, dedupe window and counter updates happen
+    /// atomically; an `Ok` outcome is durable (per the store's durability
+    /// policy) before this returns. On `Err`, no outcome was acknowledged
+    /// and the caller must not answer 2xx.
+    async fn ingest(
+        &self,
+        events: Vec<Event>,
+        now: Timestamp,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError>;
+
+    /// Creates or replaces an article's metadata. Counters are untouched.
+    async fn put_article(
+        &self,
+        id: ArticleId,
+        meta: ArticleMeta,
+        now: Timestamp,
+    ) -> Result<PutOutcome, StoreError>;
+
+    /// Metadata, lifetime counters, quarantine and scores; `None` if unknown
+    /// or deleted.
+    async fn article(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+    ) -> Result<Option<ArticleView>, StoreError>;
+
+    /// Removes an article from every ranking; its counters stay until
+    /// retention ends. `false` if it was unknown or already deleted.
+    async fn delete_article(&self, id: &ArticleId, now: Timestamp) -> Result<bool, StoreError>;
+
+    /// A page of a ranking: the exact order of the model's score computed
+    /// from the counters inside `q.range` at `now` (or at the cursor's
+    /// `generatedAt` when continuing a snapshot).
+    async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError>;
+
+    /// Live articles, newest `publishedAt` first.
+    async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError>;
+
+    /// Totals and quarantine by reason, with the last `hours` hours by hour.
+    async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError>;
+
+    /// One article's last `hours` hourly buckets, oldest first.
+    async fn hourly(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Option<Vec<HourlyRow>>, StoreError>;
+
+    /// `Ok` if the store can take writes and answer queries.
+    async fn ready(&self) -> Result<(), StoreError>;
+
+    /// Periodic upkeep: retention, expiry of gate state, re-scoring,
+    /// snapshots. Called by the server every few seconds.
+    async fn maintain(&self, now: Timestamp) -> Result<(), StoreError>;
+
+    /// Flushes everything durable; later calls may fail.
+    async fn shutdown(&self) -> Result<(), StoreError>;
+}

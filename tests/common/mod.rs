@@ -1,0 +1,158 @@
+//! Test helpers shared by every integration test: an in-process server on
+//! a loopback port with a manual clock, a `redis-server` of its own, and
+//! small HTTP conveniences.
+#![allow(dead_code)]
+
+pub mod redis;
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use hotrank::clock::ManualClock;
+use hotrank::config::Config;
+use hotrank::store::StoreSettings;
+use hotrank::store::embedded::{Durability, EmbeddedStore};
+
+/// 2025-11-21 21:20:00 UTC: a fixed "now" so tests are reproducible.
+pub const T0: i64 = 1_763_760_000;
+
+pub const ADMIN: &str = "test-admin-token";
+pub const INGEST: &str = "test-ingest-token";
+
+/// A browser's user agent: tests that are not about bots send this.
+pub const BROWSER_UA: &str =
+    "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
+
+pub fn test_config(dir: &std::path::Path) -> Config {
+    Config {
+        data_dir: dir.to_path_buf(),
+        admin_token: Some(ADMIN.into()),
+        ingest_token: Some(INGEST.into()),
+        ..Config::default()
+    }
+}
+
+/// A hotrank server running in this process.
+pub struct TestServer {
+    pub base: String,
+    pub clock: ManualClock,
+    pub client: reqwest::Client,
+    pub dir: Arc<tempfile::TempDir>,
+    shutdown: Option<oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+        let config = test_config(dir.path());
+        Self::start_in(dir, config, T0).await
+    }
+
+    pub async fn start_with(edit: impl FnOnce(&mut Config)) -> Self {
+        let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+        let mut config = test_config(dir.path());
+        edit(&mut config);
+        Self::start_in(dir, config, T0).await
+    }
+
+    /// Starts on an existing data dir (restarts).
+    pub async fn start_in(dir: Arc<tempfile::TempDir>, config: Config, now: i64) -> Self {
+        config.validate().expect("valid test config");
+        let (store, _) = EmbeddedStore::open(
+            Durability::from_config(&config),
+            StoreSettings::from_config(&config),
+        )
+        .expect("open store");
+        let clock = ManualClock::at(now);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let state = hotrank::server::build_state(config, Arc::new(store), Arc::new(clock.clone()))
+            .expect("state");
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(hotrank::server::run(listener, state, async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            base: format!("http://{addr}"),
+            clock,
+            client: reqwest::Client::builder()
+                .user_agent(BROWSER_UA)
+                .build()
+                .expect("client"),
+            dir,
+            shutdown: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self.client.get(self.url(path)).send().await.expect("GET");
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .expect("POST");
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn admin_put(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self
+            .client
+            .put(self.url(path))
+            .bearer_auth(ADMIN)
+            .json(body)
+            .send()
+            .await
+            .expect("PUT");
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// A view from `visitor`; returns the verdict.
+    pub async fn view(&self, article: &str, visitor: &str) -> String {
+        let (status, body) = self
+            .post(
+                "/api/views",
+                &serde_json::json!({"articleId": article, "visitorId": visitor}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        body["verdict"].as_str().expect("verdict").to_string()
+    }
+
+    /// Stops the server gracefully and waits until it has flushed.
+    pub async fn stop(mut self) -> Arc<tempfile::TempDir> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.expect("server task").expect("clean shutdown");
+        }
+        self.dir.clone()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
