@@ -1,0 +1,308 @@
+//! The HTTP API end to end over loopback: the README's walk-through, the
+//! verdicts, articles, rankings, stats and operations endpoints.
+
+mod common;
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use common::{ADMIN, INGEST, T0, TestServer};
+
+#[tokio::test]
+async fn walk_through() {
+    let s = TestServer::start().await;
+    let (status, body) = s
+        .admin_put(
+            "/api/articles/12345",
+            &json!({"title": "Redis 6 hot articles", "author": "ann", "category": "db",
+                    "publishedAt": T0 - 3600}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["articleId"], "12345");
+    let (status, body) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": 12345, "visitorId": "v-9f2c"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(body, json!({"verdict": "counted", "pv": 1, "uv": 1}));
+    let (_, body) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": "12345", "visitorId": "v-9f2c"}),
+        )
+        .await;
+    assert_eq!(body, json!({"verdict": "duplicate", "pv": 1, "uv": 1}));
+    assert_eq!(s.view("12345", "v-other").await, "counted");
+    let (status, body) = s
+        .post(
+            "/api/events",
+            &json!({"events": [
+                {"type": "view", "articleId": "777", "visitorId": "a"},
+                {"type": "dwell", "articleId": "12345", "visitorId": "a", "seconds": 42},
+                {"type": "like", "articleId": "12345", "visitorId": "a"},
+                {"type": "comment", "articleId": "2", "visitorId": "b", "eventId": "c-77"},
+                {"type": "teleport", "articleId": "2", "visitorId": "b"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["accepted"], 4);
+    assert_eq!(body["verdicts"]["counted"], 4);
+    assert_eq!(body["errors"][0]["index"], 4);
+    assert_eq!(body["errors"][0]["code"], "invalid_event_type");
+
+    s.clock.advance(60);
+    let (status, hot) = s.get("/api/hot?range=72h&limit=20&explain=true").await;
+    assert_eq!(status, StatusCode::OK, "{hot}");
+    assert_eq!(hot["model"], "gravity");
+    assert_eq!(hot["range"], "72h");
+    assert_eq!(hot["generatedAt"], T0 + 60);
+    let items = hot["items"].as_array().unwrap();
+    // Article 2 has only a comment: no views, score 0, but it is active.
+    let ids: Vec<&str> = items
+        .iter()
+        .map(|i| i["articleId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["12345", "777", "2"]);
+    let first = &items[0];
+    assert_eq!(first["rank"], 1);
+    let e = &first["explain"];
+    let rebuilt = (e["pvTerm"].as_f64().unwrap() + e["uvTerm"].as_f64().unwrap())
+        / e["decay"].as_f64().unwrap();
+    assert!((rebuilt - first["score"].as_f64().unwrap()).abs() < 1e-12);
+    let a = &items[0];
+    assert_eq!((a["pv"].as_u64(), a["uv"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(a["title"], "Redis 6 hot articles");
+
+    let (status, art) = s.get("/api/articles/12345").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(art["pv"], 2);
+    assert_eq!(art["likes"], 1);
+    assert_eq!(art["avgDwellSeconds"], 42.0);
+    assert_eq!(art["quarantined"]["duplicate"], 1);
+    assert!(art["scores"]["gravity"].as_f64().unwrap() > 0.0);
+
+    let (_, stats) = s.get("/api/stats").await;
+    assert_eq!(stats["counted"], 6);
+    assert_eq!(stats["quarantined"]["duplicate"], 1);
+
+    let (_, newest) = s.get("/api/new?limit=2").await;
+    // "2" and "777" were both first seen at T0: ties go by id.
+    assert_eq!(newest["items"][0]["articleId"], "2");
+    assert!(newest["cursor"].is_string());
+}
+
+#[tokio::test]
+async fn page_and_page_size_match_offset_and_limit() {
+    let s = TestServer::start().await;
+    let events: Vec<_> = (0..12)
+        .flat_map(|a| {
+            (0..(12 - a)).map(move |v| json!({"type": "view", "articleId": format!("a{a}"), "visitorId": format!("v{a}-{v}")}))
+        })
+        .collect();
+    let (status, _) = s.post("/api/events", &json!({ "events": events })).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, by_offset) = s.get("/api/hot?limit=5&offset=5").await;
+    let (_, by_page) = s.get("/api/hot?page=2&pageSize=5").await;
+    assert_eq!(by_offset["items"], by_page["items"]);
+    assert_eq!(by_page["items"][0]["rank"], 6);
+    assert_eq!(by_page["items"][0]["articleId"], "a5");
+    // Following cursors visits everything once.
+    let (_, mut page) = s.get("/api/hot?limit=5").await;
+    let mut seen: Vec<String> = vec![];
+    loop {
+        for i in page["items"].as_array().unwrap() {
+            seen.push(i["articleId"].as_str().unwrap().to_string());
+        }
+        let Some(c) = page["cursor"].as_str() else {
+            break;
+        };
+        page = s.get(&format!("/api/hot?limit=5&cursor={c}")).await.1;
+    }
+    let expected: Vec<String> = (0..12).map(|a| format!("a{a}")).collect();
+    assert_eq!(seen, expected);
+}
+
+#[tokio::test]
+async fn bots_rate_limits_and_trusted_backends() {
+    let s = TestServer::start_with(|c| c.gate.visitor_limit_per_minute = 3).await;
+    let bot = s
+        .client
+        .post(s.url("/api/views"))
+        .header(
+            "user-agent",
+            "Googlebot/2.1 (+http://www.google.com/bot.html)",
+        )
+        .json(&json!({"articleId": "a", "visitorId": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bot.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        bot.json::<serde_json::Value>().await.unwrap()["verdict"],
+        "bot"
+    );
+    let verdicts: Vec<String> = views_by_one_visitor(&s, 5).await;
+    assert_eq!(
+        verdicts,
+        [
+            "counted",
+            "counted",
+            "counted",
+            "rate_limited",
+            "rate_limited"
+        ]
+    );
+    // A trusted backend speaks for readers: their UA decides, their IP limits.
+    let r = s
+        .client
+        .post(s.url("/api/events"))
+        .bearer_auth(INGEST)
+        .header("user-agent", "python-requests/2.32")
+        .json(&json!({"events": [
+            {"type": "view", "articleId": "b", "visitorId": "r1", "ip": "203.0.113.9",
+             "userAgent": common::BROWSER_UA},
+            {"type": "view", "articleId": "b", "visitorId": "r2", "ip": "203.0.113.9",
+             "userAgent": "Bingbot/2.0"}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["verdicts"]["counted"], 1);
+    assert_eq!(body["verdicts"]["bot"], 1);
+    // A wrong token is refused outright.
+    let r = s
+        .client
+        .post(s.url("/api/views"))
+        .bearer_auth("not-the-token")
+        .json(&json!({"articleId": "b"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// `n` views by one visitor, each of another article, in order.
+async fn views_by_one_visitor(s: &TestServer, n: usize) -> Vec<String> {
+    let mut out = vec![];
+    for i in 0..n {
+        out.push(s.view(&format!("r{i}"), "same-visitor").await);
+    }
+    out
+}
+
+#[tokio::test]
+async fn articles_need_the_admin_token() {
+    let s = TestServer::start().await;
+    let body = json!({"title": "t"});
+    let r = s
+        .client
+        .put(s.url("/api/articles/x"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let err: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "unauthorized");
+    let r = s
+        .client
+        .put(s.url("/api/articles/x"))
+        .bearer_auth("wrong-token")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        s.admin_put("/api/articles/x", &body).await.0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        s.admin_put("/api/articles/x", &body).await.0,
+        StatusCode::OK
+    );
+    let r = s
+        .client
+        .post(s.url("/api/articles/x/groups"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"add": ["rust", "db"], "remove": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<serde_json::Value>().await.unwrap()["groups"],
+        json!(["db", "rust"])
+    );
+    let r = s
+        .client
+        .delete(s.url("/api/articles/x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = s
+        .client
+        .delete(s.url("/api/articles/x"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(s.get("/api/articles/x").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn operations_endpoints() {
+    let s = TestServer::start().await;
+    assert_eq!(s.get("/healthz").await.0, StatusCode::OK);
+    assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
+    s.view("m", "v").await;
+    s.get("/api/hot").await;
+    let text = s
+        .client
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "hotrank_events_total",
+        "hotrank_ingest_seconds",
+        "hotrank_query_seconds",
+        "hotrank_http_requests_total",
+        "hotrank_wal_fsync_seconds",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics");
+    }
+    let page = s.client.get(s.url("/")).send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("<title>hotrank</title>")
+    );
+}
+
+#[tokio::test]
+async fn require_known_articles() {
+    let s = TestServer::start_with(|c| c.require_known_articles = true).await;
+    let (status, body) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": "nope", "visitorId": "v"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "unknown_article");
+    s.admin_put("/api/articles/yes", &json!({})).await;
+    assert_eq!(s.view("yes", "v").await, "counted");
+}
