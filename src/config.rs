@@ -318,8 +318,10 @@ mod tests {
         let mut c = Config::default();
         c.gate.bot_patterns = vec!["(".into()];
         assert!(c.validate().unwrap_err().contains("gate.bot_patterns"));
-        let mut c = Config::default();
-        c.trusted_proxies = vec!["10.0.0.0/33".into()];
+        let c = Config {
+            trusted_proxies: vec!["10.0.0.0/33".into()],
+            ..Config::default()
+        };
         assert!(c.validate().unwrap_err().contains("trusted_proxies"));
     }
 

@@ -245,63 +245,50 @@ enum BucketRef<'a> {
 
 /// Adds one counted event to a bucket, the lifetime counters or a window.
 fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
+    // Evaluates to whether the UV sketch changed.
     macro_rules! apply {
-        ($pv:expr, $likes:expr, $comments:expr, $favorites:expr, $shares:expr,
-         $dwell_reports:expr, $dwell_seconds:expr, $uv:expr, $on_uv:expr) => {
+        ($c:expr, $uv:expr) => {
             match ev.kind {
                 EventType::View => {
-                    $pv += 1;
-                    if $uv.add_hash(hash) {
-                        $on_uv;
-                    }
+                    $c.pv += 1;
+                    $uv.add_hash(hash)
                 }
                 EventType::Dwell => {
-                    $dwell_reports += 1;
-                    $dwell_seconds += u64::from(ev.seconds);
+                    $c.dwell_reports += 1;
+                    $c.dwell_seconds += u64::from(ev.seconds);
+                    false
                 }
-                EventType::Like => $likes += 1,
-                EventType::Comment => $comments += 1,
-                EventType::Favorite => $favorites += 1,
-                EventType::Share => $shares += 1,
+                EventType::Like => {
+                    $c.likes += 1;
+                    false
+                }
+                EventType::Comment => {
+                    $c.comments += 1;
+                    false
+                }
+                EventType::Favorite => {
+                    $c.favorites += 1;
+                    false
+                }
+                EventType::Share => {
+                    $c.shares += 1;
+                    false
+                }
             }
         };
     }
     match target {
-        BucketRef::Bucket(b) => apply!(
-            b.pv,
-            b.likes,
-            b.comments,
-            b.favorites,
-            b.shares,
-            b.dwell_reports,
-            b.dwell_seconds,
-            b.uv,
-            ()
-        ),
-        BucketRef::Counters(c, uv) => apply!(
-            c.pv,
-            c.likes,
-            c.comments,
-            c.favorites,
-            c.shares,
-            c.dwell_reports,
-            c.dwell_seconds,
-            uv,
-            ()
-        ),
+        BucketRef::Bucket(b) => {
+            let _ = apply!(b, b.uv);
+        }
+        BucketRef::Counters(c, uv) => {
+            let _ = apply!(c, uv);
+        }
         BucketRef::Window(w) => {
-            let c = &mut w.counters;
-            apply!(
-                c.pv,
-                c.likes,
-                c.comments,
-                c.favorites,
-                c.shares,
-                c.dwell_reports,
-                c.dwell_seconds,
-                w.sketch,
-                w.uv = None
-            )
+            // The cached UV stays valid unless a register changed.
+            if apply!(w.counters, w.sketch) {
+                w.uv = None;
+            }
         }
     }
 }

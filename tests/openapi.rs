@@ -1,0 +1,197 @@
+//! The OpenAPI document served at `/openapi.json` against the real router:
+//! every documented operation exists, every route is documented, and every
+//! `$ref` resolves.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use common::TestServer;
+
+/// Every route and method the routers in `src/api/*.rs` define, as written
+/// in their `.route(...)` calls.
+const ROUTES: &[(&str, &str)] = &[
+    // ingest.rs
+    ("/api/views", "post"),
+    ("/api/events", "post"),
+    // articles.rs
+    ("/api/articles/{id}", "get"),
+    ("/api/articles/{id}", "put"),
+    ("/api/articles/{id}", "delete"),
+    ("/api/articles/{id}/groups", "post"),
+    // rankings.rs
+    ("/api/hot", "get"),
+    ("/api/new", "get"),
+    // ops.rs
+    ("/healthz", "get"),
+    ("/readyz", "get"),
+    ("/metrics", "get"),
+    ("/openapi.json", "get"),
+    ("/api/stats", "get"),
+    ("/", "get"),
+];
+
+const METHODS: &[&str] = &[
+    "get", "put", "post", "delete", "patch", "head", "options", "trace",
+];
+
+async fn fetch_doc(server: &TestServer) -> Value {
+    let resp = server
+        .client
+        .get(server.url("/openapi.json"))
+        .send()
+        .await
+        .expect("GET /openapi.json");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let ctype = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        ctype.starts_with("application/json"),
+        "content type {ctype}"
+    );
+    resp.json().await.expect("the document is JSON")
+}
+
+/// `(path, method)` for every operation in the document.
+fn operations(doc: &Value) -> BTreeSet<(String, String)> {
+    let paths = doc["paths"].as_object().expect("paths is an object");
+    let mut ops = BTreeSet::new();
+    for (path, item) in paths {
+        let item = item.as_object().expect("path item is an object");
+        for m in METHODS {
+            if item.contains_key(*m) {
+                ops.insert((path.clone(), m.to_string()));
+            }
+        }
+    }
+    ops
+}
+
+fn concrete(path: &str) -> String {
+    path.replace("{id}", "abc")
+}
+
+async fn request(server: &TestServer, method: &str, path: &str) -> (StatusCode, Value) {
+    let method = Method::from_bytes(method.to_ascii_uppercase().as_bytes()).expect("method");
+    let mut req = server.client.request(method.clone(), server.url(path));
+    if method == Method::POST || method == Method::PUT {
+        req = req.json(&json!({}));
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn document_is_openapi_3_1() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    let version = doc["openapi"].as_str().expect("openapi is a string");
+    assert!(version.starts_with("3.1."), "openapi {version}");
+    assert!(doc["info"]["title"].is_string());
+    assert!(doc["info"]["version"].is_string());
+    assert!(
+        doc["components"]["responses"]["Unavailable"]["headers"]["Retry-After"].is_object(),
+        "503 documents Retry-After"
+    );
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_served() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    // So that GET /api/articles/abc finds an article rather than a 404.
+    let (status, body) = server.admin_put("/api/articles/abc", &json!({})).await;
+    assert!(status.is_success(), "{status} {body}");
+
+    let ops = operations(&doc);
+    assert!(!ops.is_empty());
+    for (path, method) in &ops {
+        let (status, body) = request(&server, method, &concrete(path)).await;
+        assert_ne!(
+            status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}: {body}"
+        );
+        assert!(
+            !(status == StatusCode::NOT_FOUND && body["error"]["code"] == "not_found"),
+            "{method} {path} answered 404 not_found: {body}"
+        );
+    }
+
+    // And a method a path does not document is not served on it.
+    let paths: BTreeSet<&String> = ops.iter().map(|(p, _)| p).collect();
+    for path in paths {
+        for method in ["get", "put", "post", "delete", "patch"] {
+            if ops.contains(&(path.clone(), method.to_string())) {
+                continue;
+            }
+            let (status, body) = request(&server, method, &concrete(path)).await;
+            assert_eq!(
+                status,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path} is served but not documented: {body}"
+            );
+            assert_eq!(body["error"]["code"], "method_not_allowed");
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_route_is_documented() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    let ops = operations(&doc);
+    let routes: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(p, m)| (p.to_string(), m.to_string()))
+        .collect();
+    let missing: Vec<_> = routes.difference(&ops).collect();
+    assert!(
+        missing.is_empty(),
+        "routes not in the document: {missing:?}"
+    );
+    let extra: Vec<_> = ops.difference(&routes).collect();
+    assert!(
+        extra.is_empty(),
+        "operations the routers do not define: {extra:?}"
+    );
+}
+
+fn collect_refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map {
+                if k == "$ref" {
+                    out.push(x.as_str().expect("$ref is a string"));
+                } else {
+                    collect_refs(x, out);
+                }
+            }
+        }
+        Value::Array(xs) => xs.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn every_ref_resolves() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    let mut refs = Vec::new();
+    collect_refs(&doc, &mut refs);
+    assert!(!refs.is_empty());
+    for r in refs {
+        let pointer = r
+            .strip_prefix('#')
+            .unwrap_or_else(|| panic!("{r} is not a local reference"));
+        assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
+    }
+}
