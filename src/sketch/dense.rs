@@ -82,6 +82,22 @@ fn store48(b: &mut [u8], x: u64) {
     b[..6].copy_from_slice(&x.to_le_bytes()[..6]);
 }
 
+/// Byte-wise maximum of two words whose bytes are all below 128.
+#[inline(always)]
+fn max_bytes(a: u64, b: u64) -> u64 {
+    const H: u64 = 0x8080_8080_8080_8080;
+    // Per byte 0x80 + a - b: never borrows across bytes, and its top bit is
+    // set exactly when a >= b.
+    let ge = (((a | H) - b) & H) >> 7;
+    let mask = ge * 0xff;
+    (a & mask) | (b & !mask)
+}
+
+#[inline(always)]
+fn load64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
 /// Unpacks all registers into one byte each.
 pub(crate) fn unpack_into(regs: &[u8], out: &mut [u8; HLL_REGISTERS]) {
     for (src, dst) in regs[..DENSE_REGISTER_BYTES]
@@ -92,20 +108,18 @@ pub(crate) fn unpack_into(regs: &[u8], out: &mut [u8; HLL_REGISTERS]) {
     }
 }
 
-/// `max[i] = max(max[i], register i)` for all registers.
+/// `max[i] = max(max[i], register i)` for all registers. `max` must hold
+/// values below 128 (register values are below 64).
 pub(crate) fn max_into(regs: &[u8], max: &mut [u8; HLL_REGISTERS]) {
     for (src, dst) in regs[..DENSE_REGISTER_BYTES]
         .chunks_exact(12)
         .zip(max.chunks_exact_mut(16))
     {
-        let lo = spread8(load48(&src[..6])).to_le_bytes();
-        let hi = spread8(load48(&src[6..])).to_le_bytes();
-        let mut vals = [0u8; 16];
-        vals[..8].copy_from_slice(&lo);
-        vals[8..].copy_from_slice(&hi);
-        for (d, v) in dst.iter_mut().zip(vals) {
-            *d = (*d).max(v);
-        }
+        let lo = spread8(load48(&src[..6]));
+        let hi = spread8(load48(&src[6..]));
+        let (d0, d1) = dst.split_at_mut(8);
+        d0.copy_from_slice(&max_bytes(load64(d0) & 0x7f7f_7f7f_7f7f_7f7f, lo).to_le_bytes());
+        d1.copy_from_slice(&max_bytes(load64(d1) & 0x7f7f_7f7f_7f7f_7f7f, hi).to_le_bytes());
     }
 }
 
@@ -115,13 +129,8 @@ pub(crate) fn merge_packed(dst: &mut [u8], src: &[u8]) {
         .chunks_exact_mut(6)
         .zip(src[..DENSE_REGISTER_BYTES].chunks_exact(6))
     {
-        let a = spread8(load48(d)).to_le_bytes();
-        let b = spread8(load48(s)).to_le_bytes();
-        let mut m = [0u8; 8];
-        for k in 0..8 {
-            m[k] = a[k].max(b[k]);
-        }
-        store48(d, pack8(u64::from_le_bytes(m)));
+        let m = max_bytes(spread8(load48(d)), spread8(load48(s)));
+        store48(d, pack8(m));
     }
 }
 
@@ -131,12 +140,8 @@ pub(crate) fn merge_unpacked(dst: &mut [u8], src: &[u8; HLL_REGISTERS]) {
         .chunks_exact_mut(6)
         .zip(src.chunks_exact(8))
     {
-        let a = spread8(load48(d)).to_le_bytes();
-        let mut m = [0u8; 8];
-        for k in 0..8 {
-            m[k] = a[k].max(s[k] & 63);
-        }
-        store48(d, pack8(u64::from_le_bytes(m)));
+        let m = max_bytes(spread8(load48(d)), load64(s) & 0x3f3f_3f3f_3f3f_3f3f);
+        store48(d, pack8(m));
     }
 }
 
@@ -189,6 +194,7 @@ pub(crate) fn histogram_raw(regs: &[u8; HLL_REGISTERS]) -> [u32; 64] {
 }
 
 #[cfg(test)]
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
 
@@ -236,6 +242,23 @@ mod tests {
                 assert_eq!(get(&regs, j), want);
             }
             set(&mut regs, i, before[i]);
+        }
+    }
+
+    #[test]
+    fn swar_byte_max() {
+        for a in 0..128u8 {
+            for b in 0..128u8 {
+                let wa = u64::from_le_bytes([a, b, 0, 127, a, 1, b, 64]);
+                let wb = u64::from_le_bytes([b, a, 127, 0, a, 2, 0, 63]);
+                let want: Vec<u8> = wa
+                    .to_le_bytes()
+                    .iter()
+                    .zip(wb.to_le_bytes())
+                    .map(|(x, y)| (*x).max(y))
+                    .collect();
+                assert_eq!(max_bytes(wa, wb).to_le_bytes().to_vec(), want);
+            }
         }
     }
 

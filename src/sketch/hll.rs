@@ -64,6 +64,9 @@ pub enum HllError {
 /// Every operation transforms the image exactly like the corresponding Redis
 /// command, so [`Hll::as_bytes`] always equals `GET key` after the same
 /// sequence of `PFADD` / `PFCOUNT` / `PFMERGE` calls.
+///
+/// Equality compares the image *and* the sparse size limit (two sketches
+/// with equal images but different limits may evolve differently).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hll {
     /// The Redis string value: header + sparse opcodes or dense registers.
@@ -191,6 +194,11 @@ impl Hll {
 
     /// `PFCOUNT key`: returns the cached cardinality if valid, otherwise
     /// computes it and stores it in the header.
+    ///
+    /// For hand-crafted dense images whose registers are (nearly) all
+    /// saturated the estimate overflows; like Redis on x86-64 the result is
+    /// then `1 << 63` (which `PFCOUNT` prints as `i64::MIN`), and since that
+    /// value has the stale bit set the cache stays invalid.
     pub fn count(&mut self) -> u64 {
         if let Some(c) = self.cached() {
             return c;
@@ -265,18 +273,27 @@ impl Hll {
         if use_dense {
             self.promote();
             let regs = &mut self.bytes[HLL_HDR_SIZE..];
-            if let [one] = others {
-                if !one.is_sparse() {
-                    dense::merge_packed(regs, &one.bytes[HLL_HDR_SIZE..]);
-                    self.invalidate_cache();
-                    return;
+            if let [one] = others
+                && !one.is_sparse()
+            {
+                dense::merge_packed(regs, &one.bytes[HLL_HDR_SIZE..]);
+                self.invalidate_cache();
+                return;
+            }
+            if others.iter().all(|o| o.is_sparse()) {
+                // Only the registers listed in VAL opcodes can raise anything.
+                for o in others {
+                    sparse::for_each_value(&o.bytes[HLL_HDR_SIZE..], |i, v| {
+                        dense::set_if_greater(regs, i, v);
+                    });
                 }
+            } else {
+                let mut max = Box::new([0u8; HLL_REGISTERS]);
+                for o in others {
+                    o.max_into(&mut max);
+                }
+                dense::merge_unpacked(regs, &max);
             }
-            let mut max = Box::new([0u8; HLL_REGISTERS]);
-            for o in others {
-                o.max_into(&mut max);
-            }
-            dense::merge_unpacked(regs, &max);
         } else {
             let mut max = Box::new([0u8; HLL_REGISTERS]);
             for o in others {

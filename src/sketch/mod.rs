@@ -66,6 +66,16 @@
 //! raised one by one through the sparse update, which may still promote to
 //! dense. The cache is always marked stale afterwards.
 //!
+//! # Parsing untrusted images
+//!
+//! [`Hll::from_bytes`] never panics. It accepts what Redis accepts as a
+//! HyperLogLog value (magic, encoding 0 or 1, dense length exactly 12304;
+//! unused header bytes, any cached value and dense register values up to 63
+//! are kept verbatim) and, unlike Redis, checks a sparse image up front: its
+//! opcodes must cover exactly 16384 registers. (Redis accepts such a value
+//! on `SET` and reports it as corrupt only when an operation reaches the bad
+//! part.)
+//!
 //! # Serde
 //!
 //! `Hll` serialises as its byte image (`serialize_bytes`); deserialising

@@ -14,8 +14,8 @@ use tokio::sync::oneshot;
 
 use hotrank::clock::ManualClock;
 use hotrank::config::Config;
-use hotrank::store::StoreSettings;
 use hotrank::store::embedded::{Durability, EmbeddedStore};
+use hotrank::store::{Store, StoreSettings};
 
 /// 2025-11-21 21:20:00 UTC: a fixed "now" so tests are reproducible.
 pub const T0: i64 = 1_763_760_000;
@@ -68,11 +68,21 @@ impl TestServer {
             StoreSettings::from_config(&config),
         )
         .expect("open store");
+        Self::start_with_store(dir, config, Arc::new(store), now).await
+    }
+
+    /// Starts on any store (wrappers that fail on purpose, other backends).
+    pub async fn start_with_store(
+        dir: Arc<tempfile::TempDir>,
+        config: Config,
+        store: Arc<dyn Store>,
+        now: i64,
+    ) -> Self {
         let clock = ManualClock::at(now);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let state = hotrank::server::build_state(config, Arc::new(store), Arc::new(clock.clone()))
-            .expect("state");
+        let state =
+            hotrank::server::build_state(config, store, Arc::new(clock.clone())).expect("state");
         let (tx, rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(hotrank::server::run(listener, state, async move {
             let _ = rx.await;

@@ -190,6 +190,8 @@ pub struct EmbeddedStore {
     /// the one before it, so that if the newest turns out unreadable the
     /// older one plus the log still rebuild everything.
     snapshot_seq: Mutex<Option<u64>>,
+    /// When retention last ran (store time).
+    last_sweep: Mutex<Timestamp>,
     /// Serialises snapshots (maintenance and shutdown may race).
     snapshot_lock: tokio::sync::Mutex<()>,
 }
@@ -282,6 +284,7 @@ impl EmbeddedStore {
             records_since_snapshot: AtomicU64::new(0),
             last_snapshot: Mutex::new(Instant::now()),
             snapshot_seq: Mutex::new(None),
+            last_sweep: Mutex::new(i64::MIN / 2),
             snapshot_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -739,7 +742,16 @@ impl Store for EmbeddedStore {
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
         let started = Instant::now();
-        {
+        // Retention walks every article: once a minute is plenty.
+        let sweep = {
+            let mut last = self.last_sweep.lock();
+            let due = now - *last >= 60 || now < *last;
+            if due {
+                *last = now;
+            }
+            due
+        };
+        if sweep {
             let mut inner = self.inner.lock();
             inner.data.expire(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);

@@ -371,6 +371,7 @@ impl Rankings {
         models: &Models,
         now: Timestamp,
     ) -> Vec<Scored> {
+        let started = std::time::Instant::now();
         let cap = self.cap;
         let r = self.map.entry(key.clone()).or_insert_with(|| {
             let mut r = Ranking::new(key.clone(), cap);
@@ -383,12 +384,13 @@ impl Rankings {
         } else {
             r.refresh_dirty(data, models, now);
         }
-        let (items, exact) = r.walk(depth, per_author, data, models, now);
-        if exact {
-            return items;
+        let (mut items, exact) = r.walk(depth, per_author, data, models, now);
+        if !exact {
+            r.rebuild(data, models, now);
+            items = r.walk(depth, per_author, data, models, now).0;
         }
-        r.rebuild(data, models, now);
-        r.walk(depth, per_author, data, models, now).0
+        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
+        items
     }
 
     /// Drops rankings nobody asked for since `before`.
