@@ -125,6 +125,7 @@ async fn sigkill_loses_no_acknowledged_event() {
         "only {} events acknowledged",
         acked.len()
     );
+    eprintln!("{} events acknowledged before SIGKILL", acked.len());
 
     let mut server = spawn_server(dir.path(), &client).await;
     let mut per_article: HashMap<String, u64> = HashMap::new();

@@ -369,3 +369,30 @@ fn serde_bytes_like(b: &[u8]) -> impl serde::Serialize + '_ {
     }
     B(b)
 }
+
+#[test]
+fn union_with_equals_merge() {
+    // Sizes straddle the sparse→dense conversion on both sides.
+    for (i, (a, b)) in [
+        (0, 0),
+        (5, 300),
+        (300, 5),
+        (1200, 1500),
+        (3000, 40),
+        (40, 20_000),
+        (20_000, 20_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x = sketch(2 * i as u64, a, 3000);
+        let y = sketch(2 * i as u64 + 1, b, 3000);
+        let mut merged = x.clone();
+        merged.merge(&y);
+        let mut unioned = x.clone();
+        unioned.union_with(&y);
+        assert_eq!(unioned.registers(), merged.registers(), "{a} + {b}");
+        assert_eq!(unioned.is_sparse(), merged.is_sparse(), "{a} + {b}");
+        assert_eq!(unioned.estimate(), Hll::union_count(&[&x, &y]), "{a} + {b}");
+    }
+}

@@ -262,6 +262,31 @@ impl Hll {
         self.merge_many(&[other]);
     }
 
+    /// Register-wise maximum with `other`: the same registers and encoding
+    /// as [`Hll::merge`] (the cache is left valid if nothing changed), but
+    /// without its 16 KB scratch arrays when `other` is
+    /// sparse: only `other`'s non-zero registers are visited, in index
+    /// order. This is what the stores use to build a window's union from
+    /// many small hourly sketches.
+    pub fn union_with(&mut self, other: &Hll) {
+        if !other.is_sparse() {
+            self.merge(other);
+            return;
+        }
+        let mut changed = false;
+        let mut cursor = Cursor::default();
+        sparse::for_each_value(&other.bytes[HLL_HDR_SIZE..], |i, v| {
+            changed |= if self.is_sparse() {
+                self.sparse_set(i, v, &mut cursor)
+            } else {
+                dense::set_if_greater(&mut self.bytes[HLL_HDR_SIZE..], i, v)
+            };
+        });
+        if changed {
+            self.invalidate_cache();
+        }
+    }
+
     /// `PFMERGE self self o1 o2 ...`.
     ///
     /// As in Redis, the result is dense if `self` or any source is dense;

@@ -202,7 +202,7 @@ impl Article {
         {
             b.add_to(&mut counters);
             if b.pv > 0 {
-                sketch.merge(&b.uv); // TODO union_with
+                sketch.union_with(&b.uv);
             }
         }
         WindowAgg {
