@@ -10,7 +10,7 @@ DUR=${DUR:-10s}
 BIN=target/release/hotrank
 [ -x "$BIN" ] || cargo build --release
 DIR=$(mktemp -d)
-trap 'kill $PID 2>/dev/null; rm -rf "$DIR"' EXIT
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT
 cat > "$DIR/bench.toml" <<TOML
 listen = "127.0.0.1:$PORT"
 data_dir = "$DIR/data"
@@ -26,5 +26,12 @@ BATCH=1000 wrk -t2 -c8 -d"$DUR" -s bench/wrk/batch.lua "http://127.0.0.1:$PORT/"
 echo "== single POST /api/views"
 wrk -t2 -c32 -d"$DUR" -s bench/wrk/views.lua "http://127.0.0.1:$PORT/" | grep -E "Requests/sec|Latency"
 curl -s "localhost:$PORT/api/stats" | head -c 300; echo
-echo "== GET /api/hot?range=72h&limit=20"
-wrk -t2 -c8 -d"$DUR" --latency -s bench/wrk/pct.lua "http://127.0.0.1:$PORT/api/hot?range=72h&limit=20" | grep -E "p50_us|Requests/sec"
+echo "== GET /api/hot?range=72h&limit=20, 100,000 articles with near-equal scores, 1 and 8 connections"
+for c in 1 8; do
+  wrk -t1 -c$c -d"$DUR" -s bench/wrk/pct.lua "http://127.0.0.1:$PORT/api/hot?range=72h&limit=20" | grep p50_us
+done
+echo "== the same after a skewed load (SKEW=3: a few articles get most views)"
+BATCH=1000 SKEW=3 wrk -t2 -c8 -d"$DUR" -s bench/wrk/batch.lua "http://127.0.0.1:$PORT/" | grep -E "events/s"
+for c in 1 8; do
+  wrk -t1 -c$c -d"$DUR" -s bench/wrk/pct.lua "http://127.0.0.1:$PORT/api/hot?range=72h&limit=20" | grep p50_us
+done

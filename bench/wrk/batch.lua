@@ -2,6 +2,9 @@
 -- once per thread; visitors are distinct within a body, so most events are
 -- counted on the first pass and duplicates (still fully gated) after.
 local batch = tonumber(os.getenv("BATCH") or "1000")
+-- SKEW=1: article ids spread evenly over 100,000; SKEW=3 (say): a few
+-- articles get most views, as real traffic does (P(id < x) = (x/N)^(1/SKEW)).
+local skew = tonumber(os.getenv("SKEW") or "1")
 local bodies = {}
 local i = 0
 local tid = 0
@@ -13,8 +16,12 @@ init = function()
   for b = 1, 64 do
     local parts = {}
     for e = 1, batch do
+      local article = (b * batch + e) % 100000
+      if skew ~= 1 then
+        article = math.floor(100000 * math.random() ^ skew)
+      end
       parts[e] = string.format('{"type":"view","articleId":"a%d","visitorId":"t%d-b%d-%d"}',
-        (b * batch + e) % 100000, tid, b, e)
+        article, tid, b, e)
     end
     bodies[b] = '{"events":[' .. table.concat(parts, ",") .. ']}'
   end

@@ -96,10 +96,10 @@ struct Inner {
 }
 
 impl Inner {
-    fn new(data: Data, cap: usize) -> Self {
+    fn new(data: Data) -> Self {
         let mut inner = Inner {
             data,
-            rankings: Rankings::new(cap),
+            rankings: Rankings::default(),
             newest: BTreeSet::new(),
             published: HashMap::new(),
             cursors: HashMap::new(),
@@ -277,7 +277,7 @@ impl EmbeddedStore {
         settings: StoreSettings,
     ) -> Self {
         EmbeddedStore {
-            inner: Mutex::new(Inner::new(data, settings.ranking_cap)),
+            inner: Mutex::new(Inner::new(data)),
             wal,
             durability,
             settings,

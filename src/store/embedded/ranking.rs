@@ -13,11 +13,13 @@
 //!    algorithm);
 //! 3. writes the exact scores back as the new, tighter bounds.
 //!
-//! A ranking holds at most `cap` articles (seed 000 keeps the top 1000).
-//! Articles pushed out are not lost: `reserve` remembers the highest bound
-//! among them, and if a query's k-th score falls below it, the ranking is
-//! rebuilt from every article's counters, so an article that rises again
-//! comes back. docs/design.md ("Freshness") has the argument in full.
+//! The index holds every article active in the ranking's window, not just
+//! the top `ranking_cap` that queries may reach: a capped index must rebuild
+//! from all counters whenever the best article left out might overtake the
+//! k-th (with near-equal scores decaying together, that is every second).
+//! Indexing all active articles costs about 100 bytes per article and
+//! ranking, and makes every answer exact without a rebuild. docs/design.md
+//! ("Freshness") has the argument in full. docs/design.md ("Freshness") has the argument in full.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -134,26 +136,24 @@ pub fn exact(
 
 pub struct Ranking {
     key: RankKey,
-    cap: usize,
     order: BTreeSet<Entry>,
     bounds: HashMap<Idx, f64>,
     dirty: HashSet<Idx>,
-    /// Highest bound of any matching article left out of `order`.
-    reserve: f64,
+    /// Never built yet: the first query builds it from all counters.
+    built: bool,
     last_used: Timestamp,
     /// Full rebuilds so far (for metrics and tests).
     pub rebuilds: u64,
 }
 
 impl Ranking {
-    fn new(key: RankKey, cap: usize) -> Self {
+    fn new(key: RankKey) -> Self {
         Ranking {
             key,
-            cap,
             order: BTreeSet::new(),
             bounds: HashMap::new(),
             dirty: HashSet::new(),
-            reserve: f64::NEG_INFINITY,
+            built: false,
             last_used: 0,
             rebuilds: 0,
         }
@@ -173,60 +173,27 @@ impl Ranking {
         }
     }
 
-    /// Inserts with a fresh bound, keeping at most `cap` entries.
+    /// Inserts with a fresh bound.
     fn insert(&mut self, idx: Idx, bound: f64, data: &Data) {
-        let e = Entry {
+        self.bounds.insert(idx, bound);
+        self.order.insert(Entry {
             bound,
             id: data.article(idx).id.clone(),
             idx,
-        };
-        if self.order.len() >= self.cap {
-            let worst = self.order.last().expect("cap >= 1");
-            if e >= *worst {
-                self.reserve = self.reserve.max(bound);
-                return;
-            }
-            let worst = self.order.pop_last().expect("non-empty");
-            self.bounds.remove(&worst.idx);
-            self.reserve = self.reserve.max(worst.bound);
-        }
-        self.bounds.insert(idx, bound);
-        self.order.insert(e);
+        });
     }
 
-    /// Re-scores every matching article and keeps the best `cap`.
+    /// Re-scores every matching article.
     fn rebuild(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
-        let mut all: Vec<Scored> = (0..data.articles.len() as Idx)
-            .filter_map(|idx| {
-                exact(data, idx, &self.key, models, now).map(|(score, counters)| Scored {
-                    idx,
-                    score,
-                    counters,
-                })
-            })
-            .collect();
-        let data = &*data;
-        if all.len() > self.cap {
-            all.select_nth_unstable_by(self.cap, |a, b| rank_order(data, a, b));
-            self.reserve = all[self.cap..]
-                .iter()
-                .map(|s| s.score)
-                .fold(f64::NEG_INFINITY, f64::max);
-            all.truncate(self.cap);
-        } else {
-            self.reserve = f64::NEG_INFINITY;
-        }
         self.order.clear();
         self.bounds.clear();
         self.dirty.clear();
-        for s in all {
-            self.bounds.insert(s.idx, s.score);
-            self.order.insert(Entry {
-                bound: s.score,
-                id: data.article(s.idx).id.clone(),
-                idx: s.idx,
-            });
+        for idx in 0..data.articles.len() as Idx {
+            if let Some((score, _)) = exact(data, idx, &self.key, models, now) {
+                self.insert(idx, score, data);
+            }
         }
+        self.built = true;
         self.rebuilds += 1;
     }
 
@@ -239,8 +206,7 @@ impl Ranking {
         }
     }
 
-    /// One pass of the threshold algorithm; returns the accepted items in
-    /// rank order and whether the answer is proven exact.
+    /// The threshold algorithm; returns the accepted items in rank order.
     fn walk(
         &mut self,
         depth: usize,
@@ -248,13 +214,15 @@ impl Ranking {
         data: &mut Data,
         models: &Models,
         now: Timestamp,
-    ) -> (Vec<Scored>, bool) {
+    ) -> Vec<Scored> {
         let mut scored: Vec<Scored> = Vec::new();
         let mut rescored: Vec<(Idx, f64, Option<f64>)> = Vec::new();
-        let mut threshold: Option<f64> = None;
+        // The k-th accepted item so far, as an entry: anything that ranks
+        // after it by (bound, id) ranks after it by (exact score, id) too.
+        let mut threshold: Option<Entry> = None;
         let mut checkpoint = depth.max(1);
         for e in &self.order {
-            if threshold.is_some_and(|t| e.bound < t) {
+            if threshold.as_ref().is_some_and(|t| e > t) {
                 break;
             }
             let ex = exact(data, e.idx, &self.key, models, now);
@@ -270,7 +238,12 @@ impl Ranking {
                 scored.sort_by(|a, b| rank_order(data, a, b));
                 let accepted = accept(data, &scored, per_author, depth);
                 if accepted.len() >= depth {
-                    threshold = Some(scored[accepted[depth - 1]].score);
+                    let kth = &scored[accepted[depth - 1]];
+                    threshold = Some(Entry {
+                        bound: kth.score,
+                        id: data.article(kth.idx).id.clone(),
+                        idx: kth.idx,
+                    });
                 }
                 checkpoint *= 2;
             }
@@ -291,12 +264,7 @@ impl Ranking {
         }
         scored.sort_by(|a, b| rank_order(data, a, b));
         let accepted = accept(data, &scored, per_author, depth);
-        let exact = match accepted.get(depth.saturating_sub(1)) {
-            Some(&i) if accepted.len() >= depth => scored[i].score > self.reserve,
-            _ => self.reserve == f64::NEG_INFINITY,
-        };
-        let items = accepted.into_iter().map(|i| scored[i].clone()).collect();
-        (items, exact)
+        accepted.into_iter().map(|i| scored[i].clone()).collect()
     }
 }
 
@@ -327,19 +295,12 @@ fn accept(data: &Data, scored: &[Scored], per_author: Option<usize>, depth: usiz
 }
 
 /// Every ranking that queries have asked for, created on first use.
+#[derive(Default)]
 pub struct Rankings {
     map: HashMap<RankKey, Ranking>,
-    cap: usize,
 }
 
 impl Rankings {
-    pub fn new(cap: usize) -> Self {
-        Rankings {
-            map: HashMap::new(),
-            cap,
-        }
-    }
-
     /// Follows a change: the article is re-scored at the next query.
     pub fn on_change(&mut self, change: Change, data: &Data) {
         match change {
@@ -372,23 +333,17 @@ impl Rankings {
         now: Timestamp,
     ) -> Vec<Scored> {
         let started = std::time::Instant::now();
-        let cap = self.cap;
-        let r = self.map.entry(key.clone()).or_insert_with(|| {
-            let mut r = Ranking::new(key.clone(), cap);
-            r.reserve = f64::INFINITY; // never built: force a rebuild
-            r
-        });
+        let r = self
+            .map
+            .entry(key.clone())
+            .or_insert_with(|| Ranking::new(key.clone()));
         r.last_used = now;
-        if !key.model.non_increasing_in_time() || r.reserve == f64::INFINITY {
+        if !key.model.non_increasing_in_time() || !r.built {
             r.rebuild(data, models, now);
         } else {
             r.refresh_dirty(data, models, now);
         }
-        let (mut items, exact) = r.walk(depth, per_author, data, models, now);
-        if !exact {
-            r.rebuild(data, models, now);
-            items = r.walk(depth, per_author, data, models, now).0;
-        }
+        let items = r.walk(depth, per_author, data, models, now);
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
         items
     }
