@@ -282,6 +282,10 @@ pub struct Counters {
     pub shares: u64,
     pub dwell_seconds: u64,
     pub dwell_reports: u64,
+    /// Seed 003 votes. Always lifetime values, whatever the window: a vote
+    /// is a property of the article, not of an hour.
+    pub ups: u64,
+    pub downs: u64,
 }
 
 impl Counters {
@@ -297,6 +301,31 @@ impl Counters {
     pub fn is_active(&self) -> bool {
         self.pv + self.likes + self.comments + self.favorites + self.shares + self.dwell_reports > 0
     }
+}
+
+/// A seed 003 vote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VoteDirection {
+    Up,
+    Down,
+}
+
+/// What a vote did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum VoteOutcome {
+    Counted {
+        ups: u64,
+        downs: u64,
+        score: f64,
+    },
+    /// This user already voted on this article (409).
+    AlreadyVoted,
+    /// The article is older than the voting window (410).
+    Closed,
+    /// Down-votes are not enabled.
+    DownVotesDisabled,
+    UnknownArticle,
 }
 
 /// Everything `GET /api/articles/{id}` shows.

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
+    VoteDirection, VoteOutcome,
 };
 use crate::score::Models;
 
@@ -139,6 +140,35 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
         hours: u32,
     ) -> Result<Option<Vec<HourlyRow>>, StoreError>;
+
+    /// Seed 003 posting: a new article whose id comes from a counter, with
+    /// the poster's own up-vote recorded.
+    async fn post_article(
+        &self,
+        meta: ArticleMeta,
+        poster: u128,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        let _ = (meta, poster, now);
+        Err(StoreError::Internal(
+            "this store does not support posting".into(),
+        ))
+    }
+
+    /// Seed 003 voting: one vote per user and article, while the article is
+    /// younger than the voting window; the voter set is freed after it.
+    async fn vote(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        let _ = (id, user, direction, now);
+        Err(StoreError::Internal(
+            "this store does not support voting".into(),
+        ))
+    }
 
     /// `Ok` if the store can take writes and answer queries.
     async fn ready(&self) -> Result<(), StoreError>;
