@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::extract::{ArticlePath, JsonBody, valid_label};
 use super::{ApiError, AppState};
-use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict};
+use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict, VoteDirection, VoteOutcome};
 use crate::store::PutOutcome;
 
 pub fn router() -> Router<AppState> {
@@ -21,6 +21,8 @@ pub fn router() -> Router<AppState> {
             get(get_article).put(put_article).delete(delete_article),
         )
         .route("/api/articles/{id}/groups", post(post_groups))
+        .route("/api/articles", post(post_article))
+        .route("/api/articles/{id}/vote", post(post_vote))
 }
 
 #[derive(Deserialize)]
@@ -74,6 +76,24 @@ fn check_groups(groups: &[String]) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Validates every metadata field but `publishedAt`.
+fn check_meta(b: &MetaBody) -> Result<(), ApiError> {
+    check_len("title", &b.title, 512)?;
+    check_len("url", &b.url, 2048)?;
+    check_len("summary", &b.summary, 4096)?;
+    check_len("cover", &b.cover, 2048)?;
+    check_label("author", &b.author)?;
+    check_label("category", &b.category)?;
+    check_label("kind", &b.kind)?;
+    check_groups(&b.groups)
+}
+
+fn sorted_groups(mut groups: Vec<String>) -> Vec<String> {
+    groups.sort();
+    groups.dedup();
+    groups
+}
+
 async fn put_article(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -83,14 +103,7 @@ async fn put_article(
     state.is_admin(&headers)?;
     let b: MetaBody = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad("invalid_json", format!("invalid article body: {e}")))?;
-    check_len("title", &b.title, 512)?;
-    check_len("url", &b.url, 2048)?;
-    check_len("summary", &b.summary, 4096)?;
-    check_len("cover", &b.cover, 2048)?;
-    check_label("author", &b.author)?;
-    check_label("category", &b.category)?;
-    check_label("kind", &b.kind)?;
-    check_groups(&b.groups)?;
+    check_meta(&b)?;
     let now = state.clock.now();
     let published_at = match b.published_at {
         Some(p) if p < 0 || p > now + 366 * 86_400 => {
@@ -106,16 +119,13 @@ async fn put_article(
             .await?
             .map_or(now, |a| a.meta.published_at),
     };
-    let mut groups = b.groups;
-    groups.sort();
-    groups.dedup();
     let meta = ArticleMeta {
         title: b.title,
         url: b.url,
         author: b.author,
         category: b.category,
         kind: b.kind,
-        groups,
+        groups: sorted_groups(b.groups),
         published_at,
         summary: b.summary,
         cover: b.cover,
@@ -218,7 +228,8 @@ pub fn article_json(v: &ArticleView) -> Value {
         "title": m.title, "url": m.url, "author": m.author,
         "category": m.category, "kind": m.kind, "groups": m.groups,
         "publishedAt": m.published_at, "summary": m.summary, "cover": m.cover,
-        "pv": c.pv, "uv": c.uv, "votes": 0, "likes": c.likes, "comments": c.comments,
+        "pv": c.pv, "uv": c.uv, "votes": c.ups as i64 - c.downs as i64,
+        "ups": c.ups, "downs": c.downs, "likes": c.likes, "comments": c.comments,
         "favorites": c.favorites, "shares": c.shares,
         "avgDwellSeconds": c.avg_dwell_seconds(),
         "quarantined": {
@@ -229,4 +240,130 @@ pub fn article_json(v: &ArticleView) -> Value {
         },
         "scores": scores,
     })
+}
+
+// No deny_unknown_fields here: serde does not support it with flatten;
+// MetaBody itself refuses unknown fields.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PostBody {
+    poster: String,
+    #[serde(flatten)]
+    meta: MetaBody,
+}
+
+/// Seed 003 posting: the id comes from a counter, the poster's vote is
+/// recorded (so they cannot vote for their own article), and the author
+/// defaults to the poster.
+async fn post_article(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    let b: PostBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad("invalid_json", format!("invalid article body: {e}")))?;
+    if b.poster.is_empty() || b.poster.len() > 128 {
+        return Err(ApiError::bad(
+            "invalid_user_id",
+            "poster must be a string of 1-128 bytes",
+        ));
+    }
+    if b.meta.published_at.is_some() {
+        return Err(ApiError::bad(
+            "invalid_article",
+            "a posted article is published now; omit publishedAt",
+        ));
+    }
+    check_meta(&b.meta)?;
+    let now = state.clock.now();
+    let m = b.meta;
+    let author = m
+        .author
+        .or_else(|| valid_label(&b.poster).then(|| b.poster.clone()));
+    let meta = ArticleMeta {
+        title: m.title,
+        url: m.url,
+        author,
+        category: m.category,
+        kind: m.kind,
+        groups: sorted_groups(m.groups),
+        published_at: now,
+        summary: m.summary,
+        cover: m.cover,
+    };
+    let poster = state.identity.visitor(&b.poster);
+    let id = state.store.post_article(meta, poster, now).await?;
+    let view = state
+        .store
+        .article(&id, now)
+        .await?
+        .ok_or_else(|| ApiError::Internal("posted article vanished".into()))?;
+    let location = format!("/api/articles/{id}");
+    Ok((
+        StatusCode::CREATED,
+        [(axum::http::header::LOCATION, location)],
+        Json(article_json(&view)),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VoteBody {
+    user_id: String,
+    #[serde(default)]
+    direction: Option<String>,
+}
+
+async fn post_vote(
+    State(state): State<AppState>,
+    ArticlePath(id): ArticlePath,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let b: VoteBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad(
+            "invalid_json",
+            format!("expected {{\"userId\": ..., \"direction\": \"up\"|\"down\"}}: {e}"),
+        )
+    })?;
+    if b.user_id.is_empty() || b.user_id.len() > 128 {
+        return Err(ApiError::bad(
+            "invalid_user_id",
+            "userId must be a string of 1-128 bytes",
+        ));
+    }
+    let direction = match b.direction.as_deref() {
+        None | Some("up") => VoteDirection::Up,
+        Some("down") => VoteDirection::Down,
+        Some(other) => {
+            return Err(ApiError::bad(
+                "invalid_parameter",
+                format!("direction must be up or down, got {other:?}"),
+            ));
+        }
+    };
+    let user = state.identity.visitor(&b.user_id);
+    match state
+        .store
+        .vote(&id, user, direction, state.clock.now())
+        .await?
+    {
+        VoteOutcome::Counted { ups, downs, score } => Ok(Json(json!({
+            "articleId": id.as_str(), "votes": ups as i64 - downs as i64, "ups": ups, "downs": downs, "score": score
+        }))),
+        VoteOutcome::AlreadyVoted => Err(ApiError::Conflict(
+            "already_voted",
+            format!("this user already voted on {id}"),
+        )),
+        VoteOutcome::Closed => Err(ApiError::Gone(
+            "voting_closed",
+            format!("voting on {id} is closed: it is older than the voting window"),
+        )),
+        VoteOutcome::DownVotesDisabled => Err(ApiError::bad(
+            "down_votes_disabled",
+            "down-votes are not enabled (models.votes.allow_down_votes)",
+        )),
+        VoteOutcome::UnknownArticle => {
+            Err(ApiError::NotFound("not_found", format!("no article {id}")))
+        }
+    }
 }

@@ -22,6 +22,9 @@ pub enum ApiError {
     /// 409 with a specific code.
     #[error("{1}")]
     Conflict(&'static str, String),
+    /// 410 with a specific code.
+    #[error("{1}")]
+    Gone(&'static str, String),
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
     #[error("{0}")]
@@ -40,6 +43,7 @@ impl ApiError {
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(..) => StatusCode::CONFLICT,
+            ApiError::Gone(..) => StatusCode::GONE,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -51,7 +55,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest(code, _)
             | ApiError::NotFound(code, _)
-            | ApiError::Conflict(code, _) => code,
+            | ApiError::Conflict(code, _)
+            | ApiError::Gone(code, _) => code,
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::PayloadTooLarge(_) => "payload_too_large",

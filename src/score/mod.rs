@@ -8,12 +8,18 @@
 //! that make the score, and the score is always rebuilt from those terms.
 
 mod gravity;
+mod votes;
+mod weighted;
+mod window;
 
 pub use gravity::GravityParams;
+pub use votes::{RedditParams, VotesParams};
+pub use weighted::WeightedParams;
+pub use window::WindowParams;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ArticleMeta, Counters, Timestamp};
+use crate::model::{ArticleMeta, Counters, RangeSpec, Timestamp};
 
 /// The ranking models hotrank serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -21,10 +27,24 @@ use crate::model::{ArticleMeta, Counters, Timestamp};
 pub enum ModelKind {
     /// Seed 000: `(α·pv + β·uv) / (hours_since_pub + base)^γ`.
     Gravity,
+    /// Seed 001: weighted PV, UV, dwell, likes, comments minus an age penalty.
+    Weighted,
+    /// Seed 003: `publishedAt + 432·votes`.
+    Votes,
+    /// Seed 004: weighted sum of signals over the buckets in the range.
+    Window,
+    /// Reddit's hot formula over up- and down-votes.
+    Reddit,
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 1] = [ModelKind::Gravity];
+    pub const ALL: [ModelKind; 5] = [
+        ModelKind::Gravity,
+        ModelKind::Weighted,
+        ModelKind::Votes,
+        ModelKind::Window,
+        ModelKind::Reddit,
+    ];
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.as_str() == s)
@@ -33,18 +53,34 @@ impl ModelKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ModelKind::Gravity => "gravity",
+            ModelKind::Weighted => "weighted",
+            ModelKind::Votes => "votes",
+            ModelKind::Window => "window",
+            ModelKind::Reddit => "reddit",
         }
     }
 
-    /// Whether a score, once computed, can only stay or fall as time passes
-    /// with no new event. Stores rely on it: a score computed earlier is an
-    /// upper bound of the score now, which is what makes exact top-k at
-    /// query time cheap (see docs/design.md, "Freshness").
-    pub fn non_increasing_in_time(self) -> bool {
+    /// Whether the score depends on `now` at all. Vote scores fold the
+    /// publication time into the score once (seed 003, Reddit): a stored
+    /// score never goes stale, so their rankings are never re-scored for
+    /// time, only when votes arrive.
+    pub fn time_invariant(self) -> bool {
+        matches!(self, ModelKind::Votes | ModelKind::Reddit)
+    }
+
+    /// Vote models rank every live article by its lifetime votes; `range`
+    /// does not apply to them (seed 003 lists all articles).
+    pub fn lists_every_live_article(self) -> bool {
+        self.time_invariant()
+    }
+
+    /// The range each model uses when none is asked for in
+    /// `GET /api/articles/{id}`'s `scores` (seed 001 recomputes over 24 h).
+    pub fn default_range(self) -> RangeSpec {
         match self {
-            // The numerator only loses buckets as the window slides and the
-            // denominator grows with age.
-            ModelKind::Gravity => true,
+            ModelKind::Weighted => RangeSpec::Hours(24),
+            ModelKind::Votes | ModelKind::Reddit => RangeSpec::All,
+            ModelKind::Gravity | ModelKind::Window => RangeSpec::Hours(72),
         }
     }
 }
@@ -59,22 +95,55 @@ impl Explain {
     }
 }
 
-/// Every model with its configured parameters.
+/// Every model with its configured parameters (the `[models.*]` tables).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Models {
     pub gravity: GravityParams,
+    pub weighted: WeightedParams,
+    pub votes: VotesParams,
+    pub window: WindowParams,
+    pub reddit: RedditParams,
 }
 
 impl Models {
     /// Checks every parameter; the message names the key and its valid range.
     pub fn validate(&self) -> Result<Vec<String>, String> {
-        self.gravity.validate()
+        let warnings = self.gravity.validate()?;
+        self.weighted.validate()?;
+        self.votes.validate()?;
+        self.window.validate()?;
+        self.reddit.validate()?;
+        Ok(warnings)
     }
 
     pub fn score(&self, kind: ModelKind, c: &Counters, meta: &ArticleMeta, now: Timestamp) -> f64 {
+        let p = meta.published_at;
         match kind {
-            ModelKind::Gravity => self.gravity.score(c, meta.published_at, now),
+            ModelKind::Gravity => self.gravity.score(c, p, now),
+            ModelKind::Weighted => self.weighted.score(c, p, now),
+            ModelKind::Votes => self.votes.score(c, p),
+            ModelKind::Window => self.window.score(c),
+            ModelKind::Reddit => self.reddit.score(c, p),
+        }
+    }
+
+    /// A bound of the score at `now` and at every later time, as long as no
+    /// new event arrives: what rankings order their candidates by. Equal to
+    /// the score for every model whose score cannot rise with time alone.
+    pub fn upper_bound(
+        &self,
+        kind: ModelKind,
+        c: &Counters,
+        meta: &ArticleMeta,
+        now: Timestamp,
+    ) -> f64 {
+        match kind {
+            ModelKind::Weighted => self.weighted.upper_bound(c, meta.published_at, now),
+            // Gravity: the windowed numerator can only lose buckets and the
+            // denominator grows. Window: sums over a shrinking window. Vote
+            // models: no dependence on time.
+            _ => self.score(kind, c, meta, now),
         }
     }
 
@@ -85,9 +154,25 @@ impl Models {
         meta: &ArticleMeta,
         now: Timestamp,
     ) -> Explain {
+        let p = meta.published_at;
         match kind {
-            ModelKind::Gravity => self.gravity.explain(c, meta.published_at, now),
+            ModelKind::Gravity => self.gravity.explain(c, p, now),
+            ModelKind::Weighted => self.weighted.explain(c, p, now),
+            ModelKind::Votes => self.votes.explain(c, p),
+            ModelKind::Window => self.window.explain(c),
+            ModelKind::Reddit => self.reddit.explain(c, p),
         }
+    }
+}
+
+/// A parameter must be finite and within `lo..=hi`.
+fn check(key: &str, v: f64, lo: f64, hi: f64) -> Result<(), String> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key} = {v} is invalid: must be a finite number in [{lo}, {hi}]"
+        ))
     }
 }
 

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, RangeSpec, RankedItem,
-    Stats, Timestamp, hour_of,
+    Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::{ModelKind, Models};
 use crate::store::snapshot::{read_latest_snapshot, write_snapshot};
@@ -366,7 +366,12 @@ impl EmbeddedStore {
     fn rank_key(q: &HotQuery) -> RankKey {
         RankKey {
             model: q.model,
-            range: q.range,
+            // Vote models rank every live article: one ranking whatever the range.
+            range: if q.model.lists_every_live_article() {
+                RangeSpec::All
+            } else {
+                q.range
+            },
             category: q.category.clone(),
             kind: q.kind.clone(),
             group: q.group.clone(),
@@ -472,7 +477,7 @@ impl Store for EmbeddedStore {
         let scores = ModelKind::ALL
             .into_iter()
             .map(|m| {
-                let c = a.window(default_range(m), now);
+                let c = a.window(m.default_range(), now);
                 (m, models.score(m, &c, &a.meta, now))
             })
             .collect();
@@ -731,6 +736,66 @@ impl Store for EmbeddedStore {
         Ok(Some(a.hourly(last - i64::from(hours) + 1, last)))
     }
 
+    async fn post_article(
+        &self,
+        mut meta: ArticleMeta,
+        poster: u128,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        meta.published_at = now;
+        let (seq, id) = {
+            let mut inner = self.inner.lock();
+            let id = inner.data.next_post_id();
+            let rec = LogRecord::Post {
+                id: id.clone(),
+                meta,
+                poster,
+            };
+            (self.log_and_apply(&mut inner, &rec, &mut Vec::new()), id)
+        };
+        self.durable(seq, 1).await?;
+        Ok(id)
+    }
+
+    async fn vote(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        let (seq, outcome) = {
+            let mut inner = self.inner.lock();
+            match inner
+                .data
+                .judge_vote(id, user, direction, now, &self.settings)
+            {
+                Err(refused) => return Ok(refused),
+                Ok(idx) => {
+                    let rec = LogRecord::Vote {
+                        id: id.clone(),
+                        user,
+                        direction,
+                    };
+                    let seq = self.log_and_apply(&mut inner, &rec, &mut Vec::new());
+                    let a = inner.data.article(idx);
+                    let c = a.lifetime;
+                    let score = self.settings.models.votes.score(&c, a.meta.published_at);
+                    (
+                        seq,
+                        VoteOutcome::Counted {
+                            ups: c.ups,
+                            downs: c.downs,
+                            score,
+                        },
+                    )
+                }
+            }
+        };
+        self.durable(seq, 1).await?;
+        Ok(outcome)
+    }
+
     async fn ready(&self) -> Result<(), StoreError> {
         if let Some(wal) = &self.wal
             && let Err(e) = wal.health()
@@ -789,13 +854,6 @@ impl Store for EmbeddedStore {
                 .map_err(|e| StoreError::Unavailable(format!("closing the log: {e}")))?;
         }
         Ok(())
-    }
-}
-
-/// The range each model's score in `GET /api/articles/{id}` uses.
-pub fn default_range(m: ModelKind) -> RangeSpec {
-    match m {
-        ModelKind::Gravity => RangeSpec::Hours(72),
     }
 }
 

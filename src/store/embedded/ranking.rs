@@ -1,10 +1,10 @@
 //! Rankings that are exact at query time.
 //!
-//! A score that decays with time goes stale the moment it is stored. For
-//! models whose score can only fall while an article gets no events
-//! ([`ModelKind::non_increasing_in_time`]), a score computed at any earlier
-//! time is an *upper bound* of the score now. Each ranking therefore keeps
-//! its articles ordered by such bounds, and a query:
+//! A score that decays with time goes stale the moment it is stored. Each
+//! model gives, with every score, a bound of its score at any later time
+//! while the article gets no events ([`Models::upper_bound`]: the score
+//! itself for models that only decay). Each ranking keeps its articles
+//! ordered by such bounds, and a query:
 //!
 //! 1. re-scores the articles that changed since the last query (`dirty`);
 //! 2. walks the order from the top, re-scoring each article exactly at
@@ -113,6 +113,15 @@ fn rank_order(data: &Data, a: &Scored, b: &Scored) -> Ordering {
         .then_with(|| data.article(a.idx).id.cmp(&data.article(b.idx).id))
 }
 
+/// One article's standing in one ranking at `now`.
+#[derive(Debug, Clone, Copy)]
+pub struct Exact {
+    pub score: f64,
+    /// Bounds the score from now on while no event arrives.
+    pub bound: f64,
+    pub counters: Counters,
+}
+
 /// Exact score of one article for one ranking at `now`, or `None` when it
 /// does not belong in the ranking (deleted, filtered out, or no activity
 /// inside a bounded window).
@@ -122,7 +131,7 @@ pub fn exact(
     key: &RankKey,
     models: &Models,
     now: Timestamp,
-) -> Option<(f64, Counters)> {
+) -> Option<Exact> {
     let a = data.article_mut(idx);
     if a.deleted || !key.matches(&a.meta) {
         return None;
@@ -131,7 +140,11 @@ pub fn exact(
     if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
         return None;
     }
-    Some((models.score(key.model, &c, &a.meta, now), c))
+    Some(Exact {
+        score: models.score(key.model, &c, &a.meta, now),
+        bound: models.upper_bound(key.model, &c, &a.meta, now),
+        counters: c,
+    })
 }
 
 pub struct Ranking {
@@ -189,8 +202,8 @@ impl Ranking {
         self.bounds.clear();
         self.dirty.clear();
         for idx in 0..data.articles.len() as Idx {
-            if let Some((score, _)) = exact(data, idx, &self.key, models, now) {
-                self.insert(idx, score, data);
+            if let Some(ex) = exact(data, idx, &self.key, models, now) {
+                self.insert(idx, ex.bound, data);
             }
         }
         self.built = true;
@@ -200,8 +213,8 @@ impl Ranking {
     fn refresh_dirty(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
         for idx in std::mem::take(&mut self.dirty) {
             self.remove(idx, data);
-            if let Some((score, _)) = exact(data, idx, &self.key, models, now) {
-                self.insert(idx, score, data);
+            if let Some(ex) = exact(data, idx, &self.key, models, now) {
+                self.insert(idx, ex.bound, data);
             }
         }
     }
@@ -226,12 +239,12 @@ impl Ranking {
                 break;
             }
             let ex = exact(data, e.idx, &self.key, models, now);
-            rescored.push((e.idx, e.bound, ex.map(|(s, _)| s)));
-            if let Some((score, counters)) = ex {
+            rescored.push((e.idx, e.bound, ex.map(|x| x.bound)));
+            if let Some(ex) = ex {
                 scored.push(Scored {
                     idx: e.idx,
-                    score,
-                    counters,
+                    score: ex.score,
+                    counters: ex.counters,
                 });
             }
             if scored.len() >= checkpoint {
@@ -248,7 +261,7 @@ impl Ranking {
                 checkpoint *= 2;
             }
         }
-        // Exact scores are the tightest bounds there are.
+        // Bounds computed now are the tightest there are.
         for (idx, old, new) in rescored {
             let e = Entry {
                 bound: old,
@@ -257,9 +270,9 @@ impl Ranking {
             };
             self.order.remove(&e);
             self.bounds.remove(&idx);
-            if let Some(score) = new {
-                self.bounds.insert(idx, score);
-                self.order.insert(Entry { bound: score, ..e });
+            if let Some(bound) = new {
+                self.bounds.insert(idx, bound);
+                self.order.insert(Entry { bound, ..e });
             }
         }
         scored.sort_by(|a, b| rank_order(data, a, b));
@@ -338,7 +351,7 @@ impl Rankings {
             .entry(key.clone())
             .or_insert_with(|| Ranking::new(key.clone()));
         r.last_used = now;
-        if !key.model.non_increasing_in_time() || !r.built {
+        if !r.built {
             r.rebuild(data, models, now);
         } else {
             r.refresh_dirty(data, models, now);

@@ -6,14 +6,14 @@
 //! Every change goes through [`Data::apply`], which is also what replaying
 //! the write-ahead log calls, so a replayed log rebuilds the same state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::gate::SlidingLimiter;
 use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
-    hour_of,
+    VoteDirection, VoteOutcome, hour_of,
 };
 use crate::sketch::{HLL_SEED, Hll, murmur64a};
 use crate::store::{HourlyRow, StoreSettings};
@@ -30,6 +30,18 @@ pub enum LogRecord {
     Put { id: ArticleId, meta: ArticleMeta },
     /// `DELETE /api/articles/{id}`.
     Delete { id: ArticleId },
+    /// Seed 003 posting: the id was taken from the post counter.
+    Post {
+        id: ArticleId,
+        meta: ArticleMeta,
+        poster: u128,
+    },
+    /// A counted seed 003 vote (refused votes change nothing and are not logged).
+    Vote {
+        id: ArticleId,
+        user: u128,
+        direction: VoteDirection,
+    },
 }
 
 /// One hour of one article's activity.
@@ -98,6 +110,9 @@ pub struct Article {
     pub quarantine: Quarantine,
     /// Sorted by hour, oldest first.
     pub buckets: Vec<Bucket>,
+    /// Who voted (seed 003's `voted:<id>`), emptied once voting closes.
+    #[serde(default)]
+    pub voters: HashSet<u128>,
     #[serde(skip)]
     windows: Vec<WindowAgg>,
 }
@@ -113,6 +128,7 @@ impl Article {
             lifetime_uv: Hll::new(),
             quarantine: Quarantine::default(),
             buckets: Vec::new(),
+            voters: HashSet::new(),
             windows: Vec::new(),
         }
     }
@@ -188,7 +204,12 @@ impl Article {
         };
         let w = &mut self.windows[pos];
         let uv = *w.uv.get_or_insert_with(|| w.sketch.count());
-        Counters { uv, ..w.counters }
+        Counters {
+            uv,
+            ups: self.lifetime.ups,
+            downs: self.lifetime.downs,
+            ..w.counters
+        }
     }
 
     fn build_window(&self, hours: u32, end_hour: i64) -> WindowAgg {
@@ -306,6 +327,9 @@ pub struct Data {
     pub counted: u64,
     pub quarantine: Quarantine,
     pub quarantine_by_hour: BTreeMap<i64, Quarantine>,
+    /// Seed 003's `INCR` for posted article ids.
+    #[serde(default)]
+    next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
 }
@@ -331,6 +355,7 @@ impl Data {
             counted: 0,
             quarantine: Quarantine::default(),
             quarantine_by_hour: BTreeMap::new(),
+            next_post_id: 0,
             index: HashMap::new(),
         }
     }
@@ -484,14 +509,80 @@ impl Data {
             LogRecord::Event { ev, verdict } => self.apply_event(ev, *verdict),
             LogRecord::Put { id, meta } => Change::Meta(self.put(id, meta.clone()).0),
             LogRecord::Delete { id } => self.delete(id).map_or(Change::None, Change::Meta),
+            LogRecord::Post { id, meta, poster } => {
+                let idx = self.put(id, meta.clone()).0;
+                self.next_post_id = self.next_post_id.max(id.as_str().parse().unwrap_or(0));
+                self.article_mut(idx).voters.insert(*poster);
+                Change::Meta(idx)
+            }
+            LogRecord::Vote {
+                id,
+                user,
+                direction,
+            } => match self.lookup(id) {
+                Some(idx) => {
+                    let a = self.article_mut(idx);
+                    a.voters.insert(*user);
+                    match direction {
+                        VoteDirection::Up => a.lifetime.ups += 1,
+                        VoteDirection::Down => a.lifetime.downs += 1,
+                    }
+                    Change::Counted(idx)
+                }
+                None => Change::None,
+            },
         }
+    }
+
+    /// The next free id from the post counter (skipping ids taken otherwise).
+    pub fn next_post_id(&self) -> ArticleId {
+        let mut n = self.next_post_id;
+        loop {
+            n += 1;
+            let id = ArticleId::from_number(n);
+            if self.lookup(&id).is_none() {
+                return id;
+            }
+        }
+    }
+
+    /// Seed 003's checks for a vote, in order. Pure: `apply` records.
+    pub fn judge_vote(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        direction: VoteDirection,
+        now: Timestamp,
+        s: &StoreSettings,
+    ) -> Result<Idx, VoteOutcome> {
+        let idx = self
+            .lookup(id)
+            .filter(|&i| !self.article(i).deleted)
+            .ok_or(VoteOutcome::UnknownArticle)?;
+        let votes = &s.models.votes;
+        if direction == VoteDirection::Down && !votes.allow_down_votes {
+            return Err(VoteOutcome::DownVotesDisabled);
+        }
+        let a = self.article(idx);
+        if now - a.meta.published_at >= votes.window_secs() {
+            return Err(VoteOutcome::Closed);
+        }
+        if a.voters.contains(&user) {
+            return Err(VoteOutcome::AlreadyVoted);
+        }
+        Ok(idx)
     }
 
     /// Retention and expiry of gate state.
     pub fn expire(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
+        let voting = s.models.votes.window_secs();
         for a in &mut self.articles {
             a.expire(first_hour);
+            // Seed 003: once voting closes the voter set is freed.
+            if !a.voters.is_empty() && now - a.meta.published_at >= voting {
+                a.voters = HashSet::new();
+            }
         }
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
         // Views back-dated by more than an hour past the window may escape
