@@ -22,6 +22,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("/api/articles/{id}", "put"),
     ("/api/articles/{id}", "delete"),
     ("/api/articles/{id}/groups", "post"),
+    ("/api/articles", "post"),
+    ("/api/articles/{id}/vote", "post"),
     // rankings.rs
     ("/api/hot", "get"),
     ("/api/new", "get"),

@@ -1,0 +1,665 @@
+//! Every seed's ranking model: formulas against numbers computed here from
+//! the seeds' own formulas, each seed's scenario, and explanations that
+//! rebuild the score. Store-level scenarios run per store through
+//! `model_suite!`; HTTP checks run on the default server.
+
+mod common;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use hotrank::model::{
+    ArticleId, ArticleMeta, Counters, Event, EventType, HotQuery, RangeSpec, Timestamp, Verdict,
+    VoteDirection, VoteOutcome,
+};
+use hotrank::score::{ModelKind, Models};
+use hotrank::store::embedded::EmbeddedStore;
+use hotrank::store::{Store, StoreSettings};
+
+use common::{ADMIN, T0, TestServer};
+
+async fn make_embedded(s: StoreSettings) -> Arc<dyn Store> {
+    Arc::new(EmbeddedStore::in_memory(s))
+}
+
+fn id(s: &str) -> ArticleId {
+    ArticleId::parse(s).unwrap()
+}
+
+fn event(kind: EventType, article: &str, visitor: u128, ts: Timestamp) -> Event {
+    Event {
+        kind,
+        article: id(article),
+        visitor,
+        ip: visitor as u64 ^ 0xabcd,
+        ts,
+        arrival_ms: ts * 1000,
+        event_id: None,
+        seconds: 0,
+        bot: false,
+        trusted: true,
+    }
+}
+
+async fn ingest(s: &dyn Store, events: Vec<Event>) {
+    let now = events.iter().map(|e| e.ts).max().unwrap_or(T0);
+    for o in s.ingest(events, now).await.unwrap() {
+        assert_eq!(o.unwrap().verdict, Verdict::Counted);
+    }
+}
+
+/// `n` distinct visitors (from `first`) view `article` at `ts`, each with a
+/// dwell report of `dwell` seconds (if > 0).
+async fn visit(s: &dyn Store, article: &str, first: u128, n: u128, ts: Timestamp, dwell: u32) {
+    let mut events = vec![];
+    for v in first..first + n {
+        events.push(event(EventType::View, article, v, ts));
+        if dwell > 0 {
+            events.push(Event {
+                seconds: dwell,
+                ..event(EventType::Dwell, article, v, ts)
+            });
+        }
+    }
+    ingest(s, events).await;
+}
+
+async fn publish(s: &dyn Store, article: &str, published_at: Timestamp, meta: ArticleMeta) {
+    let meta = ArticleMeta {
+        published_at,
+        ..meta
+    };
+    s.put_article(id(article), meta, T0).await.unwrap();
+}
+
+fn query(model: ModelKind, range: RangeSpec) -> HotQuery {
+    HotQuery {
+        model,
+        range,
+        offset: 0,
+        limit: 20,
+        category: None,
+        kind: None,
+        group: None,
+        per_author: None,
+        cursor: None,
+        explain: true,
+    }
+}
+
+async fn ranked(s: &dyn Store, q: &HotQuery, now: Timestamp) -> Vec<(String, f64)> {
+    s.hot(q, now)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|i| (i.id.to_string(), i.score))
+        .collect()
+}
+
+fn ids(v: &[(String, f64)]) -> Vec<&str> {
+    v.iter().map(|(i, _)| i.as_str()).collect()
+}
+
+/// Seed 001's formula, written out from the seed.
+fn seed001(pv: f64, uv: f64, avg_dwell: f64, likes: f64, comments: f64, age_hours: f64) -> f64 {
+    0.35 * (pv + 1.0).ln()
+        + 0.25 * uv
+        + 0.25 * avg_dwell.min(300.0) / 60.0
+        + 0.10 * likes
+        + 0.05 * comments
+        - 0.02 * age_hours
+}
+
+pub async fn weighted_formula<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let s = &*make(StoreSettings::default()).await;
+    publish(s, "w", T0 - 5 * 3600, ArticleMeta::default()).await;
+    visit(s, "w", 0, 8, T0, 0).await;
+    let mut more = vec![];
+    for (i, secs) in [40u32, 80, 120].into_iter().enumerate() {
+        more.push(Event {
+            seconds: secs,
+            ..event(EventType::Dwell, "w", i as u128, T0)
+        });
+    }
+    more.push(event(EventType::Like, "w", 1, T0));
+    more.push(event(EventType::Like, "w", 2, T0));
+    more.push(event(EventType::Comment, "w", 3, T0));
+    ingest(s, more).await;
+    let now = T0 + 1800;
+    let page = s
+        .hot(&query(ModelKind::Weighted, RangeSpec::Hours(24)), now)
+        .await
+        .unwrap();
+    let expect = seed001(8.0, 8.0, 80.0, 2.0, 1.0, 5.5);
+    assert!(
+        (page.items[0].score - expect).abs() < 1e-9,
+        "{} vs {expect}",
+        page.items[0].score
+    );
+}
+
+/// Seed 001's edge check: a very long dwell is capped and does not take over.
+pub async fn weighted_long_dwell_is_capped<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let s = &*make(StoreSettings::default()).await;
+    publish(s, "camper", T0, ArticleMeta::default()).await;
+    publish(s, "popular", T0, ArticleMeta::default()).await;
+    visit(s, "camper", 0, 1, T0, 50_000).await;
+    visit(s, "popular", 100, 6, T0, 60).await;
+    let r = ranked(
+        s,
+        &query(ModelKind::Weighted, RangeSpec::Hours(24)),
+        T0 + 60,
+    )
+    .await;
+    assert_eq!(ids(&r), ["popular", "camper"]);
+    let camper = r.iter().find(|(i, _)| i == "camper").unwrap().1;
+    assert!((camper - seed001(1.0, 1.0, 300.0, 0.0, 0.0, 60.0 / 3600.0)).abs() < 1e-9);
+}
+
+/// Seed 001's edge check: an old article with no new activity drifts down
+/// over 24–72 h while a newer one with a trickle of readers rises past it.
+pub async fn weighted_old_article_drifts_down<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let s = &*make(StoreSettings::default()).await;
+    publish(s, "old", T0 - 48 * 3600, ArticleMeta::default()).await;
+    publish(s, "new", T0, ArticleMeta::default()).await;
+    visit(s, "old", 0, 10, T0, 0).await;
+    let q = query(ModelKind::Weighted, RangeSpec::Hours(72));
+    let mut last_old = f64::INFINITY;
+    let mut order_at = vec![];
+    for h in 0..72 {
+        let now = T0 + h * 3600 + 60;
+        visit(s, "new", 1000 + h as u128, 1, now, 0).await;
+        let r = ranked(s, &q, now + 1).await;
+        let old = r.iter().find(|(i, _)| i == "old").unwrap().1;
+        assert!(
+            old < last_old,
+            "hour {h}: the old article must keep falling"
+        );
+        last_old = old;
+        order_at.push(ids(&r).join(","));
+    }
+    assert_eq!(order_at[0], "old,new");
+    assert_eq!(order_at[71], "new,old");
+}
+
+/// Seed 001's expectation: high UV and long dwell beat high early PV with
+/// short dwell.
+pub async fn weighted_uv_and_dwell_beat_early_pv<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let s = &*make(StoreSettings::default()).await;
+    publish(s, "clicky", T0 - 6 * 3600, ArticleMeta::default()).await;
+    publish(s, "deep", T0 - 6 * 3600, ArticleMeta::default()).await;
+    // 5 visitors come back every 15 minutes, 20 times each, for 5 s.
+    for round in 0..20 {
+        visit(s, "clicky", 0, 5, T0 - 20 * 900 + round * 900, 5).await;
+    }
+    visit(s, "deep", 100, 15, T0, 240).await;
+    let r = ranked(
+        s,
+        &query(ModelKind::Weighted, RangeSpec::Hours(24)),
+        T0 + 60,
+    )
+    .await;
+    assert_eq!(ids(&r), ["deep", "clicky"]);
+    let page = s
+        .hot(&query(ModelKind::Weighted, RangeSpec::Hours(24)), T0 + 60)
+        .await
+        .unwrap();
+    let clicky = page
+        .items
+        .iter()
+        .find(|i| i.id.as_str() == "clicky")
+        .unwrap();
+    assert_eq!((clicky.counters.pv, clicky.counters.uv), (100, 5));
+}
+
+/// Seed 003: posting, one vote per user, the voting window, 432 per vote.
+pub async fn votes_scenario<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let s = &*make(StoreSettings::default()).await;
+    let meta = |groups: &[&str]| ArticleMeta {
+        title: Some("t".into()),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        ..ArticleMeta::default()
+    };
+    let a = s
+        .post_article(meta(&["rust"]), 1, T0 - 86_400)
+        .await
+        .unwrap();
+    let b = s.post_article(meta(&["rust", "db"]), 2, T0).await.unwrap();
+    let c = s.post_article(meta(&["db"]), 3, T0 + 10).await.unwrap();
+    assert_ne!(a, b);
+    // The poster's vote is recorded: they cannot vote again.
+    assert_eq!(
+        s.vote(&a, 1, VoteDirection::Up, T0).await.unwrap(),
+        VoteOutcome::AlreadyVoted
+    );
+    for user in 100..301u128 {
+        let v = s.vote(&a, user, VoteDirection::Up, T0 + 100).await.unwrap();
+        assert!(matches!(v, VoteOutcome::Counted { .. }), "{v:?}");
+    }
+    let last = s.vote(&b, 7, VoteDirection::Up, T0 + 100).await.unwrap();
+    assert_eq!(
+        last,
+        VoteOutcome::Counted {
+            ups: 1,
+            downs: 0,
+            score: T0 as f64 + 432.0
+        }
+    );
+    assert_eq!(
+        s.vote(&b, 7, VoteDirection::Up, T0 + 101).await.unwrap(),
+        VoteOutcome::AlreadyVoted
+    );
+    assert_eq!(
+        s.vote(&b, 8, VoteDirection::Down, T0 + 101).await.unwrap(),
+        VoteOutcome::DownVotesDisabled
+    );
+    // 201 votes bought article a more than the day it is older by.
+    let q = query(ModelKind::Votes, RangeSpec::Hours(72));
+    let r = ranked(s, &q, T0 + 200).await;
+    assert_eq!(ids(&r), [a.as_str(), b.as_str(), c.as_str()]);
+    assert_eq!(r[0].1, (T0 - 86_400) as f64 + 432.0 * 201.0);
+    // Groups: the seed's ZINTERSTORE of group:<name> and score:.
+    let mut g = q.clone();
+    g.group = Some("db".into());
+    assert_eq!(
+        ids(&ranked(s, &g, T0 + 200).await),
+        [b.as_str(), c.as_str()]
+    );
+    let mut n = query(ModelKind::Votes, RangeSpec::Hours(72));
+    n.group = Some("rust".into());
+    let newest: Vec<String> = s
+        .newest(&n, T0 + 200)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| i.id.to_string())
+        .collect();
+    assert_eq!(newest, [b.to_string(), a.to_string()]);
+    // A week after publication voting closes and the score is frozen.
+    let week = 7 * 86_400;
+    assert_eq!(
+        s.vote(&a, 999, VoteDirection::Up, T0 - 86_400 + week)
+            .await
+            .unwrap(),
+        VoteOutcome::Closed
+    );
+    assert!(matches!(
+        s.vote(&b, 999, VoteDirection::Up, T0 + week - 1)
+            .await
+            .unwrap(),
+        VoteOutcome::Counted { .. }
+    ));
+    assert_eq!(
+        s.vote(&b, 1000, VoteDirection::Up, T0 + week)
+            .await
+            .unwrap(),
+        VoteOutcome::Closed
+    );
+    let later = ranked(s, &q, T0 + 30 * 86_400).await;
+    let a_later = later.iter().find(|(i, _)| i == a.as_str()).unwrap().1;
+    assert_eq!(a_later, r[0].1, "frozen score");
+    // Down-votes where enabled.
+    let mut settings = StoreSettings::default();
+    settings.models.votes.allow_down_votes = true;
+    let s = &*make(settings).await;
+    let d = s.post_article(meta(&[]), 1, T0).await.unwrap();
+    let v = s.vote(&d, 2, VoteDirection::Down, T0).await.unwrap();
+    assert_eq!(
+        v,
+        VoteOutcome::Counted {
+            ups: 0,
+            downs: 1,
+            score: T0 as f64 - 432.0
+        }
+    );
+    assert_eq!(s.article(&d, T0).await.unwrap().unwrap().lifetime.downs, 1);
+}
+
+/// Seed 004: a weighted sum of signals over the buckets inside the range,
+/// filtered by kind.
+pub async fn window_scenario<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let mut settings = StoreSettings::default();
+    settings.models.window.likes = 5.0;
+    let s = &*make(settings).await;
+    let kind = |k: &str| ArticleMeta {
+        kind: Some(k.into()),
+        ..ArticleMeta::default()
+    };
+    publish(s, "mentor-1", T0 - 86_400, kind("mentor")).await;
+    publish(s, "mentor-2", T0 - 86_400, kind("mentor")).await;
+    publish(s, "course-1", T0 - 86_400, kind("course")).await;
+    let day = 86_400;
+    // mentor-1: 30 clicks two days ago and 5 today; mentor-2: 12 clicks and 2 likes today.
+    visit(s, "mentor-1", 0, 30, T0 - 2 * day, 0).await;
+    visit(s, "mentor-1", 100, 5, T0, 0).await;
+    visit(s, "mentor-2", 200, 12, T0, 0).await;
+    ingest(
+        s,
+        vec![
+            event(EventType::Like, "mentor-2", 1, T0),
+            event(EventType::Like, "mentor-2", 2, T0),
+        ],
+    )
+    .await;
+    visit(s, "course-1", 300, 50, T0, 0).await;
+    let mut q = query(ModelKind::Window, RangeSpec::Hours(24));
+    q.kind = Some("mentor".into());
+    let r = ranked(s, &q, T0 + 60).await;
+    assert_eq!(
+        r,
+        [
+            ("mentor-2".to_string(), 12.0 + 10.0),
+            ("mentor-1".to_string(), 5.0)
+        ]
+    );
+    q.range = RangeSpec::Hours(72);
+    let r = ranked(s, &q, T0 + 60).await;
+    assert_eq!(
+        r,
+        [
+            ("mentor-1".to_string(), 35.0),
+            ("mentor-2".to_string(), 22.0)
+        ]
+    );
+}
+
+/// Reddit's hot formula.
+pub async fn reddit_formula<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    let mut settings = StoreSettings::default();
+    settings.models.votes.allow_down_votes = true;
+    let s = &*make(settings).await;
+    let a = s.post_article(ArticleMeta::default(), 1, T0).await.unwrap();
+    let b = s
+        .post_article(ArticleMeta::default(), 2, T0 + 45_000)
+        .await
+        .unwrap();
+    for u in 10..110u128 {
+        s.vote(&a, u, VoteDirection::Up, T0 + 50_000).await.unwrap();
+    }
+    for u in 10..15u128 {
+        s.vote(&b, u, VoteDirection::Down, T0 + 50_000)
+            .await
+            .unwrap();
+    }
+    let r = ranked(
+        s,
+        &query(ModelKind::Reddit, RangeSpec::Hours(72)),
+        T0 + 60_000,
+    )
+    .await;
+    let hot = |s: f64, published: i64| {
+        let order = s.signum() * s.abs().max(1.0).log10();
+        order + (published - 1_134_028_003) as f64 / 45_000.0
+    };
+    assert_eq!(ids(&r), [a.as_str(), b.as_str()]);
+    assert!((r[0].1 - hot(100.0, T0)).abs() < 1e-9);
+    assert!((r[1].1 - hot(-5.0, T0 + 45_000)).abs() < 1e-9);
+}
+
+macro_rules! model_suite {
+    ($store:ident, $make:path) => {
+        mod $store {
+            #[tokio::test]
+            async fn weighted_formula() {
+                super::weighted_formula($make).await
+            }
+            #[tokio::test]
+            async fn weighted_long_dwell_is_capped() {
+                super::weighted_long_dwell_is_capped($make).await
+            }
+            #[tokio::test]
+            async fn weighted_old_article_drifts_down() {
+                super::weighted_old_article_drifts_down($make).await
+            }
+            #[tokio::test]
+            async fn weighted_uv_and_dwell_beat_early_pv() {
+                super::weighted_uv_and_dwell_beat_early_pv($make).await
+            }
+            #[tokio::test]
+            async fn votes_scenario() {
+                super::votes_scenario($make).await
+            }
+            #[tokio::test]
+            async fn window_scenario() {
+                super::window_scenario($make).await
+            }
+            #[tokio::test]
+            async fn reddit_formula() {
+                super::reddit_formula($make).await
+            }
+        }
+    };
+}
+
+model_suite!(embedded, super::make_embedded);
+
+/// Rebuilds a score from its explanation, by each model's own rule.
+fn rebuild(model: &str, e: &Value) -> f64 {
+    let f = |k: &str| {
+        e[k].as_f64()
+            .unwrap_or_else(|| panic!("{model}: no {k} in {e}"))
+    };
+    let sum = |keys: &[&str]| keys.iter().map(|k| f(k)).sum::<f64>();
+    match model {
+        "gravity" => (f("pvTerm") + f("uvTerm")) / f("decay"),
+        "weighted" => sum(&[
+            "pvTerm",
+            "uvTerm",
+            "dwellTerm",
+            "likesTerm",
+            "commentsTerm",
+            "favoritesTerm",
+            "sharesTerm",
+            "agePenalty",
+        ]),
+        "votes" => f("publishedAt") + f("voteTerm"),
+        "window" => sum(&[
+            "clicksTerm",
+            "likesTerm",
+            "favoritesTerm",
+            "commentsTerm",
+            "sharesTerm",
+        ]),
+        "reddit" => f("orderTerm") + f("timeTerm"),
+        other => panic!("no rule for {other}"),
+    }
+}
+
+#[tokio::test]
+async fn every_model_explains_its_scores_over_http() {
+    let s = TestServer::start_with(|c| c.models.votes.allow_down_votes = true).await;
+    let (status, posted) = s
+        .post(
+            "/api/articles",
+            &json!({"title": "Posted", "poster": "alice", "groups": ["rust"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    let posted_id = posted["articleId"].as_str().unwrap().to_string();
+    assert_eq!(posted["author"], "alice");
+    for (i, user) in ["bob", "carol", "dan"].into_iter().enumerate() {
+        let dir = if i == 2 { "down" } else { "up" };
+        let (status, v) = s
+            .post(
+                &format!("/api/articles/{posted_id}/vote"),
+                &json!({"userId": user, "direction": dir}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+    }
+    let (status, err) = s
+        .post(
+            &format!("/api/articles/{posted_id}/vote"),
+            &json!({"userId": "bob"}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("already_voted"))
+    );
+    let (_, art) = s.get(&format!("/api/articles/{posted_id}")).await;
+    assert_eq!(
+        (
+            art["votes"].as_i64(),
+            art["ups"].as_u64(),
+            art["downs"].as_u64()
+        ),
+        (Some(1), Some(2), Some(1))
+    );
+    let events: Vec<Value> = (0..30)
+        .flat_map(|i| {
+            let a = format!("e{}", i % 4);
+            vec![
+                json!({"type": "view", "articleId": a, "visitorId": format!("v{i}")}),
+                json!({"type": "dwell", "articleId": a, "visitorId": format!("v{i}"), "seconds": 10 + i}),
+                json!({"type": "like", "articleId": a, "visitorId": format!("v{i}")}),
+            ]
+        })
+        .collect();
+    let (status, _) = s.post("/api/events", &json!({ "events": events })).await;
+    assert_eq!(status, StatusCode::OK);
+    s.clock.advance(3600);
+    for model in ["gravity", "weighted", "votes", "window", "reddit"] {
+        let (status, page) = s
+            .get(&format!("/api/hot?model={model}&range=72h&explain=true"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{model}: {page}");
+        let items = page["items"].as_array().unwrap();
+        assert!(!items.is_empty(), "{model}");
+        assert_eq!(page["model"], model);
+        for it in items {
+            let score = it["score"].as_f64().unwrap();
+            let rebuilt = rebuild(model, &it["explain"]);
+            assert!(
+                (rebuilt - score).abs() <= 1e-9 * score.abs().max(1.0),
+                "{model}: {rebuilt} vs {score}"
+            );
+        }
+        let (_, art) = s
+            .get(&format!(
+                "/api/articles/{}",
+                items[0]["articleId"].as_str().unwrap()
+            ))
+            .await;
+        assert!(
+            art["scores"][model].is_number(),
+            "{model} missing from scores"
+        );
+    }
+    // The voting window closes after 7 days: 410.
+    s.clock.advance(7 * 86_400);
+    let (status, err) = s
+        .post(
+            &format!("/api/articles/{posted_id}/vote"),
+            &json!({"userId": "erin"}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (StatusCode::GONE, Some("voting_closed"))
+    );
+    let (status, _) = s
+        .post("/api/articles/nope/vote", &json!({"userId": "erin"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn down_votes_are_refused_unless_enabled() {
+    let s = TestServer::start().await;
+    let r = s
+        .client
+        .put(s.url("/api/articles/x"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"publishedAt": T0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let (status, err) = s
+        .post(
+            "/api/articles/x/vote",
+            &json!({"userId": "u", "direction": "down"}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("down_votes_disabled"))
+    );
+    let (status, _) = s
+        .post(
+            "/api/articles/x/vote",
+            &json!({"userId": "u", "direction": "sideways"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, v) = s
+        .post("/api/articles/x/vote", &json!({"userId": "u"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["score"], T0 as f64 + 432.0);
+}
+
+#[test]
+fn bad_model_parameters_are_refused_naming_the_key() {
+    let cases: [(&str, fn(&mut Models)); 6] = [
+        ("models.weighted.pv", |m| m.weighted.pv = -1.0),
+        ("models.weighted.dwell_cap_secs", |m| {
+            m.weighted.dwell_cap_secs = 0.0
+        }),
+        ("models.votes.per_vote", |m| m.votes.per_vote = f64::NAN),
+        ("models.votes.voting_window_days", |m| {
+            m.votes.voting_window_days = 0
+        }),
+        ("models.window.clicks", |m| m.window.clicks = f64::INFINITY),
+        ("models.reddit.divisor", |m| m.reddit.divisor = 0.0),
+    ];
+    for (key, edit) in cases {
+        let mut m = Models::default();
+        edit(&mut m);
+        let err = m.validate().unwrap_err();
+        assert!(err.contains(key), "{err}");
+    }
+    let c = Counters {
+        pv: 1,
+        ..Counters::default()
+    };
+    assert!(
+        Models::default()
+            .score(ModelKind::Weighted, &c, &ArticleMeta::default(), 0)
+            .is_finite()
+    );
+}
