@@ -635,7 +635,8 @@ async fn down_votes_are_refused_unless_enabled() {
 
 #[test]
 fn bad_model_parameters_are_refused_naming_the_key() {
-    let cases: [(&str, fn(&mut Models)); 6] = [
+    type Edit = fn(&mut Models);
+    let cases: [(&str, Edit); 6] = [
         ("models.weighted.pv", |m| m.weighted.pv = -1.0),
         ("models.weighted.dwell_cap_secs", |m| {
             m.weighted.dwell_cap_secs = 0.0
