@@ -19,6 +19,7 @@
 //! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
+//! - [`loadgen`]: `hotrank bench`, the load generator.
 //!
 //! docs/design.md explains the data model, freshness and durability.
 
@@ -26,6 +27,7 @@ pub mod api;
 pub mod clock;
 pub mod config;
 pub mod gate;
+pub mod loadgen;
 pub mod model;
 pub mod score;
 pub mod server;

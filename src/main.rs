@@ -29,6 +29,15 @@ enum Command {
     Serve(ServeArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig(ServeArgs),
+    /// Drive a running hotrank (or seed 000's Lua script on Redis) with a
+    /// realistic event stream and report throughput and latency.
+    Bench(hotrank::loadgen::BenchArgs),
+    /// Serve an empty handler on the ingest routes: the HTTP floor that
+    /// benchmarks compare single views with.
+    BenchFloor {
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        listen: SocketAddr,
+    },
 }
 
 #[derive(clap::Args)]
@@ -148,16 +157,43 @@ async fn serve(config: Config) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => args.load().and_then(|config| {
             init_logs(config.log_format);
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the runtime: {e}"))?
-                .block_on(serve(config))
+            runtime()?.block_on(serve(config))
+        }),
+        Command::Bench(args) => runtime().and_then(|rt| {
+            let report = rt.block_on(hotrank::loadgen::run(args))?;
+            println!(
+                "{}: {:.0} events/s, {:.0} requests/s, latency p50 {} us, p99 {} us, p99.9 {} us, max {} us, errors {}",
+                report.mode,
+                report.events_per_sec,
+                report.requests_per_sec,
+                report.p50_us,
+                report.p99_us,
+                report.p999_us,
+                report.max_us,
+                report.errors
+            );
+            Ok(())
+        }),
+        Command::BenchFloor { listen } => runtime().and_then(|rt| {
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+                eprintln!("empty ingest handler on http://{listen}");
+                hotrank::loadgen::serve_floor(listener).await.map_err(|e| e.to_string())
+            })
         }),
         Command::CheckConfig(args) => args.load().and_then(|config| {
             let warnings = config.validate()?;

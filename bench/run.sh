@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# hotrank against seed 000's own Redis design, on this machine, in one run.
+# Every scenario prints its figures and a ratio; results (JSON) go to
+# $OUT (default target/bench). Needs: redis-server, redis-benchmark, gcc
+# (for shared/bench/seqbench.c), curl. Not part of CI.
+#
+#   bench/run.sh              # all scenarios (about 10 minutes on 2 cores)
+#   bench/run.sh 1 3          # only scenarios 1 and 3
+#   SCALE=0.1 bench/run.sh    # 10x fewer articles/events, for a quick look
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SHARED=${SHARED:-$ROOT/../shared/bench}
+OUT=${OUT:-$ROOT/target/bench}
+SCALE=${SCALE:-1}
+DUR=${DUR:-8}
+mkdir -p "$OUT"
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]:-}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+SCENARIOS="$*"
+want() { [ -z "$SCENARIOS" ] || [[ " $SCENARIOS " == *" $1 "* ]]; }
+n() { python3 -c "print(int($1 * $SCALE))"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ratio() { python3 -c "a,b=$1,$2; print(f'{a/b:.2f}x' if b else 'n/a')"; }
+field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
+
+cargo build --release --quiet
+BIN=$ROOT/target/release/hotrank
+gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
+
+start_redis() { # port -> pid in PIDS
+  redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$TMP/redis-$1.log" &
+  PIDS+=($!)
+  until redis-cli -p "$1" ping >/dev/null 2>&1; do sleep 0.05; done
+}
+stop_redis() { redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true; }
+
+start_hotrank() { # port datadir extra-toml...
+  local port=$1 dir=$2; shift 2
+  mkdir -p "$dir"
+  { echo "listen = \"127.0.0.1:$port\""; echo "data_dir = \"$dir/data\""; echo 'ingest_token = "bench-ingest-token"'; printf '%s\n' "$@"; } > "$dir/hotrank.toml"
+  RUST_LOG=warn "$BIN" serve --config "$dir/hotrank.toml" > "$dir/log" 2>&1 &
+  HPID=$!
+  PIDS+=($HPID)
+  until curl -sf "127.0.0.1:$port/healthz" >/dev/null; do sleep 0.05; done
+}
+stop_hotrank() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+bench() { "$BIN" bench "$@" 2>/dev/null; }
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+echo "# hotrank benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
+
+if want 1; then
+  echo; echo "## 1. Ingest, embedded store, vs seed 000's script on redis-server"
+  RP=$(free_port); start_redis "$RP"
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
+  SEED=$(grep -o 'events_per_sec=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
+  "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | tee "$OUT/seed-dedupe-p16.txt"
+  SEEDD=$(grep -o 'events_per_sec=[0-9.]*' "$OUT/seed-dedupe-p16.txt" | cut -d= -f2)
+  INCR=$(redis-benchmark -p "$RP" -P 16 -n 2000000 -q -t incr | grep -o '[0-9.]* requests per second' | cut -d' ' -f1)
+  echo "raw INCR P=16: $INCR requests/s"
+  stop_redis "$RP"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s1" '[gate]' 'ip_limit_per_minute = 0'
+  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
+  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
+  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+  stop_hotrank "$HPID"
+  FP=$(free_port); "$BIN" bench-floor --listen "127.0.0.1:$FP" 2>/dev/null & PIDS+=($!); FLOORPID=$!
+  until curl -s -o /dev/null "127.0.0.1:$FP/api/views" 2>/dev/null; do sleep 0.05; done
+  bench --target "127.0.0.1:$FP" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-floor.json" --label floor
+  kill "$FLOORPID"
+  B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
+  V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
+  printf '| load | events/s | ratio |\n|---|---|---|\n'
+  printf '| seed script EVALSHA P=16 | %.0f | 1.00x |\n' "$SEED"
+  printf '| seed dedupe+script P=16 | %.0f | %s |\n' "$SEEDD" "$(ratio "$SEEDD" "$SEED")"
+  printf '| raw INCR P=16 | %.0f | %s |\n' "$INCR" "$(ratio "$INCR" "$SEED")"
+  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x) |\n' "$B1000" "$(ratio "$B1000" "$SEED")"
+  printf '| hotrank batch 100 | %.0f | %s |\n' "$B100" "$(ratio "$B100" "$SEED")"
+  printf '| hotrank single POST /api/views | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$V1" "$(ratio "$V1" "$FL")"
+  printf '| empty axum handler, single requests | %.0f | |\n' "$FL"
+fi
+
+if want 3; then
+  ART=$(n 1000000)
+  echo; echo "## 3. GET /api/hot?range=72h&limit=20 with $ART live articles and 10,000 updates/s"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000'
+  bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 --label preload >/dev/null
+  BASE=$(rss_kb "$HPID")
+  bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $((DUR + 4)) --token bench-ingest-token --json "$OUT/s3-updates.json" --label updates &
+  UPD=$!
+  sleep 2
+  bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 --duration-secs "$DUR" --json "$OUT/s3-query.json" --label query
+  wait "$UPD"
+  echo "p99 $(field "$OUT/s3-query.json" p99_us) us (goal <= 1000 us; Redis's own ZREVRANGE 0 19 on 1 M members: about 130 us); updates kept at $(field "$OUT/s3-updates.json" events_per_sec) events/s; RSS ${BASE} kB"
+  stop_hotrank "$HPID"
+fi
+
+if want 4; then
+  ART=$(n 1000000)
+  echo; echo "## 4. model=window&range=72h over $ART articles spread over 72 hourly buckets, with ingest running"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s4" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000'
+  bench --target "127.0.0.1:$HP" --preload --articles "$ART" --spread-secs $((72 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 600 >/dev/null
+  bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --batch 100 --connections 2 --rate 10000 --duration-secs $((DUR + 4)) --token bench-ingest-token >/dev/null &
+  UPD=$!
+  sleep 2
+  bench --target "127.0.0.1:$HP" --query "/api/hot?model=window&range=72h&limit=20" --connections 1 --duration-secs "$DUR" --json "$OUT/s4-query.json" --label window
+  wait "$UPD"
+  stop_hotrank "$HPID"
+  RP=$(free_port); start_redis "$RP"
+  MEMBERS=$(n 100000)
+  for h in $(seq 1 72); do
+    redis-cli -p "$RP" EVAL "for i=1,tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], math.random(1,100), 'a'..math.random(1,tonumber(ARGV[2]))) end" 1 "day:$h" "$MEMBERS" "$ART" >/dev/null
+  done
+  KEYS=$(for h in $(seq 1 72); do printf 'day:%s ' "$h"; done)
+  T0=$(date +%s.%N)
+  redis-cli -p "$RP" ZUNIONSTORE dest 72 $KEYS >/dev/null
+  redis-cli -p "$RP" ZREVRANGE dest 0 19 >/dev/null
+  T1=$(date +%s.%N)
+  SEEDMS=$(python3 -c "print(round(($T1-$T0)*1000))")
+  stop_redis "$RP"
+  P99=$(field "$OUT/s4-query.json" p99_us)
+  echo "hotrank p99 $P99 us (goal <= 5000 us) vs seed ZUNIONSTORE of 72 x $MEMBERS + ZREVRANGE: $SEEDMS ms per query: $(ratio "$SEEDMS*1000" "$P99") faster"
+fi
+
+if want 5; then
+  echo; echo "## 5. Freshness: served top 20 vs the exact top 20, 50 query times over a 72-hour stream"
+  cargo run --release --quiet --example freshness -- --json "$OUT/s5-freshness.json"
+fi
+
+if want 6; then
+  ART=$(n 200000)
+  echo; echo "## 6. Memory per tracked article ($ART articles, 1 view each)"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s6" '[gate]' 'ip_limit_per_minute = 0'
+  R0=$(rss_kb "$HPID")
+  bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 >/dev/null
+  curl -s "127.0.0.1:$HP/api/hot?limit=1" >/dev/null
+  R1=$(rss_kb "$HPID")
+  stop_hotrank "$HPID"
+  RP=$(free_port); start_redis "$RP"
+  M0=$(redis-cli -p "$RP" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
+  bench --seed-redis "127.0.0.1:$RP" --seed-script "$SHARED/seed_view.lua" --preload --articles "$ART" --connections 8 --pipeline 16 --duration-secs 600 >/dev/null
+  M1=$(redis-cli -p "$RP" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
+  stop_redis "$RP"
+  H=$(python3 -c "print(round(($R1-$R0)*1024/$ART))"); S=$(python3 -c "print(round(($M1-$M0)/$ART))")
+  echo "hotrank embedded: $H bytes/article (RSS growth); seed keys in Redis: $S bytes/article (used_memory growth); ratio $(ratio "$H" "$S") (goal <= 1)"
+fi
+
+if want 7; then
+  EV=$(n 10000000)
+  echo; echo "## 7. Restart with $EV logged events"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s7" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000'
+  bench --target "127.0.0.1:$HP" --articles 100000 --zipf 1.0 --visitors 100000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 1000 --connections 4 --duration-secs 600 --json "$OUT/s7-load.json" >/dev/null &
+  LOAD=$!
+  while [ "$(curl -s "127.0.0.1:$HP/api/stats" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["counted"]+d["quarantinedTotal"])')" -lt "$EV" ]; do sleep 1; done
+  kill "$LOAD" 2>/dev/null || true; wait "$LOAD" 2>/dev/null || true
+  kill -9 "$HPID"; wait "$HPID" 2>/dev/null || true
+  T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s7"; T1=$(date +%s.%N)
+  LOGMS=$(python3 -c "print(round(($T1-$T0)*1000))")
+  stop_hotrank "$HPID"  # graceful: writes a snapshot
+  T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s7"; T1=$(date +%s.%N)
+  SNAPMS=$(python3 -c "print(round(($T1-$T0)*1000))")
+  stop_hotrank "$HPID"
+  echo "restart from the log alone: $LOGMS ms; from a snapshot: $SNAPMS ms; ratio $(ratio "$LOGMS" "$SNAPMS")"
+fi
