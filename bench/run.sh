@@ -62,9 +62,9 @@ if want 1; then
   RP=$(free_port); start_redis "$RP"
   SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
-  SEED=$(grep -o 'events_per_sec=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
+  SEED=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | tee "$OUT/seed-dedupe-p16.txt"
-  SEEDD=$(grep -o 'events_per_sec=[0-9.]*' "$OUT/seed-dedupe-p16.txt" | cut -d= -f2)
+  SEEDD=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-dedupe-p16.txt" | cut -d= -f2)
   INCR=$(redis-benchmark -p "$RP" -P 16 -n 2000000 -q -t incr | grep -o '[0-9.]* requests per second' | cut -d' ' -f1)
   echo "raw INCR P=16: $INCR requests/s"
   stop_redis "$RP"
