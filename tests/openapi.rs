@@ -16,12 +16,15 @@ use common::TestServer;
 const ROUTES: &[(&str, &str)] = &[
     // ingest.rs
     ("/api/views", "post"),
+    ("/api/views", "options"),
     ("/api/events", "post"),
+    ("/api/events", "options"),
     // articles.rs
     ("/api/articles/{id}", "get"),
     ("/api/articles/{id}", "put"),
     ("/api/articles/{id}", "delete"),
     ("/api/articles/{id}/groups", "post"),
+    ("/api/articles/{id}/hourly", "get"),
     // rankings.rs
     ("/api/hot", "get"),
     ("/api/new", "get"),
@@ -31,7 +34,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("/metrics", "get"),
     ("/openapi.json", "get"),
     ("/api/stats", "get"),
+    // web.rs
     ("/", "get"),
+    ("/dashboard.js", "get"),
+    ("/dashboard.css", "get"),
+    ("/tracker.js", "get"),
 ];
 
 const METHODS: &[&str] = &[
