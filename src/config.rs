@@ -30,6 +30,9 @@ pub struct Config {
     pub trusted_proxies: Vec<String>,
     /// `text` or `json` logs.
     pub log_format: LogFormat,
+    /// Site origins (`https://example.com`) whose pages may send events from
+    /// the browser (CORS on `/api/views` and `/api/events`); `"*"` allows any.
+    pub cors_origins: Vec<String>,
     pub gate: GateConfig,
     pub retention: RetentionConfig,
     pub embedded: EmbeddedConfig,
@@ -48,6 +51,7 @@ impl Default for Config {
             max_batch_events: 1000,
             trusted_proxies: Vec::new(),
             log_format: LogFormat::Text,
+            cors_origins: Vec::new(),
             gate: GateConfig::default(),
             retention: RetentionConfig::default(),
             embedded: EmbeddedConfig::default(),
@@ -221,6 +225,14 @@ impl Config {
                 format!("trusted_proxies: {p:?} is not an IP address or CIDR block")
             })?;
         }
+        for o in &self.cors_origins {
+            if !valid_origin(o) {
+                return Err(format!(
+                    "cors_origins: {o:?} is not \"*\" or an origin like \"https://example.com\" \
+                     (scheme, host and optional port; no path or trailing slash)"
+                ));
+            }
+        }
         let e = &self.embedded;
         if e.fsync == FsyncMode::Interval && !(1..=10_000).contains(&e.fsync_interval_ms) {
             return Err(format!(
@@ -250,6 +262,25 @@ impl Config {
     pub fn retention_secs(&self) -> i64 {
         i64::from(self.retention.hourly_days) * 86_400
     }
+}
+
+/// `*`, or `scheme://host[:port]` as browsers send it in `Origin`.
+fn valid_origin(o: &str) -> bool {
+    if o == "*" {
+        return true;
+    }
+    let Some((scheme, rest)) = o.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = !scheme.is_empty()
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let rest_ok = !rest.is_empty()
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'));
+    scheme_ok && rest_ok
 }
 
 /// Parses `1.2.3.4`, `1.2.3.0/24`, `::1` or `fd00::/8` into (network, prefix).
@@ -323,6 +354,27 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().unwrap_err().contains("trusted_proxies"));
+        for bad in [
+            "example.com",
+            "https://example.com/",
+            "https://a.com/x",
+            "https://",
+        ] {
+            let c = Config {
+                cors_origins: vec![bad.into()],
+                ..Config::default()
+            };
+            assert!(c.validate().unwrap_err().contains("cors_origins"), "{bad}");
+        }
+        let c = Config {
+            cors_origins: vec![
+                "*".into(),
+                "http://127.0.0.1:8081".into(),
+                "https://x.org".into(),
+            ],
+            ..Config::default()
+        };
+        assert_eq!(c.validate(), Ok(vec![]));
     }
 
     #[test]

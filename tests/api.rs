@@ -306,3 +306,213 @@ async fn require_known_articles() {
     s.admin_put("/api/articles/yes", &json!({})).await;
     assert_eq!(s.view("yes", "v").await, "counted");
 }
+
+#[tokio::test]
+async fn tracker_and_dashboard_are_cached_with_etags() {
+    let s = TestServer::start().await;
+    for (path, ctype) in [
+        ("/tracker.js", "text/javascript"),
+        ("/", "text/html"),
+        ("/dashboard.js", "text/javascript"),
+        ("/dashboard.css", "text/css"),
+    ] {
+        let r = s.client.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let h = r.headers().clone();
+        assert!(
+            h["content-type"].to_str().unwrap().starts_with(ctype),
+            "{path}"
+        );
+        let cache = h["cache-control"].to_str().unwrap();
+        assert!(cache.starts_with("public, max-age="), "{path}: {cache}");
+        let etag = h["etag"].to_str().unwrap().to_string();
+        assert!(!r.text().await.unwrap().is_empty());
+        let r = s
+            .client
+            .get(s.url(path))
+            .header("If-None-Match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_MODIFIED, "{path}");
+        assert_eq!(r.headers()["etag"].to_str().unwrap(), etag);
+        assert!(r.text().await.unwrap().is_empty());
+        let r = s
+            .client
+            .get(s.url(path))
+            .header("If-None-Match", "\"other\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+    }
+    let r = s.client.get(s.url("/")).send().await.unwrap();
+    let csp = r.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    let page = r.text().await.unwrap();
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "no outside file"
+    );
+    let tracker = s
+        .client
+        .get(s.url("/tracker.js"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        tracker.len() < 12 * 1024,
+        "tracker is {} bytes",
+        tracker.len()
+    );
+    assert!(!tracker.contains("document.cookie"));
+}
+
+#[tokio::test]
+async fn cors_for_configured_origins_only() {
+    let s = TestServer::start_with(|c| c.cors_origins = vec!["https://site.example".into()]).await;
+    for path in ["/api/views", "/api/events"] {
+        let r = s
+            .client
+            .request(reqwest::Method::OPTIONS, s.url(path))
+            .header("Origin", "https://site.example")
+            .header("Access-Control-Request-Method", "POST")
+            .header("Access-Control-Request-Headers", "content-type")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT, "{path}");
+        let h = r.headers();
+        assert_eq!(h["access-control-allow-origin"], "https://site.example");
+        assert_eq!(h["access-control-allow-methods"], "POST");
+        assert_eq!(h["access-control-allow-headers"], "Content-Type");
+        assert!(h.contains_key("access-control-max-age"));
+        assert_eq!(h["vary"], "Origin");
+
+        let r = s
+            .client
+            .request(reqwest::Method::OPTIONS, s.url(path))
+            .header("Origin", "https://evil.example")
+            .header("Access-Control-Request-Method", "POST")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT);
+        let h = r.headers();
+        for name in [
+            "access-control-allow-origin",
+            "access-control-allow-methods",
+            "access-control-allow-headers",
+        ] {
+            assert!(!h.contains_key(name), "{path}: {name} for a stranger");
+        }
+        assert_eq!(h["vary"], "Origin");
+    }
+    let post = |origin: &'static str| {
+        s.client
+            .post(s.url("/api/views"))
+            .header("Origin", origin)
+            .json(&json!({"articleId": "c1", "visitorId": origin}))
+            .send()
+    };
+    let r = post("https://site.example").await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://site.example"
+    );
+    let r = post("https://evil.example").await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    assert!(!r.headers().contains_key("access-control-allow-origin"));
+    // Errors carry the header too, so the page can read them.
+    let r = s
+        .client
+        .post(s.url("/api/events"))
+        .header("Origin", "https://site.example")
+        .json(&json!({"nope": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://site.example"
+    );
+
+    // "*" allows any origin (echoed); with no list, no CORS at all.
+    let any = TestServer::start_with(|c| c.cors_origins = vec!["*".into()]).await;
+    let r = any
+        .client
+        .request(reqwest::Method::OPTIONS, any.url("/api/events"))
+        .header("Origin", "http://localhost:3000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://localhost:3000"
+    );
+    let none = TestServer::start().await;
+    let r = none
+        .client
+        .request(reqwest::Method::OPTIONS, none.url("/api/views"))
+        .header("Origin", "https://site.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(!r.headers().contains_key("access-control-allow-origin"));
+}
+
+#[tokio::test]
+async fn hourly_series_of_an_article() {
+    let s = TestServer::start().await;
+    let hour = T0 - T0 % 3600;
+    for (ts, visitor) in [(hour - 7200, "a"), (hour - 7200, "b"), (hour, "a")] {
+        let (status, body) = s
+            .post(
+                "/api/views",
+                &json!({"articleId": "h1", "visitorId": visitor, "ts": ts}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    // A duplicate, in the current hour.
+    let (_, body) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": "h1", "visitorId": "a", "ts": hour + 1}),
+        )
+        .await;
+    assert_eq!(body["verdict"], "duplicate");
+    let (status, body) = s.get("/api/articles/h1/hourly?hours=3").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["articleId"], "h1");
+    let hours = body["hours"].as_array().unwrap();
+    assert_eq!(hours.len(), 3);
+    assert_eq!(
+        hours[0],
+        json!({"hour": hour - 7200, "pv": 2, "uv": 2,
+               "quarantined": {"duplicate": 0, "rate_limited": 0, "bot": 0, "replayed": 0}})
+    );
+    assert_eq!(hours[1]["pv"], 0);
+    assert_eq!(hours[1]["hour"], hour - 3600);
+    assert_eq!(hours[2]["pv"], 1);
+    assert_eq!(hours[2]["quarantined"]["duplicate"], 1);
+    let (_, body) = s.get("/api/articles/h1/hourly").await;
+    assert_eq!(body["hours"].as_array().unwrap().len(), 72);
+    for bad in ["hours=0", "hours=2161", "hours=x", "days=1"] {
+        let (status, body) = s.get(&format!("/api/articles/h1/hourly?{bad}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
+    let (status, body) = s.get("/api/articles/nope/hourly").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _) = s.get("/api/articles/bad%20id/hourly").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // The article also says how much dwell time was reported in total.
+    let (_, body) = s.get("/api/articles/h1").await;
+    assert_eq!(body["dwellSeconds"], 0);
+    assert_eq!(body["dwellReports"], 0);
+}

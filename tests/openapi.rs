@@ -16,7 +16,9 @@ use common::TestServer;
 const ROUTES: &[(&str, &str)] = &[
     // ingest.rs
     ("/api/views", "post"),
+    ("/api/views", "options"),
     ("/api/events", "post"),
+    ("/api/events", "options"),
     // articles.rs
     ("/api/articles/{id}", "get"),
     ("/api/articles/{id}", "put"),
@@ -24,6 +26,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("/api/articles/{id}/groups", "post"),
     ("/api/articles", "post"),
     ("/api/articles/{id}/vote", "post"),
+    ("/api/articles/{id}/hourly", "get"),
     // rankings.rs
     ("/api/hot", "get"),
     ("/api/new", "get"),
@@ -33,7 +36,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("/metrics", "get"),
     ("/openapi.json", "get"),
     ("/api/stats", "get"),
+    // web.rs
     ("/", "get"),
+    ("/dashboard.js", "get"),
+    ("/dashboard.css", "get"),
+    ("/tracker.js", "get"),
 ];
 
 const METHODS: &[&str] = &[

@@ -9,7 +9,9 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::extract::{ArticlePath, JsonBody, valid_label};
+use axum::extract::RawQuery;
+
+use super::extract::{ArticlePath, JsonBody, Params, valid_label};
 use super::{ApiError, AppState};
 use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict, VoteDirection, VoteOutcome};
 use crate::store::PutOutcome;
@@ -23,6 +25,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/articles/{id}/groups", post(post_groups))
         .route("/api/articles", post(post_article))
         .route("/api/articles/{id}/vote", post(post_vote))
+        .route("/api/articles/{id}/hourly", get(get_hourly))
 }
 
 #[derive(Deserialize)]
@@ -168,6 +171,44 @@ async fn delete_article(
     }
 }
 
+/// `GET /api/articles/{id}/hourly?hours=N`: PV, UV and quarantine per hour
+/// over the last `hours` (1–2160, default 72), oldest first; hours with no
+/// activity are listed with zeros, so the series has exactly `hours` rows.
+async fn get_hourly(
+    State(state): State<AppState>,
+    ArticlePath(id): ArticlePath,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let p = Params::parse(raw.as_deref(), &["hours"])?;
+    let hours = p.int("hours", 1, 24 * 90)?.unwrap_or(72) as u32;
+    let now = state.clock.now();
+    let rows = state
+        .store
+        .hourly(&id, now, hours)
+        .await?
+        .ok_or_else(|| ApiError::NotFound("not_found", format!("no article {id}")))?;
+    let last = now.div_euclid(3600);
+    let first = last - i64::from(hours) + 1;
+    let mut rows = rows.into_iter().peekable();
+    let mut out = Vec::with_capacity(hours as usize);
+    for hour in first..=last {
+        // Skip anything outside the window a store might return.
+        while rows.peek().is_some_and(|r| r.hour < hour) {
+            rows.next();
+        }
+        let row = rows.next_if(|r| r.hour == hour);
+        let (pv, uv, q) = match &row {
+            Some(r) => (r.pv, r.uv, r.quarantined),
+            None => (0, 0, Default::default()),
+        };
+        out.push(json!({
+            "hour": hour * 3600, "pv": pv, "uv": uv,
+            "quarantined": super::ops::quarantine_json(&q),
+        }));
+    }
+    Ok(Json(json!({"articleId": id.as_str(), "hours": out})))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GroupsBody {
@@ -232,6 +273,7 @@ pub fn article_json(v: &ArticleView) -> Value {
         "ups": c.ups, "downs": c.downs, "likes": c.likes, "comments": c.comments,
         "favorites": c.favorites, "shares": c.shares,
         "avgDwellSeconds": c.avg_dwell_seconds(),
+        "dwellSeconds": c.dwell_seconds, "dwellReports": c.dwell_reports,
         "quarantined": {
             "duplicate": slot(Verdict::Duplicate),
             "rate_limited": slot(Verdict::RateLimited),

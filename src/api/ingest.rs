@@ -23,8 +23,11 @@ use crate::store::IngestReject;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/api/views", post(post_view))
-        .route("/api/events", post(post_events))
+        .route("/api/views", post(post_view).options(super::web::preflight))
+        .route(
+            "/api/events",
+            post(post_events).options(super::web::preflight),
+        )
 }
 
 /// One event as sent. Every field is kept raw so that a bad field fails

@@ -11,6 +11,7 @@ mod extract;
 mod ingest;
 mod ops;
 mod rankings;
+mod web;
 
 pub use error::ApiError;
 
@@ -86,10 +87,16 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .merge(ingest::router())
+        .merge(
+            ingest::router().route_layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                web::cors,
+            )),
+        )
         .merge(articles::router())
         .merge(rankings::router())
         .merge(ops::router())
+        .merge(web::router())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         // Bodies are read and limited by our own extractor, which answers

@@ -1,5 +1,4 @@
-//! Operations: health, readiness, metrics, stats, the OpenAPI document and
-//! the dashboard page.
+//! Operations: health, readiness, metrics, stats and the OpenAPI document.
 
 use std::time::Instant;
 
@@ -8,7 +7,7 @@ use axum::Router;
 use axum::extract::{MatchedPath, RawQuery, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
@@ -23,7 +22,6 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(prometheus))
         .route("/openapi.json", get(openapi))
         .route("/api/stats", get(stats))
-        .route("/", get(dashboard))
 }
 
 /// The OpenAPI document, kept beside the code and checked against the
@@ -59,7 +57,7 @@ async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
 }
 
-fn quarantine_json(q: &Quarantine) -> Value {
+pub fn quarantine_json(q: &Quarantine) -> Value {
     let mut m = serde_json::Map::new();
     for v in Verdict::ALL {
         if let Some(i) = v.quarantine_slot() {
@@ -88,10 +86,6 @@ async fn stats(
         "quarantinedTotal": s.quarantined.total(),
         "quarantinedByHour": by_hour,
     })))
-}
-
-async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("dashboard.html"))
 }
 
 /// Counts requests by route and status, and logs slow ones.

@@ -1,0 +1,311 @@
+// hotrank dashboard. Client-side routes:
+//   #/?model=gravity&range=72h&category=&kind=&limit=20   the hot list
+//   #/article/ID?hours=72                                  one article
+//   #/quarantine?hours=24                                  what was held back
+// Every value from the server goes into the page through textContent or
+// setAttribute with numbers: never through innerHTML.
+"use strict";
+
+const REASONS = ["duplicate", "rate_limited", "bot", "replayed"];
+const REFRESH_MS = 5000;
+const SVG = "http://www.w3.org/2000/svg";
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  return e;
+}
+function fmt(n, digits) {
+  if (typeof n !== "number") return "–";
+  return digits === undefined ? n.toLocaleString("en") : n.toFixed(digits);
+}
+function when(ts) {
+  return new Date(ts * 1000).toISOString().slice(0, 16).replace("T", " ");
+}
+function status(text, isError) {
+  const s = $("status");
+  s.textContent = text;
+  s.className = isError ? "error" : "muted";
+}
+async function getJson(path) {
+  const r = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await r.json().catch(() => null);
+  if (!r.ok) {
+    const msg = body && body.error ? body.error.message : "HTTP " + r.status;
+    throw new Error(msg);
+  }
+  return body;
+}
+function kvTable(table, rows) {
+  table.replaceChildren(...rows.map(([k, v, cls]) => {
+    const tr = el("tr", {}, el("td", {}, k), el("td", {}, v));
+    if (cls) tr.firstChild.prepend(el("span", { class: "key " + cls }), " ");
+    return tr;
+  }));
+}
+
+// ---- routing --------------------------------------------------------
+function route() {
+  const h = location.hash.replace(/^#/, "") || "/";
+  const [path, query] = h.split("?");
+  return { path, params: new URLSearchParams(query || "") };
+}
+let timer = null;
+function show(name) {
+  for (const v of ["hot", "article", "quarantine"]) $("view-" + v).hidden = v !== name;
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.nav === name);
+  }
+}
+function render() {
+  clearInterval(timer);
+  timer = null;
+  const { path, params } = route();
+  const m = path.match(/^\/article\/([A-Za-z0-9_-]{1,64})$/);
+  if (m) {
+    show("article");
+    formFrom($("a-form"), params);
+    const load = () => loadArticle(m[1], $("a-form").hours.value);
+    load();
+    timer = setInterval(load, REFRESH_MS * 2);
+  } else if (path === "/quarantine") {
+    show("quarantine");
+    formFrom($("q-form"), params);
+    const load = () => loadQuarantine($("q-form").hours.value);
+    load();
+    timer = setInterval(load, REFRESH_MS * 2);
+  } else {
+    show("hot");
+    formFrom($("hot-form"), params);
+    loadHot();
+    timer = setInterval(() => {
+      if ($("hot-form").auto.checked) loadHot();
+    }, REFRESH_MS);
+  }
+}
+function formFrom(form, params) {
+  for (const [k, v] of params) {
+    const f = form.elements[k];
+    if (!f || f.type === "checkbox") continue;
+    if (f.tagName === "SELECT" && ![...f.options].some((o) => o.value === v)) {
+      f.append(el("option", { value: v }, v));
+    }
+    f.value = v;
+  }
+}
+function formParams(form) {
+  const p = new URLSearchParams();
+  for (const f of form.elements) {
+    if (!f.name || f.type === "checkbox" || !f.value) continue;
+    p.set(f.name, f.value);
+  }
+  return p;
+}
+// Form changes go to the URL (bookmarkable), which re-renders.
+function bindForm(form, prefix) {
+  form.addEventListener("change", (e) => {
+    if (e.target.type === "checkbox") return;
+    location.hash = prefix() + "?" + formParams(form);
+  });
+  form.addEventListener("submit", (e) => e.preventDefault());
+}
+
+// ---- the hot list ---------------------------------------------------
+const openExplain = new Set();
+async function loadHot() {
+  const p = formParams($("hot-form"));
+  p.set("explain", "true");
+  try {
+    const body = await getJson("/api/hot?" + p);
+    const rows = [];
+    for (const it of body.items) {
+      const id = it.articleId;
+      const why = el("button", { class: "why", type: "button", title: "why this score" }, "why");
+      why.setAttribute("aria-expanded", String(openExplain.has(id)));
+      why.addEventListener("click", () => {
+        if (openExplain.has(id)) openExplain.delete(id);
+        else openExplain.add(id);
+        loadHot();
+      });
+      const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
+      rows.push(el("tr", { "data-article-id": id },
+        el("td", { class: "num" }, it.rank),
+        el("td", { class: "title" }, link),
+        el("td", { class: "num" }, fmt(it.score, 4)),
+        el("td", { class: "num" }, fmt(it.pv)),
+        el("td", { class: "num" }, fmt(it.uv)),
+        el("td", { class: "wide" }, it.author || ""),
+        el("td", { class: "wide" }, it.publishedAt ? when(it.publishedAt) : ""),
+        el("td", {}, why)));
+      if (openExplain.has(id) && it.explain) {
+        const terms = Object.entries(it.explain).map(([k, v]) =>
+          el("span", {}, el("code", {}, k), " = ", fmt(v, 3), "  "));
+        rows.push(el("tr", { class: "explain" }, el("td", {}), el("td", { colSpan: 7 },
+          body.model + " score " + fmt(it.score, 4) + ": ", ...terms)));
+      }
+    }
+    $("hot-items").replaceChildren(...rows);
+    $("hot-items").dataset.generatedAt = String(body.generatedAt);
+    $("hot-empty").hidden = body.items.length > 0;
+    status(body.items.length + " items · " + body.model + " · " + body.range +
+      " · generated " + when(body.generatedAt) + " UTC");
+  } catch (e) {
+    status("hot list: " + e.message, true);
+  }
+}
+
+// ---- one article ----------------------------------------------------
+async function loadArticle(id, hours) {
+  try {
+    const [a, h] = await Promise.all([
+      getJson("/api/articles/" + encodeURIComponent(id)),
+      getJson("/api/articles/" + encodeURIComponent(id) + "/hourly?hours=" + encodeURIComponent(hours)),
+    ]);
+    $("a-title").textContent = a.title || "article " + a.articleId;
+    const meta = ["id " + a.articleId];
+    if (a.author) meta.push("by " + a.author);
+    if (a.category) meta.push(a.category);
+    if (a.kind) meta.push(a.kind);
+    meta.push("published " + when(a.publishedAt) + " UTC");
+    $("a-meta").textContent = meta.join(" · ");
+    kvTable($("a-signals"), [
+      ["PV", fmt(a.pv)], ["UV", fmt(a.uv)], ["likes", fmt(a.likes)],
+      ["comments", fmt(a.comments)], ["favorites", fmt(a.favorites)], ["shares", fmt(a.shares)],
+      ["average dwell", fmt(a.avgDwellSeconds, 1) + " s"],
+      ["dwell reported", fmt(a.dwellSeconds) + " s in " + fmt(a.dwellReports) + " reports"],
+    ]);
+    kvTable($("a-scores"), Object.entries(a.scores || {}).map(([k, v]) => [k, fmt(v, 4)]));
+    kvTable($("a-quarantine"), REASONS.map((r) => [r, fmt(a.quarantined[r]), r]));
+    $("a-chart").replaceChildren(viewsChart(h.hours));
+    status("article " + a.articleId + " · last " + hours + " hours");
+  } catch (e) {
+    $("a-title").textContent = "article " + id;
+    status("article: " + e.message, true);
+  }
+}
+
+const W = 720, H = 220, PAD_L = 40, PAD_B = 22, PAD_T = 10;
+function axes(g, max, rows) {
+  for (const frac of [0, 0.5, 1]) {
+    const y = PAD_T + (H - PAD_T - PAD_B) * (1 - frac);
+    g.append(svg("line", { x1: PAD_L, x2: W, y1: y, y2: y, stroke: "#e5e7eb" }));
+    const t = svg("text", { x: PAD_L - 4, y: y + 3, "text-anchor": "end" });
+    t.textContent = fmt(Math.round(max * frac));
+    g.append(t);
+  }
+  if (rows.length) {
+    for (const [i, anchor] of [[0, "start"], [rows.length - 1, "end"]]) {
+      const t = svg("text", { x: i === 0 ? PAD_L : W, y: H - 6, "text-anchor": anchor });
+      t.textContent = when(rows[i].hour).slice(5);
+      g.append(t);
+    }
+  }
+}
+function viewsChart(rows) {
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "PV and UV per hour" });
+  const max = Math.max(1, ...rows.map((r) => Math.max(r.pv, r.uv)));
+  axes(root, max, rows);
+  const n = Math.max(1, rows.length);
+  const step = (W - PAD_L) / n;
+  const y = (v) => PAD_T + (H - PAD_T - PAD_B) * (1 - v / max);
+  const pts = [];
+  rows.forEach((r, i) => {
+    const x = PAD_L + i * step;
+    if (r.pv > 0) {
+      const bar = svg("rect", { class: "pv", x: x + step * 0.1, width: Math.max(1, step * 0.8), y: y(r.pv), height: y(0) - y(r.pv) });
+      const tip = svg("title");
+      tip.textContent = when(r.hour) + " UTC: PV " + r.pv + ", UV " + r.uv;
+      bar.append(tip);
+      root.append(bar);
+    }
+    pts.push((x + step / 2).toFixed(1) + "," + y(r.uv).toFixed(1));
+  });
+  root.append(svg("polyline", { class: "uv", points: pts.join(" ") }));
+  return root;
+}
+
+// ---- quarantine -----------------------------------------------------
+async function loadQuarantine(hours) {
+  try {
+    const s = await getJson("/api/stats?hours=" + encodeURIComponent(hours));
+    kvTable($("q-totals"), [
+      ["articles", fmt(s.articles)], ["events counted", fmt(s.counted)],
+      ["quarantined", fmt(s.quarantinedTotal)],
+      ...REASONS.map((r) => [r, fmt(s.quarantined[r]), r]),
+    ]);
+    $("q-chart").replaceChildren(quarantineChart(s.quarantinedByHour, Number(hours)));
+    $("q-legend").replaceChildren(...REASONS.map((r) =>
+      el("span", {}, el("span", { class: "key " + r }), " " + r)));
+    status("quarantine · last " + hours + " hours");
+  } catch (e) {
+    status("stats: " + e.message, true);
+  }
+}
+function quarantineChart(byHour, hours) {
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "quarantined events per hour by reason" });
+  // Fill the hours with no row so the time axis is even.
+  const last = byHour.length ? byHour[byHour.length - 1].hour : Math.floor(Date.now() / 3600000) * 3600;
+  const map = new Map(byHour.map((r) => [r.hour, r.quarantined]));
+  const rows = [];
+  for (let i = hours - 1; i >= 0; i--) {
+    const hour = last - i * 3600;
+    rows.push({ hour, q: map.get(hour) || {} });
+  }
+  const total = (q) => REASONS.reduce((s, r) => s + (q[r] || 0), 0);
+  const max = Math.max(1, ...rows.map((r) => total(r.q)));
+  axes(root, max, rows);
+  const step = (W - PAD_L) / rows.length;
+  const scale = (H - PAD_T - PAD_B) / max;
+  rows.forEach((r, i) => {
+    let base = H - PAD_B;
+    for (const reason of REASONS) {
+      const v = r.q[reason] || 0;
+      if (!v) continue;
+      const h = v * scale;
+      base -= h;
+      const rect = svg("rect", { class: reason, x: PAD_L + i * step + step * 0.1, width: Math.max(1, step * 0.8), y: base, height: h });
+      const tip = svg("title");
+      tip.textContent = when(r.hour) + " UTC: " + reason + " " + v;
+      rect.append(tip);
+      root.append(rect);
+    }
+  });
+  return root;
+}
+
+// ---- start ----------------------------------------------------------
+async function loadModels() {
+  // The served OpenAPI document lists the models this server has.
+  try {
+    const doc = await getJson("/openapi.json");
+    const models = doc.components.schemas.Model.enum || [];
+    const sel = $("hot-form").model;
+    const current = sel.value;
+    sel.replaceChildren(...models.map((m) => el("option", { value: m }, m)));
+    if (models.includes(current)) sel.value = current;
+  } catch (e) {
+    // Keep the built-in option.
+  }
+}
+
+bindForm($("hot-form"), () => "#/");
+bindForm($("a-form"), () => route().path);
+bindForm($("q-form"), () => "#/quarantine");
+$("goto").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const id = e.target.elements.article.value.trim();
+  if (id) location.hash = "#/article/" + encodeURIComponent(id);
+});
+window.addEventListener("hashchange", render);
+loadModels().then(render);

@@ -1,0 +1,731 @@
+//! The page tracker and the dashboard in a real browser: Debian's
+//! `chromium`, driven by `chromedriver` over the WebDriver protocol (plain
+//! JSON over HTTP, spoken with reqwest). The hotrank server runs in this
+//! process (TestServer); the test pages that include the tracker are served
+//! from a second loopback port, so every event is a cross-origin request
+//! and goes through CORS.
+//!
+//! Without chromium/chromedriver the tests are skipped with a message,
+//! unless the environment variable `CI` is set: then they fail.
+
+mod common;
+
+use std::net::TcpListener as StdListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::response::Html;
+use axum::routing::get;
+use base64::Engine;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use common::TestServer;
+
+/// Browser tests run one at a time: they measure real time, and the
+/// machine may be busy.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// Headless Chrome says "HeadlessChrome" in its user agent, which the gate
+/// rightly counts as a bot; the tests browse as an ordinary Chrome.
+const CHROME_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 \
+     (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36";
+
+fn find_in_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
+        for n in names {
+            let p = dir.join(n);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// `(chromium, chromedriver)`, or `None` after printing why the test is
+/// skipped. Panics under CI.
+fn tools() -> Option<(PathBuf, PathBuf)> {
+    let chromium = find_in_path(&["chromium", "chromium-browser", "google-chrome"]);
+    let driver = find_in_path(&["chromedriver"]);
+    match (chromium, driver) {
+        (Some(c), Some(d)) => Some((c, d)),
+        (c, d) => {
+            let msg = format!(
+                "browser tests need chromium and chromedriver (Debian: apt-get install chromium \
+                 chromium-driver); found chromium: {c:?}, chromedriver: {d:?}"
+            );
+            if std::env::var_os("CI").is_some() {
+                panic!("{msg} (CI is set, so this is a failure)");
+            }
+            eprintln!("SKIPPED: {msg}");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// A chromedriver process with one browser session.
+struct Browser {
+    http: reqwest::Client,
+    driver: Child,
+    port: u16,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start(chromium: &Path, chromedriver: &Path) -> Browser {
+        let port = free_port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(r) = http.get(format!("{base}/status")).send().await
+                && let Ok(v) = r.json::<Value>().await
+                && v["value"]["ready"] == true
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let profile = tempfile::tempdir().expect("profile dir");
+        let args = [
+            "--headless".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-quic".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=1100,800".into(),
+            format!("--user-agent={CHROME_UA}"),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {"binary": chromium, "args": args},
+        }}});
+        let r: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .expect("new session")
+            .json()
+            .await
+            .expect("session JSON");
+        let session = r["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {r}"))
+            .to_string();
+        let b = Browser {
+            http,
+            driver,
+            port,
+            session,
+            _profile: profile,
+        };
+        b.cmd(
+            "POST",
+            "timeouts",
+            json!({"script": 15000, "pageLoad": 15000}),
+        )
+        .await;
+        b
+    }
+
+    async fn cmd(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!(
+            "http://127.0.0.1:{}/session/{}/{path}",
+            self.port, self.session
+        );
+        let req = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self.http.post(url).json(&body),
+        };
+        let r: Value = req
+            .send()
+            .await
+            .expect("webdriver request")
+            .json()
+            .await
+            .expect("webdriver JSON");
+        if let Some(err) = r["value"]["error"].as_str() {
+            panic!("webdriver {path}: {err}: {}", r["value"]["message"]);
+        }
+        r["value"].clone()
+    }
+
+    async fn goto(&self, url: &str) {
+        self.cmd("POST", "url", json!({"url": url})).await;
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "execute/sync",
+            json!({"script": script, "args": []}),
+        )
+        .await
+    }
+
+    async fn window(&self) -> String {
+        self.cmd("GET", "window", Value::Null)
+            .await
+            .as_str()
+            .expect("handle")
+            .to_string()
+    }
+
+    /// Opens a new tab and switches to it: the previous tab is now in the
+    /// background, and its `document.visibilityState` is `hidden`.
+    async fn new_tab(&self) -> String {
+        let v = self.cmd("POST", "window/new", json!({"type": "tab"})).await;
+        let handle = v["handle"].as_str().expect("handle").to_string();
+        self.switch(&handle).await;
+        handle
+    }
+
+    async fn switch(&self, handle: &str) {
+        self.cmd("POST", "window", json!({"handle": handle})).await;
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        let b64 = self.cmd("GET", "screenshot", Value::Null).await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(b64.as_str().expect("base64"))
+            .expect("PNG");
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(path, png).expect("write screenshot");
+    }
+
+    /// Polls `script` until it returns something truthy.
+    async fn wait_js(&self, script: &str, what: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = self.js(script).await;
+            if !(v.is_null() || v == false || v == 0 || v == "") {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Browser {
+    /// Ends the session (chromium quits), then chromedriver.
+    async fn quit(mut self) {
+        let url = format!("http://127.0.0.1:{}/session/{}", self.port, self.session);
+        let _ = self.http.delete(url).send().await;
+        self.session.clear();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // After a failure (no quit): end the session the blocking way, as
+        // Drop cannot await. Then stop chromedriver, which this test started.
+        use std::io::{Read, Write};
+        if !self.session.is_empty()
+            && let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port))
+        {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = write!(
+                s,
+                "DELETE /session/{} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                self.session
+            );
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// The "site": pages on another origin that include the tracker.
+#[derive(serde::Deserialize)]
+struct PageQuery {
+    article: String,
+    #[serde(default = "default_interval")]
+    interval: String,
+    #[serde(default)]
+    extra: String,
+}
+
+fn default_interval() -> String {
+    "1".into()
+}
+
+async fn page(State(hotrank): State<String>, Query(q): Query<PageQuery>) -> Html<String> {
+    let ok = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    assert!(ok(&q.article) && ok(&q.interval) && ok(&q.extra));
+    // `extra=gpc`: the browser signals Global Privacy Control and the site
+    // asks the tracker to respect it.
+    let (pre, attrs) = if q.extra == "gpc" {
+        (
+            "<script>Object.defineProperty(navigator, 'globalPrivacyControl', {value: true});</script>",
+            " data-respect-dnt",
+        )
+    } else {
+        ("", "")
+    };
+    Html(format!(
+        "<!doctype html><html><head><title>article {a}</title>{pre}\
+         <script src=\"{hotrank}/tracker.js\" data-article-id=\"{a}\" \
+         data-dwell-interval=\"{i}\"{attrs} defer></script></head>\
+         <body><h1>article {a}</h1></body></html>",
+        a = q.article,
+        i = q.interval,
+    ))
+}
+
+/// Starts the site on its own port; returns its origin.
+async fn start_site(listener: tokio::net::TcpListener, hotrank: String) {
+    let app = Router::new().route("/page", get(page)).with_state(hotrank);
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("site");
+    });
+}
+
+/// A hotrank server whose CORS list allows the site, and the site.
+async fn setup() -> (TestServer, String) {
+    let site_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind site");
+    let site = format!("http://{}", site_listener.local_addr().expect("addr"));
+    let origin = site.clone();
+    let server = TestServer::start_with(move |c| {
+        c.cors_origins = vec![origin];
+        // The server's clock is a ManualClock that stands still, so every
+        // event of a test falls in the same minute: per-minute limits are
+        // not what these tests are about.
+        c.gate.visitor_limit_per_minute = 0;
+        c.gate.ip_limit_per_minute = 0;
+    })
+    .await;
+    start_site(site_listener, server.base.clone()).await;
+    (server, site)
+}
+
+async fn article(server: &TestServer, id: &str) -> Option<Value> {
+    let (status, body) = server.get(&format!("/api/articles/{id}")).await;
+    status.is_success().then_some(body)
+}
+
+/// Polls the server until `pred` holds for the article (or times out).
+async fn wait_article(
+    server: &TestServer,
+    id: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(a) = article(server, id).await
+            && pred(&a)
+        {
+            return a;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {:?}",
+            article(server, id).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_load_counts_one_view_and_reload_none_more() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let (server, site) = setup().await;
+    let browser = Browser::start(&chromium, &driver).await;
+
+    browser
+        .goto(&format!("{site}/page?article=load-1&interval=60"))
+        .await;
+    let a = wait_article(&server, "load-1", "the first view", |a| a["pv"] == 1).await;
+    assert_eq!(a["uv"], 1);
+
+    // Reload inside the dedupe window: the view arrives and is a duplicate.
+    browser.cmd("POST", "refresh", json!({})).await;
+    let a = wait_article(&server, "load-1", "the reload's view", |a| {
+        a["quarantined"]["duplicate"] == 1
+    })
+    .await;
+    assert_eq!(a["pv"], 1, "{a}");
+
+    // With data-dwell-interval=60 nothing is reported while reading; the
+    // final report goes out by sendBeacon on pagehide.
+    // (The first load's own pagehide may have reported its fraction of a
+    // second, rounded.)
+    let reload_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let a = article(&server, "load-1").await.expect("article");
+    let reports = a["dwellReports"].as_u64().expect("dwellReports");
+    let before = a["dwellSeconds"].as_u64().expect("dwellSeconds");
+    assert!(reports <= 1, "no periodic report with a 60 s interval: {a}");
+    browser.goto("about:blank").await;
+    let visible = reload_at.elapsed().as_secs_f64();
+    let a = wait_article(&server, "load-1", "the pagehide beacon", |a| {
+        a["dwellReports"] == reports + 1
+    })
+    .await;
+    let dwell = a["dwellSeconds"].as_u64().expect("dwellSeconds") - before;
+    assert!(
+        visible < 4.0,
+        "the machine is too slow for this check: {visible:.1} s"
+    );
+    assert!(
+        (2..=4).contains(&dwell),
+        "dwell {dwell} s after ~2.2 s: {a}"
+    );
+
+    // Opt-out: with data-respect-dnt and Global Privacy Control on, the
+    // tracker sends nothing at all.
+    browser
+        .goto(&format!("{site}/page?article=optout-1&extra=gpc"))
+        .await;
+    let opted = browser
+        .wait_js(
+            "return window.hotrank && window.hotrank.optedOut",
+            "the tracker",
+        )
+        .await;
+    assert_eq!(opted, true);
+    browser.js("hotrank.track('like')").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    browser.goto("about:blank").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        article(&server, "optout-1").await.is_none(),
+        "an opted-out page sent events"
+    );
+    let (_, stats) = server.get("/api/stats").await;
+    assert_eq!(stats["articles"], 1, "{stats}");
+    browser.quit().await;
+    eprintln!("page load/reload/beacon/opt-out: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dwell_counts_visible_time_only() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let (server, site) = setup().await;
+    let browser = Browser::start(&chromium, &driver).await;
+    let page_tab = browser.window().await;
+
+    // Visible for N seconds with one report per second (the throttle)...
+    let before_load = Instant::now();
+    browser
+        .goto(&format!("{site}/page?article=dwell-1&interval=1"))
+        .await;
+    let loaded = Instant::now();
+    wait_article(&server, "dwell-1", "the view", |a| a["pv"] == 1).await;
+    tokio::time::sleep(Duration::from_millis(3000).saturating_sub(loaded.elapsed())).await;
+    let visible_min = loaded.elapsed().as_secs_f64();
+    // ...then hidden: a new tab in front puts the page in the background,
+    // which is what the Page Visibility API reports.
+    browser.new_tab().await;
+    let visible_max = before_load.elapsed().as_secs_f64();
+    // Tolerance: one throttle period (1 s) either way.
+    let lo = (visible_min - 1.0).floor() as u64;
+    let hi = (visible_max + 1.0).ceil() as u64;
+    let a = wait_article(&server, "dwell-1", "the report sent when hidden", |a| {
+        a["dwellSeconds"].as_u64().unwrap_or(0) >= lo
+    })
+    .await;
+    let at_hide = a["dwellSeconds"].as_u64().expect("dwellSeconds");
+    assert!(
+        at_hide <= hi,
+        "{at_hide} s reported after {visible_max:.1} s visible: {a}"
+    );
+
+    // Hidden for M = 4 seconds: nothing more is counted.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let a = article(&server, "dwell-1").await.expect("article");
+    let after_hidden = a["dwellSeconds"].as_u64().expect("dwellSeconds");
+    // A report sent at the moment of hiding may land a little later on a
+    // loaded machine, so compare with the visible time, not the last read:
+    // counting the 4 hidden seconds would overshoot `hi` by far.
+    assert!(
+        (at_hide..=hi).contains(&after_hidden),
+        "dwell grew while hidden: {after_hidden} s after {visible_max:.1} s visible: {a}"
+    );
+
+    // Back to the page and away from it at once: the final beacon adds at
+    // most the rounding of the last second, never the hidden time.
+    browser.switch(&page_tab).await;
+    browser.goto("about:blank").await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let a = article(&server, "dwell-1").await.expect("article");
+    let total = a["dwellSeconds"].as_u64().expect("dwellSeconds");
+    assert!(
+        (lo..=hi).contains(&total),
+        "total dwell {total} s, visible {visible_min:.1}-{visible_max:.1} s, hidden 4 s: {a}"
+    );
+    assert!(
+        a["dwellReports"].as_u64().unwrap() >= 2,
+        "throttled reports: {a}"
+    );
+    assert_eq!(a["quarantined"]["replayed"], 0, "{a}");
+    browser.quit().await;
+    eprintln!(
+        "dwell: {total} s reported for {visible_min:.1}-{visible_max:.1} s visible + 4 s hidden \
+         in {} reports ({:?})",
+        a["dwellReports"],
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_page_navigation_counts_new_views() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let (server, site) = setup().await;
+    let browser = Browser::start(&chromium, &driver).await;
+
+    browser
+        .goto(&format!("{site}/page?article=spa-1&interval=60"))
+        .await;
+    wait_article(&server, "spa-1", "the first view", |a| a["pv"] == 1).await;
+
+    // A site that updates the script's data-article-id, then pushState.
+    browser
+        .js("document.querySelector('script[data-article-id]').setAttribute('data-article-id', 'spa-2');\
+             history.pushState({}, '', '/page?article=spa-2');")
+        .await;
+    wait_article(&server, "spa-2", "the pushState view", |a| a["pv"] == 1).await;
+
+    // A site that calls hotrank.setArticle right after pushState: one view.
+    browser
+        .js("history.pushState({}, '', '/page?article=spa-3'); hotrank.setArticle('spa-3');")
+        .await;
+    wait_article(&server, "spa-3", "the setArticle view", |a| a["pv"] == 1).await;
+
+    // replaceState is not a navigation; a like goes to the current article.
+    browser
+        .js("history.replaceState({}, '', '/page?article=spa-3&x=1'); hotrank.track('like');")
+        .await;
+    wait_article(&server, "spa-3", "the like", |a| a["likes"] == 1).await;
+
+    // Back (popstate) to spa-2: a new view, a duplicate inside the window.
+    browser
+        .js(
+            "window.addEventListener('popstate', () => hotrank.setArticle('spa-2'));\
+             history.back();",
+        )
+        .await;
+    wait_article(&server, "spa-2", "the popstate view", |a| {
+        a["quarantined"]["duplicate"] == 1
+    })
+    .await;
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (id, pv, dup) in [("spa-1", 1, 0), ("spa-2", 1, 1), ("spa-3", 1, 0)] {
+        let a = article(&server, id).await.expect("article");
+        assert_eq!(a["pv"], pv, "{id}: {a}");
+        assert_eq!(a["quarantined"]["duplicate"], dup, "{id}: {a}");
+    }
+    assert_eq!(
+        article(&server, "spa-3").await.unwrap()["quarantined"]["duplicate"],
+        0,
+        "replaceState counted a view"
+    );
+    browser.quit().await;
+    eprintln!("single-page navigation: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboard_shows_the_hot_list() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let (server, _site) = setup().await;
+    let ts = common::T0 - 3 * 3600;
+    for (i, title) in [
+        "Redis 6 hot articles",
+        "Counting views at Reddit",
+        "<img src=x onerror=alert(1)> escaping",
+        "Voting with Redis in Action",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (status, body) = server
+            .admin_put(
+                &format!("/api/articles/d{i}"),
+                &json!({"title": title, "author": format!("author{i}"), "category": "db", "publishedAt": ts}),
+            )
+            .await;
+        assert!(status.is_success(), "{body}");
+        for v in 0..(i * 3 + 1) {
+            server.view(&format!("d{i}"), &format!("reader{v}")).await;
+        }
+    }
+    server.view("d0", "reader0").await; // a duplicate, for the quarantine view
+
+    let browser = Browser::start(&chromium, &driver).await;
+    let query = "range=24h&model=gravity&limit=10";
+    browser.goto(&format!("{}/#/?{query}", server.base)).await;
+    let expected = |body: &Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|it| it["articleId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let ids_js = "return [...document.querySelectorAll('#hot-items tr[data-article-id]')]\
+                  .map(tr => tr.dataset.articleId)";
+    let (_, hot) = server.get(&format!("/api/hot?{query}")).await;
+    let want = expected(&hot);
+    assert_eq!(want.len(), 4);
+    let shown = browser
+        .wait_js(
+            &format!("const ids = (() => {{ {ids_js} }})(); return ids.length === 4 && ids"),
+            "the hot list",
+        )
+        .await;
+    assert_eq!(
+        shown,
+        json!(want),
+        "the dashboard's order is GET /api/hot's"
+    );
+    // Titles are text, never markup.
+    let injected = browser
+        .js("return document.querySelectorAll('#hot-items img').length")
+        .await;
+    assert_eq!(injected, 0);
+    let title = browser
+        .js("return document.querySelector('#hot-items tr[data-article-id=d2] a').textContent")
+        .await;
+    assert_eq!(title, "<img src=x onerror=alert(1)> escaping");
+
+    // The list refreshes by itself, without reloading the page.
+    browser.js("window.sameDocument = true").await;
+    for v in 0..30 {
+        server.view("d0", &format!("late{v}")).await;
+    }
+    let (_, hot) = server.get(&format!("/api/hot?{query}")).await;
+    let want = expected(&hot);
+    assert_eq!(want[0], "d0");
+    browser
+        .wait_js(
+            &format!("const ids = (() => {{ {ids_js} }})(); return ids[0] === 'd0'"),
+            "the refreshed list",
+        )
+        .await;
+    assert_eq!(browser.js(ids_js).await, json!(want));
+    assert_eq!(browser.js("return window.sameDocument").await, true);
+
+    // A score's explanation, on demand.
+    browser
+        .js("document.querySelector('#hot-items tr[data-article-id=d0] button.why').click()")
+        .await;
+    let explain = browser
+        .wait_js(
+            "const r = document.querySelector('#hot-items tr.explain'); return r && r.textContent",
+            "the explanation",
+        )
+        .await;
+    assert!(explain.as_str().unwrap().contains("decay"), "{explain}");
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots/dashboard.png");
+    browser.screenshot(&shot).await;
+    println!("dashboard screenshot: {}", shot.display());
+    eprintln!("dashboard screenshot: {}", shot.display());
+
+    // Readable on a phone: nothing wider than the screen.
+    browser
+        .cmd("POST", "window/rect", json!({"width": 390, "height": 844}))
+        .await;
+    let overflow = browser
+        .js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .await;
+    assert!(
+        overflow.as_i64().unwrap() <= 0,
+        "horizontal overflow {overflow}px"
+    );
+    browser
+        .cmd("POST", "window/rect", json!({"width": 1100, "height": 800}))
+        .await;
+
+    // One article: the hourly chart, signals and quarantine by reason.
+    browser.goto(&format!("{}/#/article/d0", server.base)).await;
+    browser
+        .wait_js(
+            "return document.querySelectorAll('#a-chart svg rect.pv').length === 1",
+            "the article's chart",
+        )
+        .await;
+    let signals = browser
+        .js("return document.getElementById('a-signals').textContent")
+        .await;
+    assert!(signals.as_str().unwrap().contains("PV31"), "{signals}");
+    let quarantine = browser
+        .js("return document.getElementById('a-quarantine').textContent")
+        .await;
+    assert!(
+        quarantine.as_str().unwrap().contains("duplicate1"),
+        "{quarantine}"
+    );
+    browser
+        .screenshot(&shot.with_file_name("article.png"))
+        .await;
+
+    // The quarantine view.
+    browser.goto(&format!("{}/#/quarantine", server.base)).await;
+    browser
+        .wait_js(
+            "return document.querySelectorAll('#q-chart svg rect.duplicate').length === 1",
+            "the quarantine chart",
+        )
+        .await;
+    let status = browser
+        .js("return document.getElementById('status').className")
+        .await;
+    assert_ne!(status, "error");
+    browser
+        .screenshot(&shot.with_file_name("quarantine.png"))
+        .await;
+    browser.quit().await;
+    eprintln!("dashboard: {:?}", started.elapsed());
+}
