@@ -19,10 +19,12 @@
 //! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
+//! - [`cli`]: the offline tools `hotrank simulate` and `hotrank replay`.
 //!
 //! docs/design.md explains the data model, freshness and durability.
 
 pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod gate;

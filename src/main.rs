@@ -29,6 +29,10 @@ enum Command {
     Serve(ServeArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig(ServeArgs),
+    /// Simulate articles and traffic through the engine; report the top N over time.
+    Simulate(hotrank::cli::simulate::SimulateArgs),
+    /// Replay an event log under two parameter sets and compare their top N.
+    Replay(hotrank::cli::replay::ReplayArgs),
 }
 
 #[derive(clap::Args)]
@@ -167,6 +171,12 @@ fn main() -> ExitCode {
             print!("{}", toml::to_string(&config).map_err(|e| e.to_string())?);
             Ok(())
         }),
+        Command::Simulate(args) => match hotrank::cli::simulate::run(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Replay(args) => hotrank::cli::replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
