@@ -51,7 +51,9 @@ use serde_json::{Value, json};
 
 use super::metrics::{jaccard, kendall_tau, mean, only_in, overlap, rank_moves};
 use super::simulate::{parse_model, parse_range};
-use super::{Progress, build_config, fmt_utc, parse_duration, parse_kv, runtime, write_json};
+use super::{
+    Progress, build_config, fmt_span, fmt_utc, parse_duration, parse_kv, runtime, write_json,
+};
 use crate::gate::{BotDetector, Identity};
 use crate::model::{ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, Timestamp};
 use crate::score::ModelKind;
@@ -498,7 +500,7 @@ pub fn run(args: ReplayArgs) -> Result<(), String> {
         println!("hotrank replay: {source_name}");
         println!("A: {}", r.a.label);
         println!("B: {}", r.b.label);
-        println!("top {}, every {} s", r.top, r.every);
+        println!("top {}, every {}", r.top, fmt_span(r.every));
     }
     let mut progress = Progress::new();
     let mut notes: Vec<String> = Vec::new();

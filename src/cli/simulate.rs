@@ -829,6 +829,7 @@ fn check_long_dwell(
         dwellers.len(),
         dwellers
             .iter()
+            .take(5)
             .map(|&i| format!(
                 "{} {}",
                 articles[i].id,
@@ -836,6 +837,7 @@ fn check_long_dwell(
             ))
             .collect::<Vec<_>>()
             .join(", ")
+            + if dwellers.len() > 5 { ", ..." } else { "" }
     );
     if !took_over.is_empty() {
         detail = format!(
