@@ -20,10 +20,12 @@
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
 //! - [`loadgen`]: `hotrank bench`, the load generator.
+//! - [`cli`]: the offline tools `hotrank simulate` and `hotrank replay`.
 //!
 //! docs/design.md explains the data model, freshness and durability.
 
 pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod gate;

@@ -38,6 +38,10 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8090")]
         listen: SocketAddr,
     },
+    /// Simulate articles and traffic through the engine; report the top N over time.
+    Simulate(hotrank::cli::simulate::SimulateArgs),
+    /// Replay an event log under two parameter sets and compare their top N.
+    Replay(hotrank::cli::replay::ReplayArgs),
 }
 
 #[derive(clap::Args)]
@@ -203,6 +207,12 @@ fn main() -> ExitCode {
             print!("{}", toml::to_string(&config).map_err(|e| e.to_string())?);
             Ok(())
         }),
+        Command::Simulate(args) => match hotrank::cli::simulate::run(args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Command::Replay(args) => hotrank::cli::replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

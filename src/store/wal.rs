@@ -844,6 +844,115 @@ fn recover(dir: &Path, after_seq: u64, replay: &mut ReplayFn<'_>) -> Result<Reco
     })
 }
 
+/// What [`read_records`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Records passed to the callback (those with seq > `after_seq`).
+    pub records: u64,
+    /// Seq of the first record in the log (`None` if it holds none). Records
+    /// before it were trimmed after a snapshot.
+    pub first_seq: Option<u64>,
+    /// Highest valid seq in the log (0 if it holds no record).
+    pub last_seq: u64,
+    /// Segment files read or skipped.
+    pub segments: usize,
+    /// Total size of the segment files, in bytes.
+    pub total_bytes: u64,
+    /// Bytes at the end of the last segment that do not form valid records
+    /// (a torn write, or a record still being written by a live server).
+    /// They are left in place.
+    pub torn_tail_bytes: u64,
+}
+
+/// Reads the log in `dir` without modifying anything: no truncation, no
+/// removal of unfinished segment files, no writer. Every valid record with
+/// seq > `after_seq` is passed to `f` in order, with its seq.
+///
+/// Validation is the same as [`Wal::open`]'s, except that the first segment
+/// may start at any seq (the records before it were trimmed after a
+/// snapshot) and an invalid tail of the last segment ends the read instead
+/// of being truncated (its size is reported in
+/// [`ReadStats::torn_tail_bytes`]). A bad record in an earlier segment, or a
+/// gap between segments not covered by `after_seq`, is
+/// [`WalError::Corrupt`]. Safe to run on the log of a live server: a record
+/// being appended reads as a torn tail.
+pub fn read_records(
+    dir: &Path,
+    after_seq: u64,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<ReadStats, WalError> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(seq) = entry.file_name().to_str().and_then(parse_segment_file_name) {
+            files.push((seq, entry.path()));
+        }
+    }
+    files.sort_unstable_by_key(|(seq, _)| *seq);
+    let mut out = ReadStats::default();
+    let mut replay = ReplayStats::default();
+    let mut prev_end: Option<u64> = None;
+    for (i, (first_seq, path)) in files.iter().enumerate() {
+        let first_seq = *first_seq;
+        let is_last = i + 1 == files.len();
+        let corrupt = |offset: u64, reason: String| WalError::Corrupt {
+            path: path.clone(),
+            offset,
+            reason,
+        };
+        if first_seq == 0 {
+            return Err(corrupt(0, "segment first seq 0 is invalid".into()));
+        }
+        if let Some(end) = prev_end {
+            if first_seq <= end {
+                return Err(corrupt(
+                    0,
+                    format!("segment starts at seq {first_seq} but the previous one reaches {end}"),
+                ));
+            }
+            if first_seq > end + 1 && first_seq - 1 > after_seq {
+                return Err(corrupt(
+                    0,
+                    format!(
+                        "records {}..={} are missing from the log (after_seq {after_seq})",
+                        end + 1,
+                        first_seq - 1
+                    ),
+                ));
+            }
+        }
+        let file_len = fs::metadata(path)?.len();
+        out.segments += 1;
+        out.total_bytes += file_len;
+        if !is_last && files[i + 1].0 - 1 <= after_seq {
+            prev_end = Some(files[i + 1].0 - 1);
+            continue;
+        }
+        let scan = scan_segment(path, first_seq, after_seq, &mut f, &mut replay)?;
+        if let Err(reason) = &scan.header {
+            if is_last && scan.header_torn {
+                out.torn_tail_bytes += scan.file_len;
+                continue;
+            }
+            return Err(corrupt(0, reason.clone()));
+        }
+        if let Some((offset, reason)) = &scan.bad {
+            if !is_last {
+                return Err(corrupt(
+                    *offset,
+                    format!("{reason} (not the last segment, so this is not a torn tail)"),
+                ));
+            }
+            out.torn_tail_bytes += scan.file_len - offset;
+        }
+        prev_end = Some(scan.last_seq.unwrap_or(first_seq - 1));
+    }
+    out.records = replay.records;
+    out.last_seq = prev_end.unwrap_or(0);
+    out.first_seq = files.first().map(|f| f.0).filter(|&f| out.last_seq >= f);
+    Ok(out)
+}
+
 struct Scan {
     file_len: u64,
     header: Result<(), String>,
@@ -1553,5 +1662,83 @@ mod tests {
             matches!(err, WalError::Replay { seq: 2, ref message } if message == "boom"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn read_records_never_modifies_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cfg(dir.path(), FsyncPolicy::Never, 256);
+        let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+        for i in 0..40u32 {
+            wal.append(format!("record-{i:03}").as_bytes());
+        }
+        wal.close().unwrap();
+        drop(wal);
+        let segs = segment_paths(dir.path());
+        assert!(segs.len() > 3, "small segments rotate: {segs:?}");
+        // A torn tail on the last segment and an unfinished segment file.
+        let last = segs.last().unwrap().clone();
+        OpenOptions::new()
+            .append(true)
+            .open(&last)
+            .unwrap()
+            .write_all(&[7u8; 11])
+            .unwrap();
+        let tmp = dir.path().join(format!("{}.tmp", segment_file_name(999)));
+        fs::write(&tmp, b"partial").unwrap();
+        let sizes = |paths: &[PathBuf]| -> Vec<u64> {
+            paths
+                .iter()
+                .map(|p| fs::metadata(p).unwrap().len())
+                .collect()
+        };
+        let before = sizes(&segs);
+
+        let mut got = Vec::new();
+        let stats = read_records(dir.path(), 0, |seq, p| {
+            got.push((seq, String::from_utf8(p.to_vec()).unwrap()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got.len(), 40);
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, (seq, text))| *seq == i as u64 + 1 && *text == format!("record-{i:03}"))
+        );
+        assert_eq!(stats.records, 40);
+        assert_eq!(stats.first_seq, Some(1));
+        assert_eq!(stats.last_seq, 40);
+        assert_eq!(stats.torn_tail_bytes, 11);
+        assert_eq!(stats.segments, segs.len());
+        assert_eq!(sizes(&segs), before, "nothing truncated");
+        assert!(tmp.exists(), "unfinished segment left alone");
+
+        // after_seq skips records; a trimmed log starts later.
+        let mut seqs = Vec::new();
+        read_records(dir.path(), 30, |seq, _| {
+            seqs.push(seq);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seqs, (31..=40).collect::<Vec<_>>());
+        fs::remove_file(&segs[0]).unwrap();
+        let mut seqs = Vec::new();
+        let stats = read_records(dir.path(), 0, |seq, _| {
+            seqs.push(seq);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stats.first_seq, Some(seqs[0]));
+        assert!(seqs[0] > 1 && *seqs.last().unwrap() == 40);
+
+        // A gap in the middle is corruption; a callback error aborts.
+        fs::remove_file(&segs[2]).unwrap();
+        assert!(matches!(
+            read_records(dir.path(), 0, |_, _| Ok(())),
+            Err(WalError::Corrupt { .. })
+        ));
+        let err = read_records(dir.path(), 0, |_, _| Err("stop".into())).unwrap_err();
+        assert!(matches!(err, WalError::Replay { .. }), "{err}");
     }
 }

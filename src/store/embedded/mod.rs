@@ -289,6 +289,23 @@ impl EmbeddedStore {
         }
     }
 
+    /// Applies a record read back from a log (see
+    /// [`crate::store::wal::read_records`]) the way recovery does: an
+    /// event's logged verdict is applied, not judged again. For offline
+    /// tools (`hotrank replay`); refused on a store with a data directory,
+    /// whose log would no longer match its state.
+    pub fn apply_logged(&self, rec: &LogRecord) -> Result<(), StoreError> {
+        if self.wal.is_some() {
+            return Err(StoreError::Internal(
+                "apply_logged is for in-memory stores only".into(),
+            ));
+        }
+        let mut inner = self.inner.lock();
+        let change = inner.data.apply(rec);
+        inner.on_change(change);
+        Ok(())
+    }
+
     pub fn data_dir(&self) -> Option<&Path> {
         self.durability.as_ref().map(|d| d.dir.as_path())
     }
