@@ -401,6 +401,26 @@ mod tests {
     }
 
     #[test]
+    fn redis_store_keys() {
+        let c: Config = toml::from_str(
+            "store = \"redis\"\n[redis]\nurl = \"redis://10.0.0.1:6380/2\"\nprefix = \"site1:\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.store, StoreKind::Redis);
+        assert_eq!(c.redis.url, "redis://10.0.0.1:6380/2");
+        assert_eq!(c.redis.prefix, "site1:");
+        assert_eq!(c.redis.hourly_days, 7);
+        assert_eq!(c.validate(), Ok(vec![]));
+        let mut bad = c.clone();
+        bad.redis.prefix = "a b{".into();
+        assert!(bad.validate().unwrap_err().contains("redis.prefix"));
+        let mut bad = c.clone();
+        bad.redis.url = "rediss://x".into();
+        assert!(bad.validate().unwrap_err().contains("redis.url"));
+        assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
+    }
+
+    #[test]
     fn cidrs() {
         let net = parse_cidr("10.1.0.0/16").unwrap();
         assert!(cidr_contains(net, "10.1.2.3".parse().unwrap()));

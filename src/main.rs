@@ -223,9 +223,10 @@ fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
             r
         }
         StoreKind::Redis => {
+            let rt = runtime()?;
+            let _in_runtime = rt.enter();
             let store = RedisStore::connect(RedisOptions::from_config(&config), settings)?;
-            runtime()?
-                .block_on(dump_redis(&store, SystemClock.now()))
+            rt.block_on(dump_redis(&store, SystemClock.now()))
                 .map_err(|e| e.to_string())?
         }
     };
@@ -260,8 +261,10 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
             EmbeddedStore::import_into(&Durability::from_config(&config), &settings, &records)?
         }
         StoreKind::Redis => {
+            let rt = runtime()?;
+            let _in_runtime = rt.enter();
             let store = RedisStore::connect(RedisOptions::from_config(&config), settings.clone())?;
-            runtime()?.block_on(load_redis(&store, &records, &settings, SystemClock.now()))?
+            rt.block_on(load_redis(&store, &records, &settings, SystemClock.now()))?
         }
     };
     eprintln!("imported {n} articles");

@@ -239,6 +239,22 @@ async fn same_answers_as_embedded() {
     for s in [&e as &dyn Store, &r] {
         s.delete_article(&id("art5"), T0).await.unwrap();
     }
+    // Redis holds the very sketch bytes the embedded store holds.
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for rec in e.export() {
+        if let Record::Article { id, lifetime, .. } = rec {
+            let bytes: Vec<u8> = con.get(format!("hll:uv:{id}")).await.unwrap();
+            assert_eq!(
+                hotrank::store::dump::bytes_from_b64(&lifetime.uv).unwrap(),
+                bytes,
+                "sketch of {id}"
+            );
+        }
+    }
     // Queries come after the last event (T0 + 2360), as they do live.
     for now in [T0 + 3000, T0 + 5000, T0 + 9000] {
         let a = answers(&e, now).await;

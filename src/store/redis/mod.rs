@@ -324,7 +324,8 @@ fn default_range(m: ModelKind) -> RangeSpec {
 
 impl RedisStore {
     /// A store on `opts.url`. Connects lazily: a Redis that is down now is
-    /// reported by `ready()` and reached as soon as it is up.
+    /// reported by `ready()` and reached as soon as it is up. Call it
+    /// inside a Tokio runtime (the connection task is spawned on it).
     pub fn connect(opts: RedisOptions, settings: StoreSettings) -> Result<Self, String> {
         if !valid_prefix(&opts.prefix) {
             return Err(format!(
