@@ -256,11 +256,19 @@ async fn same_answers_as_embedded() {
         }
     }
     // Queries come after the last event (T0 + 2360), as they do live.
+    // A second node (its own caches) sees the same; collecting the change
+    // log between rounds keeps every answer exact.
+    let r2 = redis_store(&server, "", StoreSettings::default());
     for now in [T0 + 3000, T0 + 5000, T0 + 9000] {
         let a = answers(&e, now).await;
         let b = answers(&r, now).await;
         assert_same(&a, &b, &format!("at {now}"));
+        r.maintain(now).await.expect("maintain");
+        let c = answers(&r2, now).await;
+        assert_same(&a, &c, &format!("second node at {now}"));
     }
+    let floor: i64 = con.get("changes:floor").await.unwrap();
+    assert!(floor > 0, "the change log was collected");
 }
 
 /// Two API nodes on one Redis: the dedupe window, rate limits, rankings,
