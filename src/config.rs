@@ -33,9 +33,13 @@ pub struct Config {
     /// Site origins (`https://example.com`) whose pages may send events from
     /// the browser (CORS on `/api/views` and `/api/events`); `"*"` allows any.
     pub cors_origins: Vec<String>,
+    /// Where state lives: `embedded` (this process, `data_dir`) or `redis`
+    /// (shared by every node on one Redis; see `[redis]`).
+    pub store: StoreKind,
     pub gate: GateConfig,
     pub retention: RetentionConfig,
     pub embedded: EmbeddedConfig,
+    pub redis: RedisConfig,
     pub models: Models,
 }
 
@@ -52,10 +56,51 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             log_format: LogFormat::Text,
             cors_origins: Vec::new(),
+            store: StoreKind::Embedded,
             gate: GateConfig::default(),
             retention: RetentionConfig::default(),
             embedded: EmbeddedConfig::default(),
+            redis: RedisConfig::default(),
             models: Models::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    Embedded,
+    Redis,
+}
+
+/// The Redis store (`store = "redis"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port/db` (`HOTRANK_REDIS_URL`).
+    pub url: String,
+    /// Prepended to every key, so several sites share one Redis
+    /// (`HOTRANK_REDIS_PREFIX`); at most 64 of `[A-Za-z0-9_:.-]`.
+    pub prefix: String,
+    /// Whole days hourly buckets are kept (seed 001: 7); older activity is
+    /// kept in daily buckets until `retention.hourly_days`.
+    pub hourly_days: u32,
+    /// Most events gated by one script call.
+    pub batch_events: usize,
+    pub connect_timeout_ms: u64,
+    /// A call that takes longer fails (503) rather than hang.
+    pub response_timeout_ms: u64,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            url: "redis://127.0.0.1:6379/0".into(),
+            prefix: String::new(),
+            hourly_days: 7,
+            batch_events: 250,
+            connect_timeout_ms: 1000,
+            response_timeout_ms: 2000,
         }
     }
 }
@@ -243,6 +288,36 @@ impl Config {
         if e.segment_bytes < 4096 {
             return Err("embedded.segment_bytes must be >= 4096".into());
         }
+        let rc = &self.redis;
+        if !crate::store::redis::valid_prefix(&rc.prefix) {
+            return Err(format!(
+                "redis.prefix = {:?} is invalid: use at most 64 of [A-Za-z0-9_:.-]",
+                rc.prefix
+            ));
+        }
+        if !(1..=r.hourly_days).contains(&rc.hourly_days) {
+            return Err(format!(
+                "redis.hourly_days = {} is invalid: must be in 1..=retention.hourly_days",
+                rc.hourly_days
+            ));
+        }
+        if !(1..=10_000).contains(&rc.batch_events) {
+            return Err(format!(
+                "redis.batch_events = {} is invalid: must be in 1..=10000",
+                rc.batch_events
+            ));
+        }
+        if rc.connect_timeout_ms == 0 || rc.response_timeout_ms == 0 {
+            return Err(
+                "redis.connect_timeout_ms and redis.response_timeout_ms must be > 0".into(),
+            );
+        }
+        if self.store == StoreKind::Redis && !rc.url.starts_with("redis://") {
+            return Err(format!(
+                "redis.url = {:?} is invalid: must start with redis:// (TLS is not built in)",
+                rc.url
+            ));
+        }
         for (key, tok) in [
             ("admin_token", &self.admin_token),
             ("ingest_token", &self.ingest_token),
@@ -375,6 +450,26 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(c.validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn redis_store_keys() {
+        let c: Config = toml::from_str(
+            "store = \"redis\"\n[redis]\nurl = \"redis://10.0.0.1:6380/2\"\nprefix = \"site1:\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.store, StoreKind::Redis);
+        assert_eq!(c.redis.url, "redis://10.0.0.1:6380/2");
+        assert_eq!(c.redis.prefix, "site1:");
+        assert_eq!(c.redis.hourly_days, 7);
+        assert_eq!(c.validate(), Ok(vec![]));
+        let mut bad = c.clone();
+        bad.redis.prefix = "a b{".into();
+        assert!(bad.validate().unwrap_err().contains("redis.prefix"));
+        let mut bad = c.clone();
+        bad.redis.url = "rediss://x".into();
+        assert!(bad.validate().unwrap_err().contains("redis.url"));
+        assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
     }
 
     #[test]

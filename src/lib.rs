@@ -14,7 +14,9 @@
 //!   sliding-window rate limiter.
 //! - [`score`]: the ranking models, pure functions of counters and `now`.
 //! - [`store`]: the [`store::Store`] trait and its implementations (the
-//!   embedded store with its write-ahead log and snapshots).
+//!   embedded store with its write-ahead log and snapshots; the Redis store
+//!   shared by many API nodes, docs/redis-keys.md), and the dumps that
+//!   move state between them.
 //! - [`api`]: the axum routers, one per area, and the error type.
 //! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`config`]: the TOML configuration and its validation.

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use hotrank::clock::SystemClock;
-use hotrank::config::{Config, FsyncMode, LogFormat};
-use hotrank::store::StoreSettings;
+use hotrank::clock::{Clock, SystemClock};
+use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
+use hotrank::store::dump::{DUMP_VERSION, Record, read_records, write_records};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
+use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use hotrank::store::{Store, StoreSettings};
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +27,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the HTTP server with the embedded store.
+    /// Run the HTTP server (embedded store, or `--store redis`).
     Serve(ServeArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig(ServeArgs),
@@ -42,6 +44,21 @@ enum Command {
     Simulate(hotrank::cli::simulate::SimulateArgs),
     /// Replay an event log under two parameter sets and compare their top N.
     Replay(hotrank::cli::replay::ReplayArgs),
+    /// Write all state of the configured store as JSON lines (stop an
+    /// embedded server first; Redis can be exported live).
+    Export(DumpArgs),
+    /// Load JSON lines written by `export` into the configured store, which
+    /// must be empty (a new data dir, or a Redis prefix with no articles).
+    Import(DumpArgs),
+}
+
+#[derive(clap::Args)]
+struct DumpArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// The dump file [default: stdout for export, stdin for import].
+    #[arg(long)]
+    file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -61,6 +78,15 @@ struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, env = "HOTRANK_LOG_FORMAT", value_parser = ["text", "json"])]
     log_format: Option<String>,
+    /// Where state lives: embedded (default) or redis.
+    #[arg(long, env = "HOTRANK_STORE", value_parser = ["embedded", "redis"])]
+    store: Option<String>,
+    /// Redis URL for --store redis [default: redis://127.0.0.1:6379/0].
+    #[arg(long, env = "HOTRANK_REDIS_URL")]
+    redis_url: Option<String>,
+    /// Prefix of every Redis key (keeps sites apart on one Redis).
+    #[arg(long, env = "HOTRANK_REDIS_PREFIX")]
+    redis_prefix: Option<String>,
     #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
@@ -92,6 +118,19 @@ impl ServeArgs {
             } else {
                 LogFormat::Text
             };
+        }
+        if let Some(st) = &self.store {
+            c.store = if st == "redis" {
+                StoreKind::Redis
+            } else {
+                StoreKind::Embedded
+            };
+        }
+        if let Some(u) = &self.redis_url {
+            c.redis.url = u.clone();
+        }
+        if let Some(p) = &self.redis_prefix {
+            c.redis.prefix = p.clone();
         }
         if self.admin_token.is_some() {
             c.admin_token = self.admin_token.clone();
@@ -135,26 +174,41 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received: draining requests and flushing");
 }
 
+/// The store the configuration names.
+fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+    let settings = StoreSettings::from_config(config);
+    match config.store {
+        StoreKind::Embedded => {
+            let (store, report) = EmbeddedStore::open(Durability::from_config(config), settings)?;
+            tracing::info!(
+                data_dir = %config.data_dir.display(),
+                snapshot_seq = ?report.snapshot_seq,
+                replayed_records = report.replayed_records,
+                truncated_bytes = report.truncated_bytes,
+                articles = report.articles,
+                ms = report.elapsed_ms as u64,
+                "embedded store opened"
+            );
+            Ok(Arc::new(store))
+        }
+        StoreKind::Redis => {
+            let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
+            tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
+            Ok(Arc::new(store))
+        }
+    }
+}
+
 async fn serve(config: Config) -> Result<(), String> {
     for w in config.validate()? {
         tracing::warn!("{w}");
     }
-    let settings = StoreSettings::from_config(&config);
-    let (store, report) = EmbeddedStore::open(Durability::from_config(&config), settings)?;
-    tracing::info!(
-        data_dir = %config.data_dir.display(),
-        snapshot_seq = ?report.snapshot_seq,
-        replayed_records = report.replayed_records,
-        truncated_bytes = report.truncated_bytes,
-        articles = report.articles,
-        ms = report.elapsed_ms as u64,
-        "embedded store opened"
-    );
+    let store = open_store(&config)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let state = hotrank::server::build_state(config, Arc::new(store), Arc::new(SystemClock))?;
+    let state = hotrank::server::build_state(config, store, Arc::new(SystemClock))?;
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
     hotrank::server::run(listener, state, shutdown_signal())
         .await
@@ -166,6 +220,68 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
+    config.validate()?;
+    let settings = StoreSettings::from_config(&config);
+    let records = match config.store {
+        StoreKind::Embedded => {
+            let (store, _) = EmbeddedStore::open(Durability::from_config(&config), settings)?;
+            let mut r = vec![Record::Header {
+                version: DUMP_VERSION,
+                source: "embedded".into(),
+            }];
+            r.extend(store.export());
+            r
+        }
+        StoreKind::Redis => {
+            let rt = runtime()?;
+            let _in_runtime = rt.enter();
+            let store = RedisStore::connect(RedisOptions::from_config(&config), settings)?;
+            rt.block_on(dump_redis(&store, SystemClock.now()))
+                .map_err(|e| e.to_string())?
+        }
+    };
+    let n = match file {
+        Some(path) => {
+            let f = std::fs::File::create(&path)
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            write_records(&mut std::io::BufWriter::new(f), records)?
+        }
+        None => write_records(
+            &mut std::io::BufWriter::new(std::io::stdout().lock()),
+            records,
+        )?,
+    };
+    eprintln!("exported {n} records");
+    Ok(())
+}
+
+fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
+    config.validate()?;
+    let settings = StoreSettings::from_config(&config);
+    let records = match file {
+        Some(path) => {
+            let f = std::fs::File::open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            read_records(std::io::BufReader::new(f))?
+        }
+        None => read_records(std::io::stdin().lock())?,
+    };
+    let n = match config.store {
+        StoreKind::Embedded => {
+            EmbeddedStore::import_into(&Durability::from_config(&config), &settings, &records)?
+        }
+        StoreKind::Redis => {
+            let rt = runtime()?;
+            let _in_runtime = rt.enter();
+            let store = RedisStore::connect(RedisOptions::from_config(&config), settings.clone())?;
+            rt.block_on(load_redis(&store, &records, &settings, SystemClock.now()))?
+        }
+    };
+    eprintln!("imported {n} articles");
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -199,6 +315,8 @@ fn main() -> ExitCode {
                 hotrank::loadgen::serve_floor(listener).await.map_err(|e| e.to_string())
             })
         }),
+        Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
+        Command::Import(a) => a.serve.load().and_then(|c| import(c, a.file)),
         Command::CheckConfig(args) => args.load().and_then(|config| {
             let warnings = config.validate()?;
             for w in warnings {

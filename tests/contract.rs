@@ -12,6 +12,7 @@ use hotrank::model::{
 };
 use hotrank::score::{GravityParams, ModelKind};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
+use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{IngestReject, Store, StoreSettings};
 
@@ -36,6 +37,21 @@ async fn make_embedded(s: StoreSettings) -> Harness {
     Harness {
         store: Arc::new(store),
         _keep: Box::new(dir),
+    }
+}
+
+/// Each test gets a redis-server of its own (killed with the harness), so
+/// tests run in parallel without sharing keys.
+async fn make_redis(s: StoreSettings) -> Harness {
+    let server = common::redis::RedisServer::start();
+    let opts = RedisOptions {
+        url: server.url(),
+        ..RedisOptions::default()
+    };
+    let store = RedisStore::connect(opts, s).expect("redis store");
+    Harness {
+        store: Arc::new(store),
+        _keep: Box::new(server),
     }
 }
 
@@ -570,3 +586,4 @@ macro_rules! contract_suite {
 }
 
 contract_suite!(embedded, make_embedded);
+contract_suite!(redis, make_redis);

@@ -77,6 +77,18 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
     pub fn keys(&self) -> usize {
         self.logs.len()
     }
+
+    /// Every key's log of admission times, oldest first (for dumps).
+    pub fn logs(&self) -> impl Iterator<Item = (&K, &VecDeque<i64>)> {
+        self.logs.iter()
+    }
+
+    /// Replaces one key's log (loading a dump).
+    pub fn set_log(&mut self, key: K, log: Vec<i64>) {
+        if !log.is_empty() {
+            self.logs.insert(key, log.into());
+        }
+    }
 }
 
 #[cfg(test)]

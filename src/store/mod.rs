@@ -7,8 +7,12 @@
 //!
 //! - [`embedded`]: all state in process, durable in a data directory
 //!   (write-ahead log in [`wal`] + snapshots in [`snapshot`]).
+//! - [`redis`]: all state in Redis 6.2+/7, shared by many API nodes
+//!   (key layout in docs/redis-keys.md).
 
+pub mod dump;
 pub mod embedded;
+pub mod redis;
 pub mod snapshot;
 pub mod wal;
 

@@ -100,6 +100,26 @@ impl TestServer {
         }
     }
 
+    /// A node on a Redis store: `dir` holds the identity key, which every
+    /// node of one site must share.
+    pub async fn start_redis(
+        dir: Arc<tempfile::TempDir>,
+        redis_url: &str,
+        edit: impl FnOnce(&mut Config),
+    ) -> Self {
+        let mut config = test_config(dir.path());
+        config.store = hotrank::config::StoreKind::Redis;
+        config.redis.url = redis_url.to_string();
+        edit(&mut config);
+        config.validate().expect("valid test config");
+        let store = hotrank::store::redis::RedisStore::connect(
+            hotrank::store::redis::RedisOptions::from_config(&config),
+            StoreSettings::from_config(&config),
+        )
+        .expect("redis store");
+        Self::start_with_store(dir, config, Arc::new(store), T0).await
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }

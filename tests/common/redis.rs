@@ -22,6 +22,7 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     _dir: tempfile::TempDir,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -38,32 +39,13 @@ impl RedisServer {
         for _ in 0..ATTEMPTS {
             let port = free_port();
             let dir = tempfile::tempdir().expect("create temp dir for redis-server");
-            let port_s = port.to_string();
-            let mut cmd = Command::new(&bin);
-            cmd.args([
-                "--port",
-                &port_s,
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--daemonize", "no", "--protected-mode", "no"])
-            .args(extra_args)
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-            let child = match cmd.spawn() {
-                Ok(c) => c,
-                Err(e) => panic!("cannot start `{bin}` (is redis-server installed?): {e}"),
-            };
+            let extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+            let child = spawn(&bin, port, dir.path(), &extra);
             let mut server = RedisServer {
                 child,
                 port,
                 _dir: dir,
+                extra,
             };
             match server.wait_ready() {
                 Ok(()) => return server,
@@ -71,6 +53,26 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start after {ATTEMPTS} attempts: {last_err}");
+    }
+
+    /// Starts a server that keeps its data across [`RedisServer::restart`]:
+    /// append-only file, fsynced before each reply.
+    pub fn start_durable() -> RedisServer {
+        RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    /// Kills the server (SIGKILL: no shutdown save).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port and directory, after [`Self::kill`].
+    pub fn restart(&mut self) {
+        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
+        self.child = spawn(&bin, self.port, self._dir.path(), &self.extra);
+        self.wait_ready()
+            .expect("redis-server restarts on its port");
     }
 
     fn wait_ready(&mut self) -> Result<(), String> {
@@ -122,6 +124,31 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
+    let port_s = port.to_string();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--port",
+        &port_s,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ])
+    .args(["--daemonize", "no", "--protected-mode", "no"])
+    .args(extra)
+    .current_dir(dir)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => panic!("cannot start `{bin}` (is redis-server installed?): {e}"),
     }
 }
 

@@ -306,6 +306,38 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    /// All state as dump records (`hotrank export`).
+    pub fn export(&self) -> Vec<crate::store::dump::Record> {
+        self.inner.lock().data.export()
+    }
+
+    /// Writes dump records as the first snapshot of an empty data
+    /// directory (`hotrank import`); open the store afterwards.
+    pub fn import_into(
+        d: &Durability,
+        settings: &StoreSettings,
+        records: &[crate::store::dump::Record],
+    ) -> Result<u64, String> {
+        let snap_dir = d.dir.join("snapshots");
+        let wal_dir = d.dir.join("wal");
+        for dir in [&snap_dir, &wal_dir] {
+            if std::fs::read_dir(dir).is_ok_and(|mut it| it.next().is_some()) {
+                return Err(format!(
+                    "{} is not empty: import only into a new data directory",
+                    dir.display()
+                ));
+            }
+        }
+        let data = Data::import(records, settings)?;
+        let n = data.articles.len() as u64;
+        let bytes = postcard::to_allocvec(&data).map_err(|e| format!("encoding: {e}"))?;
+        std::fs::create_dir_all(&snap_dir)
+            .map_err(|e| format!("cannot create {}: {e}", snap_dir.display()))?;
+        write_snapshot(&snap_dir, 0, &bytes, 2)
+            .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
+        Ok(n)
+    }
+
     pub fn data_dir(&self) -> Option<&Path> {
         self.durability.as_ref().map(|d| d.dir.as_path())
     }

@@ -1,0 +1,563 @@
+//! Export and import of everything a prefix holds, as the store-neutral
+//! records of [`crate::store::dump`].
+//!
+//! Export walks the prefix with `SCAN` once, classifies keys by name and
+//! reads values in pipelined chunks. Hourly buckets are exported for the
+//! hours Redis still keeps whole (from the hourly horizon on); daily
+//! buckets for the days before it. Import writes the same keys with TTLs
+//! relative to `now`, derives daily buckets from hourly ones where the dump
+//! has none (the embedded store keeps only hours), and leaves rankings to
+//! be rebuilt by their first query.
+
+use std::collections::{BTreeMap, HashMap};
+
+use redis::Value;
+
+use super::keys::day_of;
+use super::{RedisStore, meta_pairs, parse_meta, store_err, v_i64};
+use crate::model::{ArticleId, Timestamp};
+use crate::sketch::Hll;
+use crate::store::dump::{
+    DUMP_VERSION, DumpBucket, DumpCounters, RateScope, Record, bytes_from_b64, hll_from_b64,
+};
+use crate::store::{StoreError, StoreSettings};
+
+const CHUNK: usize = 200;
+const RATE_W: usize = 15;
+
+#[derive(Default)]
+struct Found {
+    articles: Vec<ArticleId>,
+    hours: HashMap<ArticleId, Vec<i64>>,
+    days: HashMap<ArticleId, Vec<i64>>,
+    q_hours: Vec<i64>,
+    dedupe: Vec<(String, ArticleId, char, String)>,
+    eids: Vec<(String, String)>,
+    rates: Vec<(String, RateScope, String)>,
+}
+
+fn classify(found: &mut Found, key: &str, rest: &str) {
+    let parts: Vec<&str> = rest.split(':').collect();
+    let id = |s: &str| ArticleId::parse(s).ok();
+    match parts.as_slice() {
+        ["meta", "article", a] => found.articles.extend(id(a)),
+        ["bucket", "h", a, h] => {
+            if let (Some(a), Ok(h)) = (id(a), h.parse()) {
+                found.hours.entry(a).or_default().push(h);
+            }
+        }
+        ["bucket", "d", a, d] => {
+            if let (Some(a), Ok(d)) = (id(a), d.parse()) {
+                found.days.entry(a).or_default().push(d);
+            }
+        }
+        ["stats", "quarantine", "h", h] => found.q_hours.extend(h.parse::<i64>().ok()),
+        ["gate", "dd", a, k, v] => {
+            if let (Some(a), Some(k)) = (id(a), k.chars().next()) {
+                found.dedupe.push((key.to_string(), a, k, v.to_string()));
+            }
+        }
+        ["gate", "eid", e] => found.eids.push((key.to_string(), e.to_string())),
+        ["gate", "rl", "v", v] => {
+            found
+                .rates
+                .push((key.to_string(), RateScope::Visitor, v.to_string()))
+        }
+        ["gate", "rl", "ip", v] => {
+            found
+                .rates
+                .push((key.to_string(), RateScope::Ip, v.to_string()))
+        }
+        _ => {}
+    }
+}
+
+fn hash_of(v: &Value) -> HashMap<String, Vec<u8>> {
+    let mut out = HashMap::new();
+    let mut put = |k: &Value, v: &Value| {
+        if let (Some(k), Value::BulkString(b)) = (super::v_str(k), v) {
+            out.insert(k.to_string(), b.clone());
+        }
+    };
+    match v {
+        Value::Array(a) => {
+            for kv in a.chunks(2) {
+                if let [k, v] = kv {
+                    put(k, v);
+                }
+            }
+        }
+        Value::Map(m) => {
+            for (k, v) in m {
+                put(k, v);
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn num(h: &HashMap<String, Vec<u8>>, f: &str) -> u64 {
+    h.get(f)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|s| s.parse::<i64>().ok())
+        .unwrap_or(0)
+        .max(0) as u64
+}
+
+fn counters_of(h: &HashMap<String, Vec<u8>>, sketch: &Value) -> DumpCounters {
+    use base64::Engine;
+    DumpCounters {
+        pv: num(h, "pv"),
+        likes: num(h, "likes"),
+        comments: num(h, "comments"),
+        favorites: num(h, "favorites"),
+        shares: num(h, "shares"),
+        dwell_seconds: num(h, "dwell_s"),
+        dwell_reports: num(h, "dwell_n"),
+        quarantine: [
+            num(h, "q_dup"),
+            num(h, "q_rl"),
+            num(h, "q_bot"),
+            num(h, "q_rep"),
+        ],
+        uv: match sketch {
+            Value::BulkString(b) => base64::engine::general_purpose::STANDARD.encode(b),
+            _ => String::new(),
+        },
+    }
+}
+
+/// Everything under the store's prefix as dump records.
+pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
+    let keys = store.keys();
+    let prefix = &store.options().prefix;
+    let mut con = store.con();
+    let mut found = Found::default();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        for k in &batch {
+            if let Some(rest) = k.strip_prefix(prefix.as_str()) {
+                classify(&mut found, k, rest);
+            }
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
+    let mut out = vec![Record::Header {
+        version: DUMP_VERSION,
+        source: "redis".into(),
+    }];
+    found.articles.sort();
+    for ids in found.articles.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hgetall(keys.meta(id))
+                .get(keys.views(id))
+                .hgetall(keys.counters(id))
+                .get(keys.uv(id));
+            let mut hours = found.hours.get(id).cloned().unwrap_or_default();
+            hours.retain(|h| *h >= horizon);
+            hours.sort();
+            for h in &hours {
+                pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
+            }
+            let mut days = found.days.get(id).cloned().unwrap_or_default();
+            days.retain(|d| *d < horizon / 24);
+            days.sort();
+            for d in &days {
+                pipe.hgetall(keys.bucket_d(id, *d)).get(keys.uv_d(id, *d));
+            }
+        }
+        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let mut it = got.into_iter();
+        let mut next = || it.next().ok_or_else(|| super::bad_reply("export"));
+        for id in ids {
+            let meta_h = next()?;
+            let views = next()?;
+            let counters = next()?;
+            let sketch = next()?;
+            let fields: HashMap<String, String> = hash_of(&meta_h)
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
+                .collect();
+            let mut hours_out = Vec::new();
+            let mut hours = found.hours.get(id).cloned().unwrap_or_default();
+            hours.retain(|h| *h >= horizon);
+            hours.sort();
+            for h in hours {
+                let b = next()?;
+                let s = next()?;
+                let hm = hash_of(&b);
+                if !hm.is_empty() {
+                    hours_out.push(DumpBucket {
+                        at: h,
+                        c: counters_of(&hm, &s),
+                    });
+                }
+            }
+            let mut days_out = Vec::new();
+            let mut days = found.days.get(id).cloned().unwrap_or_default();
+            days.retain(|d| *d < horizon / 24);
+            days.sort();
+            for d in days {
+                let b = next()?;
+                let s = next()?;
+                let hm = hash_of(&b);
+                if !hm.is_empty() {
+                    days_out.push(DumpBucket {
+                        at: d,
+                        c: counters_of(&hm, &s),
+                    });
+                }
+            }
+            let Some(m) = parse_meta(&fields) else {
+                continue;
+            };
+            let mut lifetime = counters_of(&hash_of(&counters), &sketch);
+            lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
+            out.push(Record::Article {
+                id: id.clone(),
+                meta: m.meta,
+                known: m.known,
+                deleted: m.deleted,
+                lifetime,
+                hours: hours_out,
+                days: days_out,
+            });
+        }
+    }
+    // Totals.
+    let mut pipe = redis::pipe();
+    pipe.get(keys.counted()).hgetall(keys.quarantine());
+    found.q_hours.sort();
+    for h in &found.q_hours {
+        pipe.hgetall(keys.quarantine_h(*h));
+    }
+    let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+    let q_of = |v: &Value| {
+        let h = hash_of(v);
+        [
+            num(&h, "q_dup"),
+            num(&h, "q_rl"),
+            num(&h, "q_bot"),
+            num(&h, "q_rep"),
+        ]
+    };
+    if got.len() < 2 {
+        return Err(super::bad_reply("export"));
+    }
+    out.push(Record::Totals {
+        counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
+        quarantine: q_of(&got[1]),
+        by_hour: found
+            .q_hours
+            .iter()
+            .zip(&got[2..])
+            .map(|(h, v)| (*h, q_of(v)))
+            .collect(),
+    });
+    // Gate state.
+    for part in found.dedupe.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for (k, ..) in part {
+            pipe.get(k);
+        }
+        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        for ((_, a, kind, v), last) in part.iter().zip(got) {
+            if let Some(last) = last {
+                out.push(Record::Dedupe {
+                    article: a.clone(),
+                    kind: *kind,
+                    visitor: v.clone(),
+                    last,
+                });
+            }
+        }
+    }
+    for part in found.eids.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for (k, _) in part {
+            pipe.get(k);
+        }
+        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        for ((_, e), seen) in part.iter().zip(got) {
+            if let Some(seen) = seen {
+                out.push(Record::EventId {
+                    key: e.clone(),
+                    seen,
+                });
+            }
+        }
+    }
+    for part in found.rates.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for (k, ..) in part {
+            pipe.get(k);
+        }
+        let got: Vec<Option<String>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        for ((_, scope, key), log) in part.iter().zip(got) {
+            let Some(log) = log else { continue };
+            let log: Vec<i64> = log
+                .as_bytes()
+                .chunks(RATE_W)
+                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                .collect();
+            out.push(Record::Rate {
+                scope: *scope,
+                key: key.clone(),
+                log,
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn bucket_fields(c: &DumpCounters) -> Vec<(&'static str, u64)> {
+    [
+        ("pv", c.pv),
+        ("likes", c.likes),
+        ("comments", c.comments),
+        ("favorites", c.favorites),
+        ("shares", c.shares),
+        ("dwell_s", c.dwell_seconds),
+        ("dwell_n", c.dwell_reports),
+        ("q_dup", c.quarantine[0]),
+        ("q_rl", c.quarantine[1]),
+        ("q_bot", c.quarantine[2]),
+        ("q_rep", c.quarantine[3]),
+    ]
+    .into_iter()
+    .filter(|(_, v)| *v > 0)
+    .collect()
+}
+
+fn active(c: &DumpCounters) -> bool {
+    c.pv + c.likes + c.comments + c.favorites + c.shares + c.dwell_reports > 0
+}
+
+/// Writes dump records under the store's prefix, which must hold no
+/// article yet. Returns the number of articles written.
+pub async fn load_redis(
+    store: &RedisStore,
+    records: &[Record],
+    settings: &StoreSettings,
+    now: Timestamp,
+) -> Result<u64, String> {
+    let keys = store.keys();
+    let mut con = store.con();
+    let err = |e: StoreError| e.to_string();
+    let (_, existing): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("MATCH")
+        .arg(format!("{}meta:article:*", store.options().prefix))
+        .arg("COUNT")
+        .arg(100_000)
+        .query_async(&mut con)
+        .await
+        .map_err(|e| err(store_err(e)))?;
+    if !existing.is_empty() {
+        return Err(
+            "this Redis prefix already holds articles: import only into an empty one".into(),
+        );
+    }
+    let hkeep = (i64::from(store.options().hourly_days) + 1) * super::keys::DAY;
+    let dkeep = settings.retention_secs + super::keys::DAY;
+    let ttl = |expires_at: i64| (expires_at - now).max(60);
+    let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
+    let mut articles = 0u64;
+    let mut pipe = redis::pipe();
+    let mut queued = 0usize;
+    for r in records {
+        match r {
+            Record::Header { .. } => {}
+            Record::Article {
+                id,
+                meta,
+                known,
+                deleted,
+                lifetime,
+                hours,
+                days,
+            } => {
+                articles += 1;
+                let mk = keys.meta(id);
+                pipe.cmd("HSET")
+                    .arg(&mk)
+                    .arg("publishedAt")
+                    .arg(meta.published_at)
+                    .arg("known")
+                    .arg(if *known { "1" } else { "0" })
+                    .arg("deleted")
+                    .arg(if *deleted { "1" } else { "0" });
+                for (k, v) in meta_pairs(meta) {
+                    pipe.hset(&mk, k, v);
+                }
+                if !*deleted {
+                    pipe.zadd(keys.newest(), id.as_str(), meta.published_at);
+                }
+                if lifetime.pv > 0 {
+                    pipe.set(keys.views(id), lifetime.pv);
+                }
+                for (f, v) in bucket_fields(lifetime) {
+                    if f != "pv" {
+                        pipe.hset(keys.counters(id), f, v);
+                    }
+                }
+                if !lifetime.uv.is_empty() {
+                    pipe.set(keys.uv(id), bytes_from_b64(&lifetime.uv)?);
+                }
+                // Hours Redis keeps; days from the dump or derived.
+                let mut derived: BTreeMap<i64, (DumpCounters, Hll)> = BTreeMap::new();
+                for b in hours {
+                    let d = b.at.div_euclid(24);
+                    let e = derived
+                        .entry(d)
+                        .or_insert_with(|| (DumpCounters::default(), Hll::new()));
+                    e.0.pv += b.c.pv;
+                    e.0.likes += b.c.likes;
+                    e.0.comments += b.c.comments;
+                    e.0.favorites += b.c.favorites;
+                    e.0.shares += b.c.shares;
+                    e.0.dwell_seconds += b.c.dwell_seconds;
+                    e.0.dwell_reports += b.c.dwell_reports;
+                    if b.c.pv > 0 {
+                        e.1.merge(&hll_from_b64(&b.c.uv)?);
+                    }
+                    if b.at < horizon {
+                        continue;
+                    }
+                    let exp = ttl((b.at + 1) * 3600 + hkeep);
+                    let bk = keys.bucket_h(id, b.at);
+                    for (f, v) in bucket_fields(&b.c) {
+                        pipe.hset(&bk, f, v);
+                    }
+                    pipe.expire(&bk, exp);
+                    if b.c.pv > 0 {
+                        let uk = keys.uv_h(id, b.at);
+                        pipe.set(&uk, bytes_from_b64(&b.c.uv)?).expire(&uk, exp);
+                    }
+                    if active(&b.c) {
+                        let ak = keys.active_h(b.at);
+                        pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
+                    }
+                }
+                let mut day_buckets: Vec<(i64, DumpCounters, Option<Vec<u8>>)> = days
+                    .iter()
+                    .map(|b| {
+                        let img = (!b.c.uv.is_empty())
+                            .then(|| bytes_from_b64(&b.c.uv))
+                            .transpose()?;
+                        Ok((b.at, b.c.clone(), img))
+                    })
+                    .collect::<Result<_, String>>()?;
+                for (d, (c, h)) in derived {
+                    if !days.iter().any(|b| b.at == d) {
+                        let img = (c.pv > 0).then(|| h.to_bytes());
+                        day_buckets.push((d, c, img));
+                    }
+                }
+                for (d, c, img) in day_buckets {
+                    let exp = ttl((d + 1) * 86_400 + dkeep);
+                    let bk = keys.bucket_d(id, d);
+                    let fields: Vec<_> = bucket_fields(&c)
+                        .into_iter()
+                        .filter(|(f, _)| !f.starts_with("q_"))
+                        .collect();
+                    if fields.is_empty() {
+                        continue;
+                    }
+                    for (f, v) in fields {
+                        pipe.hset(&bk, f, v);
+                    }
+                    pipe.expire(&bk, exp);
+                    if let Some(img) = img {
+                        let uk = keys.uv_d(id, d);
+                        pipe.set(&uk, img).expire(&uk, exp);
+                    }
+                    if active(&c) {
+                        let ak = keys.active_d(d);
+                        pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
+                    }
+                }
+            }
+            Record::Totals {
+                counted,
+                quarantine,
+                by_hour,
+            } => {
+                pipe.set(keys.counted(), *counted);
+                let names = ["q_dup", "q_rl", "q_bot", "q_rep"];
+                for (n, v) in names.iter().zip(quarantine) {
+                    if *v > 0 {
+                        pipe.hset(keys.quarantine(), *n, *v);
+                    }
+                }
+                for (h, q) in by_hour {
+                    let k = keys.quarantine_h(*h);
+                    for (n, v) in names.iter().zip(q) {
+                        if *v > 0 {
+                            pipe.hset(&k, *n, *v);
+                        }
+                    }
+                    pipe.expire(&k, ttl((h + 1) * 3600 + dkeep));
+                }
+            }
+            Record::Dedupe {
+                article,
+                kind,
+                visitor,
+                last,
+            } => {
+                let v = crate::store::dump::parse_u128(visitor)?;
+                pipe.cmd("SET")
+                    .arg(keys.dedupe(article, *kind, v))
+                    .arg(*last)
+                    .arg("EX")
+                    .arg(i64::from(settings.dedupe_window_secs) + 3600);
+            }
+            Record::EventId { key, seen } => {
+                let k = crate::store::dump::parse_u128(key)?;
+                pipe.cmd("SET")
+                    .arg(keys.event_id(k))
+                    .arg(*seen)
+                    .arg("EX")
+                    .arg(settings.event_id_ttl_secs.max(1));
+            }
+            Record::Rate { scope, key, log } => {
+                let k = match scope {
+                    RateScope::Visitor => keys.rate_visitor(crate::store::dump::parse_u128(key)?),
+                    RateScope::Ip => keys.rate_ip(crate::store::dump::parse_u64(key)?),
+                };
+                let text: String = log.iter().map(|t| format!("{t:015}")).collect();
+                pipe.cmd("SET").arg(k).arg(text).arg("PX").arg(120_000);
+            }
+        }
+        queued += 1;
+        if queued >= CHUNK {
+            pipe.query_async::<()>(&mut con)
+                .await
+                .map_err(|e| err(store_err(e)))?;
+            pipe = redis::pipe();
+            queued = 0;
+        }
+    }
+    // Rankings and node caches start over from the imported counters.
+    pipe.incr(keys.changes_seq(), 1);
+    pipe.query_async::<()>(&mut con)
+        .await
+        .map_err(|e| err(store_err(e)))?;
+    Ok(articles)
+}

@@ -1,0 +1,883 @@
+//! The Redis store: the same hotrank on Redis 6.2+/7, shared by many API
+//! nodes.
+//!
+//! Every piece of state lives in Redis under one key prefix
+//! (docs/redis-keys.md lists each key, its type, TTL and writer); an API
+//! node keeps only caches that the shared change log invalidates. Any node
+//! can therefore answer any request, continue any cursor, and a node can
+//! die at any time without losing anything.
+//!
+//! - **Ingest** ([`ingest.lua`](ingest.lua)): one script call gates and
+//!   counts up to `batch_events` events atomically, with the embedded
+//!   store's verdict order and semantics; the batches of one request go out
+//!   in one pipeline. No `PFCOUNT` runs on this path except for a single
+//!   `POST /api/views`, whose answer carries the article's UV.
+//! - **Rankings** ([`rank`]): sorted sets of upper bounds, kept exact at
+//!   query time by the embedded store's threshold walk; articles changed
+//!   since a ranking last looked are found through a change log (`changes`,
+//!   a sorted set by change sequence number) that every write appends to
+//!   inside its own script.
+//! - **Outages**: a [`redis::aio::ConnectionManager`] reconnects by itself;
+//!   until then every call fails fast with [`StoreError::Unavailable`]
+//!   (503), and nothing is acknowledged that Redis did not apply.
+
+mod dump;
+mod keys;
+mod rank;
+
+pub use dump::{dump_redis, load_redis};
+pub use keys::{Keys, day_of, window_plan};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+
+use crate::model::{
+    ArticleId, ArticleMeta, ArticleView, Counters, Event, EventType, HotPage, HotQuery, Outcome,
+    Quarantine, RangeSpec, Stats, Timestamp, Verdict, hour_of,
+};
+use crate::score::ModelKind;
+use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings};
+
+/// How to reach Redis and how long to keep what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisOptions {
+    /// `redis://[user:password@]host:port/db` (no TLS).
+    pub url: String,
+    /// Prepended to every key, so several sites can share one Redis.
+    pub prefix: String,
+    /// Whole days (before today) hourly buckets are kept; older activity
+    /// is kept in daily buckets until the retention ends.
+    pub hourly_days: u32,
+    /// Most events gated in one script call (Redis runs one script at a
+    /// time: this bounds how long other clients wait).
+    pub batch_events: usize,
+    pub connect_timeout_ms: u64,
+    pub response_timeout_ms: u64,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            url: "redis://127.0.0.1:6379/0".into(),
+            prefix: String::new(),
+            hourly_days: 7,
+            batch_events: 250,
+            connect_timeout_ms: 1000,
+            response_timeout_ms: 2000,
+        }
+    }
+}
+
+impl RedisOptions {
+    pub fn from_config(c: &crate::config::Config) -> Self {
+        let r = &c.redis;
+        RedisOptions {
+            url: r.url.clone(),
+            prefix: r.prefix.clone(),
+            hourly_days: r.hourly_days,
+            batch_events: r.batch_events,
+            connect_timeout_ms: r.connect_timeout_ms,
+            response_timeout_ms: r.response_timeout_ms,
+        }
+    }
+}
+
+/// A prefix may hold `[A-Za-z0-9_:.-]`, so that it never needs escaping
+/// in a key or a `SCAN` pattern.
+pub fn valid_prefix(p: &str) -> bool {
+    p.len() <= 64
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'.' | b'-'))
+}
+
+struct Scripts {
+    ingest: Script,
+    window: Script,
+    sync: Script,
+    writeback: Script,
+    put: Script,
+    delete: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            ingest: Script::new(include_str!("ingest.lua")),
+            window: Script::new(include_str!("window.lua")),
+            sync: Script::new(include_str!("sync.lua")),
+            writeback: Script::new(include_str!("writeback.lua")),
+            put: Script::new(include_str!("put.lua")),
+            delete: Script::new(include_str!("delete.lua")),
+        }
+    }
+
+    fn all(&self) -> [&Script; 6] {
+        [
+            &self.ingest,
+            &self.window,
+            &self.sync,
+            &self.writeback,
+            &self.put,
+            &self.delete,
+        ]
+    }
+}
+
+/// An article's metadata as stored in `meta:article:<id>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetaRec {
+    pub meta: ArticleMeta,
+    pub known: bool,
+    pub deleted: bool,
+}
+
+/// What one node remembers between queries. Valid while no change log
+/// entry newer than `seq` names the article.
+#[derive(Default)]
+struct NodeCache {
+    seq: i64,
+    articles: HashMap<ArticleId, CachedArticle>,
+}
+
+#[derive(Default, Clone)]
+struct CachedArticle {
+    meta: Option<Option<Arc<MetaRec>>>,
+    /// (range, end hour, counters)
+    windows: Vec<(RangeSpec, i64, Counters)>,
+}
+
+/// Entries past this many per node are dropped wholesale.
+const CACHE_MAX: usize = 200_000;
+
+pub struct RedisStore {
+    con: ConnectionManager,
+    keys: Keys,
+    opts: RedisOptions,
+    settings: StoreSettings,
+    scripts: Scripts,
+    cache: Mutex<NodeCache>,
+    last_gc: Mutex<Timestamp>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.opts.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps a client error: the server unreachable, slow or loading is
+/// `Unavailable` (503, retry); anything else is a bug or a corrupt key.
+pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
+    use redis::ServerErrorKind as S;
+    let transient = e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::Server(
+                S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown | S::ReadOnly
+            )
+        )
+        || e.to_string().contains("BUSY");
+    tracing::debug!(error = %e, "redis call failed");
+    if transient {
+        StoreError::Unavailable(format!("redis: {e}"))
+    } else {
+        StoreError::Internal(format!("redis: {e}"))
+    }
+}
+
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+pub(crate) fn v_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Value::SimpleString(s) => s.parse().ok(),
+        Value::Double(d) => Some(*d as i64),
+        _ => None,
+    }
+}
+
+pub(crate) fn v_str(v: &Value) -> Option<&str> {
+    match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok(),
+        Value::SimpleString(s) => Some(s),
+        _ => None,
+    }
+}
+
+fn bad_reply(what: &str) -> StoreError {
+    StoreError::Internal(format!("redis: unexpected reply to {what}"))
+}
+
+/// Counters from the 8 integers `window.lua` returns.
+fn counters_from(v: &[i64]) -> Counters {
+    let g = |i: usize| v.get(i).copied().unwrap_or(0).max(0) as u64;
+    Counters {
+        pv: g(0),
+        likes: g(1),
+        comments: g(2),
+        favorites: g(3),
+        shares: g(4),
+        dwell_seconds: g(5),
+        dwell_reports: g(6),
+        uv: g(7),
+        ups: 0,
+        downs: 0,
+    }
+}
+
+fn kind_char(k: EventType) -> &'static str {
+    match k {
+        EventType::View => "v",
+        EventType::Dwell => "d",
+        EventType::Like => "l",
+        EventType::Comment => "c",
+        EventType::Favorite => "f",
+        EventType::Share => "s",
+    }
+}
+
+fn verdict_of(code: i64) -> Option<Verdict> {
+    Some(match code {
+        0 => Verdict::Counted,
+        1 => Verdict::Duplicate,
+        2 => Verdict::RateLimited,
+        3 => Verdict::Bot,
+        4 => Verdict::Replayed,
+        _ => return None,
+    })
+}
+
+const META_FIELDS: [&str; 7] = [
+    "title", "url", "author", "category", "kind", "summary", "cover",
+];
+
+/// Parses an `HGETALL meta:article:<id>` reply; `None` if the hash is
+/// missing.
+pub(crate) fn parse_meta(fields: &HashMap<String, String>) -> Option<MetaRec> {
+    let published_at = fields.get("publishedAt")?.parse().ok()?;
+    let s = |k: &str| fields.get(k).cloned();
+    let groups = fields
+        .get("groups")
+        .and_then(|g| serde_json::from_str::<Vec<String>>(g).ok())
+        .unwrap_or_default();
+    Some(MetaRec {
+        meta: ArticleMeta {
+            title: s("title"),
+            url: s("url"),
+            author: s("author"),
+            category: s("category"),
+            kind: s("kind"),
+            groups,
+            published_at,
+            summary: s("summary"),
+            cover: s("cover"),
+        },
+        known: fields.get("known").is_some_and(|v| v == "1"),
+        deleted: fields.get("deleted").is_some_and(|v| v == "1"),
+    })
+}
+
+/// Field/value pairs of a metadata hash, `publishedAt`, `known` and
+/// `deleted` excluded.
+pub(crate) fn meta_pairs(meta: &ArticleMeta) -> Vec<(String, String)> {
+    let vals = [
+        &meta.title,
+        &meta.url,
+        &meta.author,
+        &meta.category,
+        &meta.kind,
+        &meta.summary,
+        &meta.cover,
+    ];
+    let mut out: Vec<(String, String)> = META_FIELDS
+        .iter()
+        .zip(vals)
+        .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))
+        .collect();
+    if !meta.groups.is_empty() {
+        out.push((
+            "groups".into(),
+            serde_json::to_string(&meta.groups).unwrap_or_else(|_| "[]".into()),
+        ));
+    }
+    out
+}
+
+/// The range each model's score in `GET /api/articles/{id}` uses.
+fn default_range(m: ModelKind) -> RangeSpec {
+    m.default_range()
+}
+
+impl RedisStore {
+    /// A store on `opts.url`. Connects lazily: a Redis that is down now is
+    /// reported by `ready()` and reached as soon as it is up. Call it
+    /// inside a Tokio runtime (the connection task is spawned on it).
+    pub fn connect(opts: RedisOptions, settings: StoreSettings) -> Result<Self, String> {
+        if !valid_prefix(&opts.prefix) {
+            return Err(format!(
+                "redis.prefix {:?} is invalid: use at most 64 of [A-Za-z0-9_:.-]",
+                opts.prefix
+            ));
+        }
+        let client = redis::Client::open(opts.url.as_str())
+            .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_millis(opts.connect_timeout_ms)))
+            .set_response_timeout(Some(Duration::from_millis(opts.response_timeout_ms)))
+            .set_number_of_retries(1)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let con = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| format!("redis connection manager: {e}"))?;
+        Ok(RedisStore {
+            con,
+            keys: Keys::new(&opts.prefix),
+            opts,
+            settings,
+            scripts: Scripts::new(),
+            cache: Mutex::new(NodeCache::default()),
+            last_gc: Mutex::new(i64::MIN / 2),
+        })
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    pub fn options(&self) -> &RedisOptions {
+        &self.opts
+    }
+
+    pub(crate) fn con(&self) -> ConnectionManager {
+        self.con.clone()
+    }
+
+    /// Seconds hourly buckets stay after their hour ends, and daily ones
+    /// after their day ends (one day of margin each).
+    fn keeps(&self) -> (i64, i64) {
+        (
+            (i64::from(self.opts.hourly_days) + 1) * keys::DAY,
+            self.settings.retention_secs + keys::DAY,
+        )
+    }
+
+    async fn load_scripts(&self) -> Result<(), StoreError> {
+        let mut con = self.con();
+        for s in self.scripts.all() {
+            s.prepare_invoke()
+                .load_async(&mut con)
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(())
+    }
+
+    /// Runs a pipeline of `EVALSHA` calls built by `build`; loads the
+    /// scripts and retries once on `NOSCRIPT` (a restarted or flushed
+    /// server: nothing ran).
+    async fn eval_pipe<T: redis::FromRedisValue>(
+        &self,
+        build: impl Fn(&mut redis::Pipeline),
+    ) -> Result<T, StoreError> {
+        let mut con = self.con();
+        let mut pipe = redis::pipe();
+        build(&mut pipe);
+        match pipe.query_async::<T>(&mut con).await {
+            Ok(v) => Ok(v),
+            Err(e) if is_noscript(&e) => {
+                self.load_scripts().await?;
+                pipe.query_async::<T>(&mut con).await.map_err(store_err)
+            }
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// One `EVALSHA` with no keys.
+    async fn eval<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        args: &[&[u8]],
+    ) -> Result<T, StoreError> {
+        let mut v: Vec<T> = self
+            .eval_pipe(|p| {
+                let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(0);
+                for a in args {
+                    c.arg(*a);
+                }
+            })
+            .await?;
+        v.pop().ok_or_else(|| bad_reply("EVALSHA"))
+    }
+
+    /// Metadata of many articles, from this node's cache when valid.
+    async fn metas(
+        &self,
+        ids: &[ArticleId],
+        seq: i64,
+    ) -> Result<Vec<Option<Arc<MetaRec>>>, StoreError> {
+        let mut out: Vec<Option<Option<Arc<MetaRec>>>> = {
+            let c = self.cache.lock();
+            ids.iter()
+                .map(|id| c.articles.get(id).and_then(|a| a.meta.clone()))
+                .collect()
+        };
+        let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let mut pipe = redis::pipe();
+            for &i in &missing {
+                pipe.hgetall(self.keys.meta(&ids[i]));
+            }
+            let mut con = self.con();
+            let got: Vec<HashMap<String, String>> =
+                pipe.query_async(&mut con).await.map_err(store_err)?;
+            let mut c = self.cache.lock();
+            let fill = c.seq == seq && c.articles.len() < CACHE_MAX;
+            for (&i, fields) in missing.iter().zip(got) {
+                let m = parse_meta(&fields).map(Arc::new);
+                if fill {
+                    c.articles.entry(ids[i].clone()).or_default().meta = Some(m.clone());
+                }
+                out[i] = Some(m);
+            }
+        }
+        Ok(out.into_iter().map(Option::flatten).collect())
+    }
+
+    /// Counters of many articles over `range` at `now`, from this node's
+    /// cache when valid, else from Redis (one pipelined round trip).
+    async fn windows(
+        &self,
+        ids: &[ArticleId],
+        range: RangeSpec,
+        now: Timestamp,
+        seq: i64,
+    ) -> Result<Vec<Counters>, StoreError> {
+        let end_hour = hour_of(now);
+        let mut out: Vec<Option<Counters>> = {
+            let c = self.cache.lock();
+            ids.iter()
+                .map(|id| {
+                    c.articles.get(id).and_then(|a| {
+                        a.windows
+                            .iter()
+                            .find(|(r, h, _)| *r == range && *h == end_hour)
+                            .map(|(_, _, w)| *w)
+                    })
+                })
+                .collect()
+        };
+        let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
+        if !missing.is_empty() {
+            let plan = window_plan(range, now, self.opts.hourly_days);
+            let sha = self.scripts.window.get_hash();
+            let got: Vec<Vec<i64>> = self
+                .eval_pipe(|p| {
+                    for &i in &missing {
+                        let id = &ids[i];
+                        let c = p.cmd("EVALSHA").arg(sha);
+                        match &plan {
+                            None => {
+                                c.arg(3)
+                                    .arg(self.keys.views(id))
+                                    .arg(self.keys.counters(id))
+                                    .arg(self.keys.uv(id))
+                                    .arg("a");
+                            }
+                            Some(plan) => {
+                                let n = plan.hours.clone().count() + plan.days.clone().count();
+                                c.arg(2 * n);
+                                for h in plan.hours.clone() {
+                                    c.arg(self.keys.bucket_h(id, h));
+                                }
+                                for d in plan.days.clone() {
+                                    c.arg(self.keys.bucket_d(id, d));
+                                }
+                                for h in plan.hours.clone() {
+                                    c.arg(self.keys.uv_h(id, h));
+                                }
+                                for d in plan.days.clone() {
+                                    c.arg(self.keys.uv_d(id, d));
+                                }
+                                c.arg("w").arg(n);
+                            }
+                        }
+                    }
+                })
+                .await?;
+            if got.len() != missing.len() {
+                return Err(bad_reply("window"));
+            }
+            let mut c = self.cache.lock();
+            let fill = c.seq == seq && c.articles.len() < CACHE_MAX;
+            for (&i, v) in missing.iter().zip(got) {
+                let w = counters_from(&v);
+                if fill {
+                    let a = c.articles.entry(ids[i].clone()).or_default();
+                    a.windows.retain(|(r, _, _)| *r != range);
+                    a.windows.push((range, end_hour, w));
+                }
+                out[i] = Some(w);
+            }
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Takes in what the change log says changed: drops cached state of
+    /// those articles (all of it if this node fell behind the log).
+    fn absorb(&self, seq: i64, floor: i64, truncated: bool, changed: &[(ArticleId, i64)]) {
+        let mut c = self.cache.lock();
+        if truncated || c.seq < floor || seq < c.seq || c.articles.len() >= CACHE_MAX {
+            c.articles.clear();
+        } else {
+            let since = c.seq;
+            for (id, s) in changed {
+                if *s > since {
+                    c.articles.remove(id);
+                }
+            }
+        }
+        c.seq = seq;
+    }
+
+    /// The current change seq, with this node's cache brought up to it.
+    async fn sync_node(&self) -> Result<i64, StoreError> {
+        let s = self.sync(None).await?;
+        Ok(s.seq)
+    }
+
+    /// Lifetime counters and quarantine of one article.
+    async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
+        let got: Vec<Value> = self
+            .eval_pipe(|p| {
+                p.cmd("EVALSHA")
+                    .arg(self.scripts.window.get_hash())
+                    .arg(3)
+                    .arg(self.keys.views(id))
+                    .arg(self.keys.counters(id))
+                    .arg(self.keys.uv(id))
+                    .arg("a");
+                p.cmd("HMGET")
+                    .arg(self.keys.counters(id))
+                    .arg(&["q_dup", "q_rl", "q_bot", "q_rep"]);
+            })
+            .await?;
+        let [Value::Array(c), Value::Array(q)] = got.as_slice() else {
+            return Err(bad_reply("lifetime"));
+        };
+        let c: Vec<i64> = c.iter().map(|v| v_i64(v).unwrap_or(0)).collect();
+        let mut quarantine = Quarantine::default();
+        for (i, v) in q.iter().enumerate().take(4) {
+            quarantine.0[i] = v_i64(v).unwrap_or(0).max(0) as u64;
+        }
+        Ok((counters_from(&c), quarantine))
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn ingest(
+        &self,
+        events: Vec<Event>,
+        now: Timestamp,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = &self.settings;
+        let with_counts = events.len() == 1;
+        let (hkeep, dkeep) = self.keeps();
+        let header: Vec<String> = vec![
+            self.opts.prefix.clone(),
+            now.to_string(),
+            s.dedupe_window_secs.to_string(),
+            s.visitor_limit_per_minute.to_string(),
+            s.ip_limit_per_minute.to_string(),
+            s.event_id_ttl_secs.to_string(),
+            hkeep.to_string(),
+            dkeep.to_string(),
+            if with_counts { "1" } else { "0" }.into(),
+            if s.require_known_articles { "1" } else { "0" }.into(),
+        ];
+        let sha = self.scripts.ingest.get_hash();
+        let chunk = self.opts.batch_events.max(1);
+        let replies: Vec<Vec<i64>> = self
+            .eval_pipe(|p| {
+                for part in events.chunks(chunk) {
+                    let c = p.cmd("EVALSHA").arg(sha).arg(0);
+                    for h in &header {
+                        c.arg(h.as_str());
+                    }
+                    c.arg(part.len());
+                    for ev in part {
+                        c.arg(kind_char(ev.kind))
+                            .arg(ev.article.as_str())
+                            .arg(format!("{:032x}", ev.visitor))
+                            .arg(&ev.visitor_element()[..])
+                            .arg(format!("{:016x}", ev.ip))
+                            .arg(ev.ts)
+                            .arg(ev.rate_clock_ms())
+                            .arg(ev.arrival_ms.div_euclid(1000))
+                            .arg(match ev.event_id {
+                                Some(k) => format!("{k:032x}"),
+                                None => String::new(),
+                            })
+                            .arg(ev.seconds)
+                            .arg(if ev.bot { "1" } else { "0" });
+                    }
+                }
+            })
+            .await?;
+        let mut out = Vec::with_capacity(events.len());
+        for r in replies {
+            for t in r.chunks(3) {
+                let [code, pv, uv] = t else {
+                    return Err(bad_reply("ingest"));
+                };
+                out.push(match verdict_of(*code) {
+                    Some(verdict) => Ok(Outcome {
+                        verdict,
+                        pv: (*pv).max(0) as u64,
+                        uv: (*uv).max(0) as u64,
+                    }),
+                    None => Err(IngestReject::UnknownArticle),
+                });
+            }
+        }
+        if out.len() != events.len() {
+            return Err(bad_reply("ingest"));
+        }
+        Ok(out)
+    }
+
+    async fn put_article(
+        &self,
+        id: ArticleId,
+        meta: ArticleMeta,
+        _now: Timestamp,
+    ) -> Result<PutOutcome, StoreError> {
+        let published = meta.published_at.to_string();
+        let pairs = meta_pairs(&meta);
+        let mut args: Vec<&[u8]> = vec![
+            self.opts.prefix.as_bytes(),
+            id.as_str().as_bytes(),
+            published.as_bytes(),
+        ];
+        for (k, v) in &pairs {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        let created: i64 = self.eval(&self.scripts.put, &args).await?;
+        Ok(if created == 1 {
+            PutOutcome::Created
+        } else {
+            PutOutcome::Updated
+        })
+    }
+
+    async fn article(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+    ) -> Result<Option<ArticleView>, StoreError> {
+        let seq = self.sync_node().await?;
+        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
+            return Ok(None);
+        };
+        if m.deleted {
+            return Ok(None);
+        }
+        let (lifetime, quarantined) = self.lifetime(id).await?;
+        let mut scores = Vec::new();
+        for model in ModelKind::ALL {
+            let range = default_range(model);
+            let c = self
+                .windows(std::slice::from_ref(id), range, now, seq)
+                .await?;
+            let c = c.first().copied().unwrap_or_default();
+            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
+        }
+        Ok(Some(ArticleView {
+            id: id.clone(),
+            meta: m.meta.clone(),
+            lifetime,
+            quarantined,
+            deleted: false,
+            scores,
+        }))
+    }
+
+    async fn delete_article(&self, id: &ArticleId, _now: Timestamp) -> Result<bool, StoreError> {
+        let done: i64 = self
+            .eval(
+                &self.scripts.delete,
+                &[self.opts.prefix.as_bytes(), id.as_str().as_bytes()],
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
+    async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        // Vote models rank every live article: one ranking whatever the range.
+        if q.model.lists_every_live_article() && q.range != RangeSpec::All {
+            let q = HotQuery {
+                range: RangeSpec::All,
+                ..q.clone()
+            };
+            return self.hot_page(&q, now).await;
+        }
+        self.hot_page(q, now).await
+    }
+
+    async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        self.newest_page(q, now).await
+    }
+
+    async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
+        let last = hour_of(now) + 1;
+        let first = hour_of(now) - i64::from(hours) + 1;
+        let mut pipe = redis::pipe();
+        pipe.get(self.keys.counted())
+            .hgetall(self.keys.quarantine())
+            .zcard(self.keys.newest());
+        for h in first..=last {
+            pipe.hgetall(self.keys.quarantine_h(h));
+        }
+        let mut con = self.con();
+        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let q_of = |v: &Value| -> Quarantine {
+            let mut q = Quarantine::default();
+            let pairs: Vec<(String, i64)> = match v {
+                Value::Array(a) => a
+                    .chunks(2)
+                    .filter_map(|kv| Some((v_str(&kv[0])?.to_string(), v_i64(kv.get(1)?)?)))
+                    .collect(),
+                Value::Map(m) => m
+                    .iter()
+                    .filter_map(|(k, v)| Some((v_str(k)?.to_string(), v_i64(v)?)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (k, n) in pairs {
+                let slot = match k.as_str() {
+                    "q_dup" => 0,
+                    "q_rl" => 1,
+                    "q_bot" => 2,
+                    "q_rep" => 3,
+                    _ => continue,
+                };
+                q.0[slot] = n.max(0) as u64;
+            }
+            q
+        };
+        if got.len() < 3 {
+            return Err(bad_reply("stats"));
+        }
+        let by_hour = (first..=last)
+            .zip(&got[3..])
+            .map(|(h, v)| (h, q_of(v)))
+            .filter(|(_, q)| q.total() > 0)
+            .collect();
+        Ok(Stats {
+            articles: v_i64(&got[2]).unwrap_or(0).max(0) as u64,
+            counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
+            quarantined: q_of(&got[1]),
+            quarantine_by_hour: by_hour,
+        })
+    }
+
+    async fn hourly(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Option<Vec<HourlyRow>>, StoreError> {
+        let seq = self.sync_node().await?;
+        match self.metas(std::slice::from_ref(id), seq).await?.pop() {
+            Some(Some(m)) if !m.deleted => {}
+            _ => return Ok(None),
+        }
+        let last = hour_of(now);
+        let first = last - i64::from(hours) + 1;
+        let fields = [
+            "pv",
+            "likes",
+            "comments",
+            "favorites",
+            "shares",
+            "dwell_n",
+            "q_dup",
+            "q_rl",
+            "q_bot",
+            "q_rep",
+        ];
+        let mut pipe = redis::pipe();
+        for h in first..=last {
+            pipe.cmd("HMGET")
+                .arg(self.keys.bucket_h(id, h))
+                .arg(&fields);
+            pipe.cmd("PFCOUNT").arg(self.keys.uv_h(id, h));
+        }
+        let mut con = self.con();
+        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let mut rows = Vec::new();
+        for (h, pair) in (first..=last).zip(got.chunks(2)) {
+            let [Value::Array(vals), uv] = pair else {
+                return Err(bad_reply("hourly"));
+            };
+            if vals.iter().all(|v| matches!(v, Value::Nil)) {
+                continue;
+            }
+            let n = |i: usize| vals.get(i).and_then(v_i64).unwrap_or(0).max(0) as u64;
+            rows.push(HourlyRow {
+                hour: h,
+                pv: n(0),
+                uv: v_i64(uv).unwrap_or(0).max(0) as u64,
+                quarantined: Quarantine([n(6), n(7), n(8), n(9)]),
+            });
+        }
+        Ok(Some(rows))
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        let mut con = self.con();
+        redis::cmd("PING")
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(())
+    }
+
+    async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
+        let due = {
+            let mut last = self.last_gc.lock();
+            let due = now - *last >= 60 || now < *last;
+            if due {
+                *last = now;
+            }
+            due
+        };
+        if due {
+            self.collect_changes().await?;
+        }
+        Ok(())
+    }
+
+    async fn shutdown(&self) -> Result<(), StoreError> {
+        // Every acknowledged write is already in Redis.
+        Ok(())
+    }
+}

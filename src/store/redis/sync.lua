@@ -1,0 +1,27 @@
+-- hotrank: what changed since a ranking (or this node) last looked.
+--
+-- ARGV: prefix, ranking state key, this node's last seq, max entries.
+-- Returns {seq, floor, ranking seq (-1: none), ranking now (-1: none),
+-- truncated (0/1), id1, seq1, id2, seq2, ...}: the change log entries
+-- with seq in (min(node seq, ranking seq), seq].
+local P = ARGV[1]
+local seq = tonumber(redis.call('GET', P .. 'changes:seq') or '0')
+local floor = tonumber(redis.call('GET', P .. 'changes:floor') or '0')
+local st = redis.call('HMGET', ARGV[2], 'seq', 'now')
+local rseq, rnow = -1, -1
+local from = tonumber(ARGV[3])
+if st[1] and st[2] then
+  rseq = tonumber(st[1])
+  rnow = tonumber(st[2])
+  if rseq < from then from = rseq end
+end
+if from < floor then from = floor end
+local max = tonumber(ARGV[4])
+local out = { seq, floor, rseq, rnow, 0 }
+local d = redis.call('ZRANGEBYSCORE', P .. 'changes', '(' .. from, seq, 'WITHSCORES', 'LIMIT', 0, max + 1)
+if #d > 2 * max then
+  out[5] = 1
+  return out
+end
+for i = 1, #d do out[#out + 1] = d[i] end
+return out

@@ -1,0 +1,594 @@
+//! The Redis store beyond the contract suite: several API nodes on one
+//! Redis, the seed 000 keys as other programs read them, the same answers
+//! as the embedded store, export/import both ways, and a Redis that dies
+//! under load. Every redis-server here is the test's own.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis::AsyncCommands;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use hotrank::model::{
+    ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, Timestamp, Verdict,
+};
+use hotrank::score::ModelKind;
+use hotrank::store::dump::{DUMP_VERSION, Record};
+use hotrank::store::embedded::{Durability, EmbeddedStore};
+use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use hotrank::store::wal::FsyncPolicy;
+use hotrank::store::{Store, StoreSettings};
+
+use common::redis::RedisServer;
+use common::{T0, TestServer};
+
+fn id(s: &str) -> ArticleId {
+    ArticleId::parse(s).expect("valid id")
+}
+
+fn redis_store(server: &RedisServer, prefix: &str, s: StoreSettings) -> RedisStore {
+    RedisStore::connect(
+        RedisOptions {
+            url: server.url(),
+            prefix: prefix.into(),
+            ..RedisOptions::default()
+        },
+        s,
+    )
+    .expect("redis store")
+}
+
+/// A deterministic mixed stream over a few hours: views (with repeats
+/// inside and outside the dedupe window), other kinds, bots, eventIds and
+/// their retries, several publication times and categories.
+fn stream() -> (Vec<(ArticleId, ArticleMeta)>, Vec<Vec<Event>>) {
+    let mut metas = Vec::new();
+    for a in 0..12 {
+        metas.push((
+            id(&format!("art{a}")),
+            ArticleMeta {
+                title: Some(format!("Article {a}")),
+                author: Some(format!("au{}", a % 4)),
+                category: Some(if a % 3 == 0 { "tech" } else { "life" }.into()),
+                groups: if a % 2 == 0 {
+                    vec!["even".into()]
+                } else {
+                    vec![]
+                },
+                published_at: T0 - 3600 * (a as i64 * 5),
+                ..ArticleMeta::default()
+            },
+        ));
+    }
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut batches = Vec::new();
+    for b in 0..30 {
+        let ts = T0 - 5 * 3600 + b * 700;
+        let mut events = Vec::new();
+        for e in 0..40u64 {
+            let kind = match rnd(10) {
+                0 => EventType::Like,
+                1 => EventType::Dwell,
+                2 => EventType::Comment,
+                _ => EventType::View,
+            };
+            // Articles 12.. are registered by their first event.
+            let article = id(&format!("art{}", rnd(14)));
+            let visitor = u128::from(rnd(60));
+            events.push(Event {
+                kind,
+                article,
+                visitor,
+                ip: rnd(5),
+                ts: ts + (e as i64) % 50,
+                arrival_ms: (ts + 60) * 1000 + e as i64,
+                event_id: (rnd(4) == 0).then(|| u128::from(rnd(200))),
+                seconds: if kind == EventType::Dwell { 30 } else { 0 },
+                bot: rnd(25) == 0,
+                trusted: false,
+            });
+        }
+        batches.push(events);
+    }
+    (metas, batches)
+}
+
+async fn feed(store: &dyn Store, metas: &[(ArticleId, ArticleMeta)], batches: &[Vec<Event>]) {
+    for (i, m) in metas {
+        store
+            .put_article(i.clone(), m.clone(), T0)
+            .await
+            .expect("put");
+    }
+    for b in batches {
+        let now = b[0].arrival_ms / 1000;
+        store.ingest(b.clone(), now).await.expect("ingest");
+    }
+    store.delete_article(&id("art5"), T0).await.expect("delete");
+}
+
+fn query(range: RangeSpec, limit: usize) -> HotQuery {
+    HotQuery {
+        model: ModelKind::Gravity,
+        range,
+        offset: 0,
+        limit,
+        category: None,
+        kind: None,
+        group: None,
+        per_author: None,
+        cursor: None,
+        explain: true,
+    }
+}
+
+/// Everything a reader can see, as comparable text.
+async fn answers(store: &dyn Store, now: Timestamp) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut qs = Vec::new();
+    for range in [
+        RangeSpec::Hours(1),
+        RangeSpec::Hours(3),
+        RangeSpec::Hours(72),
+        RangeSpec::All,
+    ] {
+        qs.push(query(range, 20));
+    }
+    let mut q = query(RangeSpec::Hours(24), 5);
+    q.category = Some("tech".into());
+    qs.push(q);
+    let mut q = query(RangeSpec::Hours(24), 20);
+    q.per_author = Some(1);
+    q.group = Some("even".into());
+    qs.push(q);
+    for q in &qs {
+        let page = store.hot(q, now).await.expect("hot");
+        out.push(format!("{:?} {:?}", q.range, page.generated_at));
+        for it in page.items {
+            out.push(format!(
+                "{} {} {} {:?} {:?}",
+                it.rank, it.id, it.score, it.counters, it.explain
+            ));
+        }
+        let page = store.newest(q, now).await.expect("new");
+        for it in page.items {
+            out.push(format!(
+                "new {} {} {} {:?}",
+                it.rank, it.id, it.score, it.counters
+            ));
+        }
+    }
+    for a in 0..14 {
+        let v = store
+            .article(&id(&format!("art{a}")), now)
+            .await
+            .expect("article");
+        out.push(format!("{v:?}"));
+        let h = store
+            .hourly(&id(&format!("art{a}")), now, 12)
+            .await
+            .expect("hourly");
+        out.push(format!("{h:?}"));
+    }
+    out.push(format!("{:?}", store.stats(now, 24).await.expect("stats")));
+    out
+}
+
+fn embedded(dir: &std::path::Path, s: StoreSettings) -> EmbeddedStore {
+    let d = Durability {
+        dir: dir.to_path_buf(),
+        fsync: FsyncPolicy::Interval(std::time::Duration::from_millis(5)),
+        segment_bytes: 1 << 20,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+    };
+    EmbeddedStore::open(d, s).expect("open").0
+}
+
+fn assert_same(a: &[String], b: &[String], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: answer count");
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x, y, "{what}");
+    }
+}
+
+/// Both stores give the same verdicts and the same answers (items, scores,
+/// counters, stats, hourly rows) for the same event stream.
+#[tokio::test]
+async fn same_answers_as_embedded() {
+    let (metas, batches) = stream();
+    let server = RedisServer::start();
+    let r = redis_store(&server, "", StoreSettings::default());
+    let dir = tempfile::tempdir().unwrap();
+    let e = embedded(dir.path(), StoreSettings::default());
+    for (i, m) in &metas {
+        e.put_article(i.clone(), m.clone(), T0).await.unwrap();
+        r.put_article(i.clone(), m.clone(), T0).await.unwrap();
+    }
+    for b in &batches {
+        let now = b[0].arrival_ms / 1000;
+        let ve = e.ingest(b.clone(), now).await.unwrap();
+        let vr = r.ingest(b.clone(), now).await.unwrap();
+        assert_eq!(ve, vr, "verdicts");
+    }
+    // The stream exercises every verdict.
+    let all: Vec<Verdict> = {
+        let mut v = Vec::new();
+        for b in &batches {
+            for o in r.ingest(b.clone(), T0).await.unwrap() {
+                v.push(o.unwrap().verdict);
+            }
+        }
+        v
+    };
+    for b in &batches {
+        e.ingest(b.clone(), T0).await.unwrap();
+    }
+    for want in [Verdict::Replayed, Verdict::Bot, Verdict::Duplicate] {
+        assert!(all.contains(&want), "{want:?}");
+    }
+    for s in [&e as &dyn Store, &r] {
+        s.delete_article(&id("art5"), T0).await.unwrap();
+    }
+    // Redis holds the very sketch bytes the embedded store holds.
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for rec in e.export() {
+        if let Record::Article { id, lifetime, .. } = rec {
+            let bytes: Vec<u8> = con.get(format!("hll:uv:{id}")).await.unwrap();
+            assert_eq!(
+                hotrank::store::dump::bytes_from_b64(&lifetime.uv).unwrap(),
+                bytes,
+                "sketch of {id}"
+            );
+        }
+    }
+    // Queries come after the last event (T0 + 2360), as they do live.
+    // A second node (its own caches) sees the same; collecting the change
+    // log between rounds keeps every answer exact.
+    let r2 = redis_store(&server, "", StoreSettings::default());
+    for now in [T0 + 3000, T0 + 5000, T0 + 9000] {
+        let a = answers(&e, now).await;
+        let b = answers(&r, now).await;
+        assert_same(&a, &b, &format!("at {now}"));
+        r.maintain(now).await.expect("maintain");
+        let c = answers(&r2, now).await;
+        assert_same(&a, &c, &format!("second node at {now}"));
+    }
+    let floor: i64 = con.get("changes:floor").await.unwrap();
+    assert!(floor > 0, "the change log was collected");
+}
+
+/// Two API nodes on one Redis: the dedupe window, rate limits, rankings,
+/// counts and cursors are the same whichever node is asked.
+#[tokio::test]
+async fn two_nodes_share_everything() {
+    let server = RedisServer::start();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let edit = |c: &mut hotrank::config::Config| {
+        c.gate.visitor_limit_per_minute = 5;
+        c.redis.prefix = "site1:".into();
+    };
+    let a = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
+    let b = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
+    // Dedupe across nodes.
+    assert_eq!(a.view("x", "v1").await, "counted");
+    assert_eq!(b.view("x", "v1").await, "duplicate");
+    // Rate limit across nodes: 5 in any minute, whoever receives them.
+    let mut counted = 0;
+    for i in 0..6 {
+        let node = if i % 2 == 0 { &a } else { &b };
+        if node.view(&format!("r{i}"), "flood").await == "counted" {
+            counted += 1;
+        }
+    }
+    assert_eq!(counted, 5);
+    // Many events to both nodes.
+    for n in 0..20 {
+        let events: Vec<Value> = (0..n + 1)
+            .map(|v| json!({"type": "view", "articleId": format!("p{n}"), "visitorId": format!("u{n}-{v}")}))
+            .collect();
+        let node = if n % 2 == 0 { &a } else { &b };
+        let (st, body) = node.post("/api/events", &json!({"events": events})).await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+    }
+    for path in [
+        "/api/hot?limit=50",
+        "/api/hot?range=1h&limit=7",
+        "/api/hot?range=all&explain=true",
+        "/api/articles/p7",
+        "/api/stats",
+        "/api/new?limit=5",
+    ] {
+        let (sa, ja) = a.get(path).await;
+        let (sb, jb) = b.get(path).await;
+        assert_eq!(sa, StatusCode::OK, "{path}: {ja}");
+        assert_eq!(sb, StatusCode::OK, "{path}: {jb}");
+        let strip = |mut v: Value| {
+            v.as_object_mut().map(|o| o.remove("cursor"));
+            v
+        };
+        assert_eq!(strip(ja), strip(jb), "{path}");
+    }
+    let (_, top) = a.get("/api/hot?limit=50").await;
+    assert_eq!(top["items"][0]["articleId"], "p19");
+    assert_eq!(top["items"][0]["pv"], 20);
+    // A cursor from node a continues on node b, same snapshot.
+    let (_, p1) = a.get("/api/hot?limit=4").await;
+    let cursor = p1["cursor"].as_str().expect("cursor").to_string();
+    let (st, p2) = b.get(&format!("/api/hot?limit=4&cursor={cursor}")).await;
+    assert_eq!(st, StatusCode::OK, "{p2}");
+    assert_eq!(p2["generatedAt"], p1["generatedAt"]);
+    assert_eq!(p2["items"][0]["rank"], 5);
+    assert_eq!(p2["items"][0]["articleId"], top["items"][4]["articleId"]);
+    // A deletion on one node is seen by the other's next ranking.
+    let r = a
+        .client
+        .delete(a.url("/api/articles/p19"))
+        .bearer_auth(common::ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (_, top) = b.get("/api/hot?limit=50").await;
+    assert_eq!(top["items"][0]["articleId"], "p18");
+}
+
+/// What redis-cli shows under the seed 000 key names matches the API.
+#[tokio::test]
+async fn seed_keys_match_the_api() {
+    let server = RedisServer::start();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let s = TestServer::start_redis(dir, &server.url(), |_| {}).await;
+    for (n, article) in ["12345", "777", "42"].into_iter().enumerate() {
+        let (st, _) = s
+            .admin_put(
+                &format!("/api/articles/{article}"),
+                &json!({"title": article, "publishedAt": T0 - 3600 * n as i64}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        let events: Vec<Value> = (0..10 * (n + 1))
+            .map(|v| json!({"type": "view", "articleId": article, "visitorId": format!("v{}", v % (3 + 8 * n))}))
+            .collect();
+        s.post("/api/events", &json!({"events": events})).await;
+        for v in 0..3 {
+            s.view(article, &format!("w{v}")).await;
+        }
+    }
+    s.clock.advance(600);
+    let (_, hot) = s.get("/api/hot?limit=10").await;
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let z: Vec<(String, f64)> = con.zrevrange_withscores("hot:score", 0, 9).await.unwrap();
+    let items = hot["items"].as_array().unwrap();
+    assert_eq!(z.len(), items.len());
+    for (it, (member, score)) in items.iter().zip(&z) {
+        assert_eq!(it["articleId"].as_str().unwrap(), member);
+        let api = it["score"].as_f64().unwrap();
+        assert!(
+            (api - score).abs() <= 1e-12 * score.abs(),
+            "{api} vs {score}"
+        );
+        let (_, a) = s.get(&format!("/api/articles/{member}")).await;
+        let pv: u64 = con.get(format!("counter:views:{member}")).await.unwrap();
+        let uv: u64 = redis::cmd("PFCOUNT")
+            .arg(format!("hll:uv:{member}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let published: i64 = con
+            .hget(format!("meta:article:{member}"), "publishedAt")
+            .await
+            .unwrap();
+        assert_eq!(a["pv"].as_u64().unwrap(), pv);
+        assert_eq!(a["uv"].as_u64().unwrap(), uv);
+        assert_eq!(it["pv"].as_u64().unwrap(), pv);
+        assert_eq!(a["publishedAt"].as_i64().unwrap(), published);
+    }
+    assert_eq!(items[0]["articleId"], "42");
+}
+
+/// embedded → export → import into Redis → same answers; and back.
+#[tokio::test]
+async fn export_import_both_ways() {
+    let (metas, batches) = stream();
+    let d1 = tempfile::tempdir().unwrap();
+    let e1 = embedded(d1.path(), StoreSettings::default());
+    feed(&e1, &metas, &batches).await;
+    let mut dump = vec![Record::Header {
+        version: DUMP_VERSION,
+        source: "embedded".into(),
+    }];
+    dump.extend(e1.export());
+    let server = RedisServer::start();
+    let r = redis_store(&server, "imported:", StoreSettings::default());
+    let n = load_redis(&r, &dump, &StoreSettings::default(), T0)
+        .await
+        .expect("import to redis");
+    assert_eq!(n, 14);
+    let want = answers(&e1, T0 + 3000).await;
+    assert_same(&want, &answers(&r, T0 + 3000).await, "embedded -> redis");
+    // Gate state moved too: a repeat is a duplicate, a retry is replayed.
+    let mut last = batches.last().unwrap().clone();
+    last.truncate(10);
+    let now = last[0].arrival_ms / 1000;
+    let v1 = e1.ingest(last.clone(), now).await.unwrap();
+    let v2 = r.ingest(last.clone(), now).await.unwrap();
+    assert_eq!(v1, v2);
+    // And back: Redis → export → a new embedded store.
+    let dump = dump_redis(&r, T0 + 3000).await.expect("export redis");
+    let d2 = tempfile::tempdir().unwrap();
+    let durability = Durability {
+        dir: d2.path().to_path_buf(),
+        fsync: FsyncPolicy::Always,
+        segment_bytes: 1 << 20,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+    };
+    EmbeddedStore::import_into(&durability, &StoreSettings::default(), &dump)
+        .expect("import to embedded");
+    let e2 = EmbeddedStore::open(durability, StoreSettings::default())
+        .expect("open")
+        .0;
+    let want = answers(&e1, T0 + 3300).await;
+    assert_same(&want, &answers(&e2, T0 + 3300).await, "redis -> embedded");
+    // Sketches moved as byte images: equal registers, equal counts.
+    for a in ["art0", "art3"] {
+        let x = e1.article(&id(a), T0).await.unwrap().unwrap();
+        let y = e2.article(&id(a), T0).await.unwrap().unwrap();
+        assert_eq!(x.lifetime, y.lifetime);
+    }
+}
+
+/// Redis killed (SIGKILL) and restarted on its port under load: no event
+/// is acknowledged without being stored, requests during the outage get
+/// 503, and the service recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restart_under_load() {
+    let mut server = RedisServer::start_durable();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let s = Arc::new(
+        TestServer::start_redis(dir, &server.url(), |c| {
+            c.gate.ip_limit_per_minute = 0;
+            c.redis.response_timeout_ms = 500;
+            c.redis.connect_timeout_ms = 200;
+        })
+        .await,
+    );
+    let next = Arc::new(AtomicU64::new(0));
+    // One batch of 20 events with fresh visitors and ids; returns the
+    // batch and whether it was acknowledged.
+    async fn send(s: &TestServer, next: &AtomicU64) -> (Vec<Value>, bool) {
+        let base = next.fetch_add(20, Ordering::SeqCst);
+        let events: Vec<Value> = (base..base + 20)
+            .map(|i| {
+                json!({"type": "view", "articleId": format!("a{}", i % 7),
+                            "visitorId": format!("v{i}"), "eventId": format!("e{i}")})
+            })
+            .collect();
+        let r = s
+            .client
+            .post(s.url("/api/events"))
+            .json(&json!({"events": events}))
+            .send()
+            .await
+            .expect("request");
+        let st = r.status();
+        let body: Value = r.json().await.unwrap_or(Value::Null);
+        match st {
+            StatusCode::OK => {
+                assert_eq!(body["verdicts"]["counted"], 20, "{body}");
+                (events, true)
+            }
+            StatusCode::SERVICE_UNAVAILABLE => (events, false),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    let loaders: Vec<_> = (0..3)
+        .map(|_| {
+            let (s, next) = (s.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                let mut failed = Vec::new();
+                for _ in 0..40 {
+                    let (ev, ok) = send(&s, &next).await;
+                    if ok {
+                        acked.push(ev);
+                    } else {
+                        failed.push(ev);
+                    }
+                    tokio::task::yield_now().await;
+                }
+                (acked, failed)
+            })
+        })
+        .collect();
+    let mut acked = Vec::new();
+    let mut failed = Vec::new();
+    assert!(send(&s, &next).await.1);
+    server.kill();
+    // While Redis is down: nothing is acknowledged, readiness says so.
+    for _ in 0..3 {
+        let (ev, ok) = send(&s, &next).await;
+        assert!(!ok, "acknowledged while Redis was down");
+        failed.push(ev);
+    }
+    assert_eq!(s.get("/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+    server.restart();
+    // Recovers by itself: no restart of hotrank.
+    let mut ready = false;
+    for _ in 0..100 {
+        if s.get("/readyz").await.0 == StatusCode::OK {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ready, "hotrank did not reconnect to Redis");
+    let mut resumed = false;
+    for _ in 0..50 {
+        let (ev, ok) = send(&s, &next).await;
+        if ok {
+            acked.push(ev);
+            resumed = true;
+            break;
+        }
+        failed.push(ev);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(resumed, "acknowledgements did not resume");
+    for l in loaders {
+        let (a, f) = l.await.unwrap();
+        acked.extend(a);
+        failed.extend(f);
+    }
+    // Every acknowledged event is stored: sent again, each is replayed.
+    let total_acked: usize = acked.iter().map(Vec::len).sum();
+    for events in &acked {
+        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
+        assert_eq!(st, StatusCode::OK);
+        assert_eq!(
+            body["verdicts"]["replayed"], 20,
+            "an acknowledged event was lost: {body}"
+        );
+    }
+    // Unacknowledged ones were stored at most once: a retry either replays
+    // or counts them now.
+    for events in &failed {
+        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
+        assert_eq!(st, StatusCode::OK);
+        let v = &body["verdicts"];
+        assert_eq!(
+            v["replayed"].as_u64().unwrap() + v["counted"].as_u64().unwrap(),
+            20
+        );
+    }
+    let sent = next.load(Ordering::SeqCst);
+    let (_, stats) = s.get("/api/stats").await;
+    assert_eq!(
+        stats["counted"].as_u64().unwrap(),
+        sent,
+        "each event counted once"
+    );
+    assert!(total_acked > 0);
+    eprintln!(
+        "acknowledged {total_acked} events, {} batches refused during the outage",
+        failed.len()
+    );
+}
