@@ -490,31 +490,7 @@ macro_rules! model_suite {
 
 model_suite!(embedded, super::make_embedded);
 
-/// The Redis store has no seed 003 posting and voting yet (its trait
-/// methods answer "unsupported"), so the vote scenarios run on the embedded
-/// store only; every signal model runs on both.
-mod redis {
-    #[tokio::test]
-    async fn weighted_formula() {
-        super::weighted_formula(super::make_redis).await
-    }
-    #[tokio::test]
-    async fn weighted_long_dwell_is_capped() {
-        super::weighted_long_dwell_is_capped(super::make_redis).await
-    }
-    #[tokio::test]
-    async fn weighted_old_article_drifts_down() {
-        super::weighted_old_article_drifts_down(super::make_redis).await
-    }
-    #[tokio::test]
-    async fn weighted_uv_and_dwell_beat_early_pv() {
-        super::weighted_uv_and_dwell_beat_early_pv(super::make_redis).await
-    }
-    #[tokio::test]
-    async fn window_scenario() {
-        super::window_scenario(super::make_redis).await
-    }
-}
+model_suite!(redis, super::make_redis);
 
 /// Rebuilds a score from its explanation, by each model's own rule.
 fn rebuild(model: &str, e: &Value) -> f64 {

@@ -39,7 +39,7 @@ use redis::{Script, Value};
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Counters, Event, EventType, HotPage, HotQuery, Outcome,
-    Quarantine, RangeSpec, Stats, Timestamp, Verdict, hour_of,
+    Quarantine, RangeSpec, Stats, Timestamp, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
 use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings};
@@ -103,6 +103,8 @@ struct Scripts {
     writeback: Script,
     put: Script,
     delete: Script,
+    post: Script,
+    vote: Script,
 }
 
 impl Scripts {
@@ -113,11 +115,13 @@ impl Scripts {
             sync: Script::new(include_str!("sync.lua")),
             writeback: Script::new(include_str!("writeback.lua")),
             put: Script::new(include_str!("put.lua")),
+            post: Script::new(include_str!("post.lua")),
+            vote: Script::new(include_str!("vote.lua")),
             delete: Script::new(include_str!("delete.lua")),
         }
     }
 
-    fn all(&self) -> [&Script; 6] {
+    fn all(&self) -> [&Script; 8] {
         [
             &self.ingest,
             &self.window,
@@ -125,6 +129,8 @@ impl Scripts {
             &self.writeback,
             &self.put,
             &self.delete,
+            &self.post,
+            &self.vote,
         ]
     }
 }
@@ -222,7 +228,7 @@ fn bad_reply(what: &str) -> StoreError {
     StoreError::Internal(format!("redis: unexpected reply to {what}"))
 }
 
-/// Counters from the 8 integers `window.lua` returns.
+/// Counters from the 10 integers `window.lua` returns.
 fn counters_from(v: &[i64]) -> Counters {
     let g = |i: usize| v.get(i).copied().unwrap_or(0).max(0) as u64;
     Counters {
@@ -234,8 +240,8 @@ fn counters_from(v: &[i64]) -> Counters {
         dwell_seconds: g(5),
         dwell_reports: g(6),
         uv: g(7),
-        ups: 0,
-        downs: 0,
+        ups: g(8),
+        downs: g(9),
     }
 }
 
@@ -499,7 +505,7 @@ impl RedisStore {
                             }
                             Some(plan) => {
                                 let n = plan.hours.clone().count() + plan.days.clone().count();
-                                c.arg(2 * n);
+                                c.arg(2 * n + 1);
                                 for h in plan.hours.clone() {
                                     c.arg(self.keys.bucket_h(id, h));
                                 }
@@ -512,6 +518,7 @@ impl RedisStore {
                                 for d in plan.days.clone() {
                                     c.arg(self.keys.uv_d(id, d));
                                 }
+                                c.arg(self.keys.counters(id));
                                 c.arg("w").arg(n);
                             }
                         }
@@ -685,6 +692,87 @@ impl Store for RedisStore {
             PutOutcome::Created
         } else {
             PutOutcome::Updated
+        })
+    }
+
+    async fn post_article(
+        &self,
+        mut meta: ArticleMeta,
+        poster: u128,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        meta.published_at = now;
+        let pairs = meta_pairs(&meta);
+        let published = now.to_string();
+        let poster = format!("{poster:032x}");
+        let window = self.settings.models.votes.window_secs().to_string();
+        let mut args: Vec<&[u8]> = vec![
+            self.opts.prefix.as_bytes(),
+            published.as_bytes(),
+            poster.as_bytes(),
+            window.as_bytes(),
+        ];
+        for (k, v) in &pairs {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        let id: String = self.eval(&self.scripts.post, &args).await?;
+        ArticleId::parse(&id).map_err(|_| bad_reply("post"))
+    }
+
+    async fn vote(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        let votes = &self.settings.models.votes;
+        let user = format!("{user:032x}");
+        let (now_s, window, per) = (
+            now.to_string(),
+            votes.window_secs().to_string(),
+            votes.per_vote.to_string(),
+        );
+        let dir: &[u8] = match direction {
+            VoteDirection::Up => b"u",
+            VoteDirection::Down => b"d",
+        };
+        let allow: &[u8] = if votes.allow_down_votes { b"1" } else { b"0" };
+        let args: Vec<&[u8]> = vec![
+            self.opts.prefix.as_bytes(),
+            id.as_str().as_bytes(),
+            user.as_bytes(),
+            dir,
+            now_s.as_bytes(),
+            window.as_bytes(),
+            allow,
+            per.as_bytes(),
+        ];
+        let r: Vec<i64> = self.eval(&self.scripts.vote, &args).await?;
+        Ok(match r.as_slice() {
+            [-1] => VoteOutcome::UnknownArticle,
+            [-2] => VoteOutcome::DownVotesDisabled,
+            [-3] => VoteOutcome::Closed,
+            [-4] => VoteOutcome::AlreadyVoted,
+            [ups, downs] => {
+                let seq = self.sync_node().await?;
+                let published = match self.metas(std::slice::from_ref(id), seq).await?.pop() {
+                    Some(Some(m)) => m.meta.published_at,
+                    _ => return Err(bad_reply("vote")),
+                };
+                let c = Counters {
+                    ups: (*ups).max(0) as u64,
+                    downs: (*downs).max(0) as u64,
+                    ..Counters::default()
+                };
+                VoteOutcome::Counted {
+                    ups: c.ups,
+                    downs: c.downs,
+                    score: votes.score(&c, published),
+                }
+            }
+            _ => return Err(bad_reply("vote")),
         })
     }
 

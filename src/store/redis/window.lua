@@ -1,11 +1,13 @@
 -- hotrank: one article's counters over a window, or over its lifetime.
 --
 -- ARGV[1] = 'w': KEYS are the window's bucket hashes (ARGV[2] of them)
--- followed by their UV sketches; UV is the cardinality of the union of the
--- sketches (multi-key PFCOUNT), never a sum.
+-- followed by their UV sketches, then counter:article (for the votes);
+-- UV is the cardinality of the union of the sketches (multi-key PFCOUNT),
+-- never a sum.
 -- ARGV[1] = 'a': KEYS = counter:views, counter:article, hll:uv (lifetime).
 --
--- Returns {pv, likes, comments, favorites, shares, dwell_s, dwell_n, uv}.
+-- Returns {pv, likes, comments, favorites, shares, dwell_s, dwell_n, uv,
+-- ups, downs}; votes are always lifetime values.
 local F = { 'pv', 'likes', 'comments', 'favorites', 'shares', 'dwell_s', 'dwell_n' }
 local c = { 0, 0, 0, 0, 0, 0, 0 }
 local uv = 0
@@ -26,4 +28,7 @@ else
   if #hlls > 0 then uv = redis.call('PFCOUNT', unpack(hlls)) end
 end
 c[8] = uv
+local votes = redis.call('HMGET', (ARGV[1] == 'a') and KEYS[2] or KEYS[2 * tonumber(ARGV[2]) + 1], 'ups', 'downs')
+c[9] = tonumber(votes[1] or '0')
+c[10] = tonumber(votes[2] or '0')
 return c
