@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use hotrank::model::{
     ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, Timestamp, Verdict,
+    VoteDirection, VoteOutcome,
 };
 use hotrank::score::ModelKind;
 use hotrank::store::dump::{DUMP_VERSION, Record};
@@ -411,6 +412,14 @@ async fn export_import_both_ways() {
     let d1 = tempfile::tempdir().unwrap();
     let e1 = embedded(d1.path(), StoreSettings::default());
     feed(&e1, &metas, &batches).await;
+    // Seed 003 votes move too, voter sets included.
+    for (a, user) in [("art0", 1u128), ("art0", 2), ("art3", 3)] {
+        let v = e1
+            .vote(&id(a), user, VoteDirection::Up, T0 + 100)
+            .await
+            .unwrap();
+        assert!(matches!(v, VoteOutcome::Counted { .. }), "{v:?}");
+    }
     let mut dump = vec![Record::Header {
         version: DUMP_VERSION,
         source: "embedded".into(),
@@ -431,6 +440,11 @@ async fn export_import_both_ways() {
     let v1 = e1.ingest(last.clone(), now).await.unwrap();
     let v2 = r.ingest(last.clone(), now).await.unwrap();
     assert_eq!(v1, v2);
+    let again = r
+        .vote(&id("art0"), 2, VoteDirection::Up, T0 + 200)
+        .await
+        .unwrap();
+    assert_eq!(again, VoteOutcome::AlreadyVoted, "voters moved to Redis");
     // And back: Redis → export → a new embedded store.
     let dump = dump_redis(&r, T0 + 3000).await.expect("export redis");
     let d2 = tempfile::tempdir().unwrap();
@@ -454,6 +468,20 @@ async fn export_import_both_ways() {
         let y = e2.article(&id(a), T0).await.unwrap().unwrap();
         assert_eq!(x.lifetime, y.lifetime);
     }
+    assert_eq!(
+        e2.article(&id("art0"), T0)
+            .await
+            .unwrap()
+            .unwrap()
+            .lifetime
+            .ups,
+        2
+    );
+    let again = e2
+        .vote(&id("art3"), 3, VoteDirection::Up, T0 + 200)
+        .await
+        .unwrap();
+    assert_eq!(again, VoteOutcome::AlreadyVoted, "voters moved back");
 }
 
 /// Redis killed (SIGKILL) and restarted on its port under load: no event

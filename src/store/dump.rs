@@ -65,6 +65,9 @@ pub enum Record {
         /// embedded store has none and derives them on import to Redis.
         #[serde(default)]
         days: Vec<DumpBucket>,
+        /// Seed 003 votes and, while voting is open, who voted.
+        #[serde(default, skip_serializing_if = "DumpVotes::is_empty")]
+        votes: DumpVotes,
     },
     Totals {
         counted: u64,
@@ -89,6 +92,21 @@ pub enum Record {
         key: String,
         log: Vec<i64>,
     },
+}
+
+/// An article's lifetime votes and its voter set (32 hex digits per user).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpVotes {
+    pub ups: u64,
+    pub downs: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub voters: Vec<String>,
+}
+
+impl DumpVotes {
+    pub fn is_empty(&self) -> bool {
+        self.ups == 0 && self.downs == 0 && self.voters.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -609,8 +609,8 @@ impl Data {
 mod dumping {
     use super::*;
     use crate::store::dump::{
-        DumpBucket, DumpCounters, RateScope, Record, hll_from_b64, hll_to_b64, parse_u64,
-        parse_u128,
+        DumpBucket, DumpCounters, DumpVotes, RateScope, Record, hll_from_b64, hll_to_b64,
+        parse_u64, parse_u128,
     };
 
     fn kind_of(c: char) -> Option<EventType> {
@@ -655,7 +655,15 @@ mod dumping {
             let mut out = Vec::new();
             for a in &self.articles {
                 let l = &a.lifetime;
+                let mut voters: Vec<String> =
+                    a.voters.iter().map(|v| format!("{v:032x}")).collect();
+                voters.sort();
                 out.push(Record::Article {
+                    votes: DumpVotes {
+                        ups: l.ups,
+                        downs: l.downs,
+                        voters,
+                    },
                     id: a.id.clone(),
                     meta: a.meta.clone(),
                     known: a.known,
@@ -739,6 +747,7 @@ mod dumping {
                         lifetime,
                         hours,
                         days,
+                        votes,
                     } => {
                         if d.lookup(id).is_some() {
                             return Err(format!("article {id} appears twice"));
@@ -753,8 +762,16 @@ mod dumping {
                             shares: lifetime.shares,
                             dwell_seconds: lifetime.dwell_seconds,
                             dwell_reports: lifetime.dwell_reports,
+                            ups: votes.ups,
+                            downs: votes.downs,
                             ..Counters::default()
                         };
+                        for v in &votes.voters {
+                            let user = u128::from_str_radix(v, 16).map_err(|_| {
+                                format!("article {id}: voter {v:?} is not 32 hex digits")
+                            })?;
+                            a.voters.insert(user);
+                        }
                         a.lifetime_uv = hll_from_b64(&lifetime.uv)?;
                         a.quarantine = Quarantine(lifetime.quarantine);
                         for b in hours {

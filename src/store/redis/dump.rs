@@ -18,7 +18,8 @@ use super::{RedisStore, meta_pairs, parse_meta, store_err, v_i64};
 use crate::model::{ArticleId, Timestamp};
 use crate::sketch::Hll;
 use crate::store::dump::{
-    DUMP_VERSION, DumpBucket, DumpCounters, RateScope, Record, bytes_from_b64, hll_from_b64,
+    DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, RateScope, Record, bytes_from_b64,
+    hll_from_b64,
 };
 use crate::store::{StoreError, StoreSettings};
 
@@ -167,7 +168,8 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             pipe.hgetall(keys.meta(id))
                 .get(keys.views(id))
                 .hgetall(keys.counters(id))
-                .get(keys.uv(id));
+                .get(keys.uv(id))
+                .smembers(keys.voted(id));
             let mut hours = found.hours.get(id).cloned().unwrap_or_default();
             hours.retain(|h| *h >= horizon);
             hours.sort();
@@ -189,6 +191,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             let views = next()?;
             let counters = next()?;
             let sketch = next()?;
+            let voters = next()?;
             let fields: HashMap<String, String> = hash_of(&meta_h)
                 .into_iter()
                 .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
@@ -226,9 +229,26 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             let Some(m) = parse_meta(&fields) else {
                 continue;
             };
-            let mut lifetime = counters_of(&hash_of(&counters), &sketch);
+            let counter_h = hash_of(&counters);
+            let mut lifetime = counters_of(&counter_h, &sketch);
             lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
+            let mut voters: Vec<String> = match &voters {
+                Value::Array(items) | Value::Set(items) => items
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            voters.sort();
             out.push(Record::Article {
+                votes: DumpVotes {
+                    ups: num(&counter_h, "ups"),
+                    downs: num(&counter_h, "downs"),
+                    voters,
+                },
                 id: id.clone(),
                 meta: m.meta,
                 known: m.known,
@@ -391,8 +411,20 @@ pub async fn load_redis(
                 lifetime,
                 hours,
                 days,
+                votes,
             } => {
                 articles += 1;
+                if votes.ups > 0 {
+                    pipe.hset(keys.counters(id), "ups", votes.ups);
+                }
+                if votes.downs > 0 {
+                    pipe.hset(keys.counters(id), "downs", votes.downs);
+                }
+                let open_for = meta.published_at + settings.models.votes.window_secs() - now;
+                if !votes.voters.is_empty() && open_for > 0 {
+                    pipe.cmd("SADD").arg(keys.voted(id)).arg(&votes.voters);
+                    pipe.expire(keys.voted(id), open_for);
+                }
                 let mk = keys.meta(id);
                 pipe.cmd("HSET")
                     .arg(&mk)

@@ -103,6 +103,11 @@ impl Keys {
         self.k(format_args!("gate:rl:ip:{ip:016x}"))
     }
 
+    /// Seed 003's voter set of an article.
+    pub fn voted(&self, id: &ArticleId) -> String {
+        self.k(format_args!("voted:{id}"))
+    }
+
     /// Seed 000's `hot:score`.
     pub fn ranking_default(&self) -> String {
         self.k(format_args!("hot:score"))
