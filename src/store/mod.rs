@@ -77,6 +77,61 @@ pub enum IngestReject {
     UnknownArticle,
 }
 
+/// Picks one page out of a list walked in order (`GET /api/new`): at most
+/// `per_author` items by one author (counted before the offset, so pages
+/// agree with each other), `skip` matching items skipped, `limit` taken.
+#[derive(Debug)]
+pub struct Picker {
+    per_author: Option<usize>,
+    per: std::collections::HashMap<String, usize>,
+    skip: usize,
+    limit: usize,
+    matched: usize,
+    taken: usize,
+}
+
+/// What to do with one offered item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    Skip,
+    Take,
+    /// The page is full and this item would start the next one.
+    Full,
+}
+
+impl Picker {
+    pub fn new(per_author: Option<usize>, skip: usize, limit: usize) -> Self {
+        Picker {
+            per_author,
+            per: Default::default(),
+            skip,
+            limit,
+            matched: 0,
+            taken: 0,
+        }
+    }
+
+    /// Offers the next item that matches the query's filters.
+    pub fn offer(&mut self, author: Option<&str>) -> Pick {
+        if let (Some(cap), Some(author)) = (self.per_author, author) {
+            let n = self.per.entry(author.to_string()).or_default();
+            if *n >= cap {
+                return Pick::Skip;
+            }
+            *n += 1;
+        }
+        self.matched += 1;
+        if self.matched <= self.skip {
+            Pick::Skip
+        } else if self.taken == self.limit {
+            Pick::Full
+        } else {
+            self.taken += 1;
+            Pick::Take
+        }
+    }
+}
+
 /// Result of `put_article`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutOutcome {

@@ -33,7 +33,9 @@ use crate::model::{
 use crate::score::{ModelKind, Models};
 use crate::store::snapshot::{read_latest_snapshot, write_snapshot};
 use crate::store::wal::{FsyncPolicy, Wal, WalConfig};
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings};
+use crate::store::{
+    HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings,
+};
 
 use ranking::{RankKey, Rankings, Scored};
 use state::{Change, Data, Idx};
@@ -684,7 +686,7 @@ impl Store for EmbeddedStore {
         };
         let skip = if start.is_some() { 0 } else { q.offset };
         let mut picked: Vec<Idx> = Vec::new();
-        let mut per: HashMap<String, usize> = HashMap::new();
+        let mut picker = Picker::new(q.per_author, skip, q.limit);
         let iter: Box<dyn Iterator<Item = &(std::cmp::Reverse<Timestamp>, ArticleId)>> =
             match &start {
                 Some(s) => Box::new(inner.newest.range((
@@ -693,7 +695,6 @@ impl Store for EmbeddedStore {
                 ))),
                 None => Box::new(inner.newest.iter()),
             };
-        let mut matched = 0usize;
         let mut more = false;
         for (_, id) in iter {
             let idx = inner.data.lookup(id).expect("indexed");
@@ -701,22 +702,14 @@ impl Store for EmbeddedStore {
             if !key.matches(&a.meta) {
                 continue;
             }
-            if let (Some(cap), Some(author)) = (q.per_author, &a.meta.author) {
-                let n = per.entry(author.clone()).or_default();
-                if *n >= cap {
-                    continue;
+            match picker.offer(a.meta.author.as_deref()) {
+                Pick::Skip => {}
+                Pick::Take => picked.push(idx),
+                Pick::Full => {
+                    more = true;
+                    break;
                 }
-                *n += 1;
             }
-            matched += 1;
-            if matched <= skip {
-                continue;
-            }
-            if picked.len() == q.limit {
-                more = true;
-                break;
-            }
-            picked.push(idx);
         }
         let items: Vec<RankedItem> = picked
             .iter()

@@ -35,7 +35,7 @@ use super::keys::{ranking_state, window_plan};
 use super::{MetaRec, RedisStore, bad_reply, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, ArticleMeta, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
-use crate::store::StoreError;
+use crate::store::{Pick, Picker, StoreError};
 
 /// A sync returning more change log entries than this rebuilds instead.
 const MAX_DELTA: i64 = 100_000;
@@ -599,8 +599,7 @@ impl RedisStore {
         };
         const CHUNK: usize = 256;
         let mut picked: Vec<(ArticleId, Arc<MetaRec>)> = Vec::new();
-        let mut per: HashMap<String, usize> = HashMap::new();
-        let mut matched = 0usize;
+        let mut picker = Picker::new(q.per_author, skip, q.limit);
         let mut more = false;
         let mut con = self.con();
         'outer: loop {
@@ -648,22 +647,14 @@ impl RedisStore {
                 if m.deleted || !matches(q, &m.meta) {
                     continue;
                 }
-                if let (Some(cap), Some(author)) = (q.per_author, &m.meta.author) {
-                    let n = per.entry(author.clone()).or_default();
-                    if *n >= cap {
-                        continue;
+                match picker.offer(m.meta.author.as_deref()) {
+                    Pick::Skip => {}
+                    Pick::Take => picked.push((id, m)),
+                    Pick::Full => {
+                        more = true;
+                        break 'outer;
                     }
-                    *n += 1;
                 }
-                matched += 1;
-                if matched <= skip {
-                    continue;
-                }
-                if picked.len() == q.limit {
-                    more = true;
-                    break 'outer;
-                }
-                picked.push((id, m));
             }
             if !full {
                 break;
