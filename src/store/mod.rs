@@ -10,6 +10,7 @@
 //! - [`redis`]: all state in Redis 6.2+/7, shared by many API nodes
 //!   (key layout in docs/redis-keys.md).
 
+pub mod cursor;
 pub mod dump;
 pub mod embedded;
 pub mod redis;

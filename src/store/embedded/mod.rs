@@ -22,8 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use parking_lot::Mutex;
 
 use crate::model::{
@@ -34,7 +32,7 @@ use crate::score::{ModelKind, Models};
 use crate::store::snapshot::{read_latest_snapshot, write_snapshot};
 use crate::store::wal::{FsyncPolicy, Wal, WalConfig};
 use crate::store::{
-    HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings,
+    HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings, cursor,
 };
 
 use ranking::{RankKey, Rankings, Scored};
@@ -430,20 +428,6 @@ impl EmbeddedStore {
     }
 }
 
-/// Cursor text: `h.<snapshot>.<offset>` or `n.<publishedAt>.<articleId>`,
-/// base64url so that clients treat it as opaque.
-fn encode_cursor(s: String) -> String {
-    URL_SAFE_NO_PAD.encode(s)
-}
-
-fn decode_cursor(c: &str) -> Result<String, StoreError> {
-    URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| StoreError::InvalidCursor("not a cursor this server issued".into()))
-}
-
 #[async_trait]
 impl Store for EmbeddedStore {
     async fn ingest(
@@ -595,15 +579,7 @@ impl Store for EmbeddedStore {
                 (id, q.offset)
             }
             Some(c) => {
-                let text = decode_cursor(c)?;
-                let mut parts = text.splitn(3, '.');
-                let (Some("h"), Some(id), Some(off)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(StoreError::InvalidCursor("not a ranking cursor".into()));
-                };
-                let (Ok(id), Ok(off)) = (id.parse::<u64>(), off.parse::<usize>()) else {
-                    return Err(StoreError::InvalidCursor("not a ranking cursor".into()));
-                };
+                let (id, off) = cursor::parse_snapshot(c)?;
                 let snap = inner.cursors.get(&id).ok_or_else(|| {
                     StoreError::InvalidCursor("cursor expired; start from the first page".into())
                 })?;
@@ -660,7 +636,7 @@ impl Store for EmbeddedStore {
         Ok(HotPage {
             items: page,
             generated_at,
-            cursor: more.then(|| encode_cursor(format!("h.{snap_id}.{}", offset + q.limit))),
+            cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         })
     }
 
@@ -672,15 +648,7 @@ impl Store for EmbeddedStore {
         let start: Option<(std::cmp::Reverse<Timestamp>, ArticleId)> = match &q.cursor {
             None => None,
             Some(c) => {
-                let text = decode_cursor(c)?;
-                let mut parts = text.splitn(3, '.');
-                let (Some("n"), Some(p), Some(id)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(StoreError::InvalidCursor("not a /api/new cursor".into()));
-                };
-                let (Ok(p), Ok(id)) = (p.parse::<i64>(), ArticleId::parse(id)) else {
-                    return Err(StoreError::InvalidCursor("not a /api/new cursor".into()));
-                };
+                let (p, id) = cursor::parse_newest(c)?;
                 Some((std::cmp::Reverse(p), id))
             }
         };
@@ -731,10 +699,7 @@ impl Store for EmbeddedStore {
             })
             .collect();
         let cursor = match (more, items.last()) {
-            (true, Some(last)) => Some(encode_cursor(format!(
-                "n.{}.{}",
-                last.meta.published_at, last.id
-            ))),
+            (true, Some(last)) => Some(cursor::newest(last.meta.published_at, &last.id)),
             _ => None,
         };
         Ok(HotPage {

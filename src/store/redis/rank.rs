@@ -26,8 +26,6 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use redis::Value;
 use serde::{Deserialize, Serialize};
 
@@ -35,7 +33,7 @@ use super::keys::{ranking_state, window_plan};
 use super::{MetaRec, RedisStore, bad_reply, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, ArticleMeta, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
-use crate::store::{Pick, Picker, StoreError};
+use crate::store::{Pick, Picker, StoreError, cursor};
 
 /// A sync returning more change log entries than this rebuilds instead.
 const MAX_DELTA: i64 = 100_000;
@@ -134,18 +132,6 @@ struct SnapItem {
     /// `f64::to_bits`: JSON floats need not round-trip.
     score: u64,
     counters: Counters,
-}
-
-fn encode_cursor(s: String) -> String {
-    URL_SAFE_NO_PAD.encode(s)
-}
-
-fn decode_cursor(c: &str) -> Result<String, StoreError> {
-    URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| StoreError::InvalidCursor("not a cursor this server issued".into()))
 }
 
 impl RedisStore {
@@ -491,15 +477,7 @@ impl RedisStore {
                 (rand::random::<u64>(), q.offset, snap)
             }
             Some(c) => {
-                let text = decode_cursor(c)?;
-                let mut parts = text.splitn(3, '.');
-                let (Some("h"), Some(id), Some(off)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(StoreError::InvalidCursor("not a ranking cursor".into()));
-                };
-                let (Ok(id), Ok(off)) = (id.parse::<u64>(), off.parse::<usize>()) else {
-                    return Err(StoreError::InvalidCursor("not a ranking cursor".into()));
-                };
+                let (id, off) = cursor::parse_snapshot(c)?;
                 let raw: Option<Vec<u8>> = redis::cmd("GET")
                     .arg(self.keys.cursor(id))
                     .query_async(&mut con)
@@ -567,7 +545,7 @@ impl RedisStore {
         Ok(HotPage {
             items: page,
             generated_at: snap.generated_at,
-            cursor: more.then(|| encode_cursor(format!("h.{snap_id}.{}", offset + q.limit))),
+            cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         })
     }
 
@@ -579,15 +557,7 @@ impl RedisStore {
         let start: Option<(i64, ArticleId)> = match &q.cursor {
             None => None,
             Some(c) => {
-                let text = decode_cursor(c)?;
-                let mut parts = text.splitn(3, '.');
-                let (Some("n"), Some(p), Some(id)) = (parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(StoreError::InvalidCursor("not a /api/new cursor".into()));
-                };
-                let (Ok(p), Ok(id)) = (p.parse::<i64>(), ArticleId::parse(id)) else {
-                    return Err(StoreError::InvalidCursor("not a /api/new cursor".into()));
-                };
+                let (p, id) = cursor::parse_newest(c)?;
                 Some((p, id))
             }
         };
@@ -682,10 +652,7 @@ impl RedisStore {
             })
             .collect();
         let cursor = match (more, items.last()) {
-            (true, Some(last)) => Some(encode_cursor(format!(
-                "n.{}.{}",
-                last.meta.published_at, last.id
-            ))),
+            (true, Some(last)) => Some(cursor::newest(last.meta.published_at, &last.id)),
             _ => None,
         };
         Ok(HotPage {
