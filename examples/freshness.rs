@@ -104,7 +104,7 @@ async fn main() {
         if rng.unit() > appeal[a] * 4.0 {
             continue;
         }
-        let life = if a % 3 == 0 {
+        let life = if a.is_multiple_of(3) {
             1.0 + 3.0 * rng.unit()
         } else {
             6.0 + 60.0 * rng.unit()
@@ -131,18 +131,7 @@ async fn main() {
     let queries: Vec<i64> = (1..=QUERIES)
         .map(|q| T0 + q as i64 * HOURS * 3600 / QUERIES as i64)
         .collect();
-    let q = HotQuery {
-        model: ModelKind::Gravity,
-        range: RangeSpec::Hours(HOURS as u32),
-        offset: 0,
-        limit: TOP,
-        category: None,
-        kind: None,
-        group: None,
-        per_author: None,
-        cursor: None,
-        explain: false,
-    };
+    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(HOURS as u32), TOP);
     let mut next = 0;
     let (mut ours, mut seeds) = (vec![], vec![]);
     let mut batch = vec![];

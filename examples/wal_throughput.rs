@@ -31,11 +31,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn open(dir: &std::path::Path, policy: FsyncPolicy) -> Wal {
     let cfg = WalConfig {
-        dir: dir.to_path_buf(),
         fsync: policy,
         segment_bytes: 64 << 20,
+        ..WalConfig::new(dir)
     };
-    Wal::open(cfg, 0, |_, _| Ok(())).expect("open wal").0
+    Wal::open(cfg, 0, |_, _, _| Ok(())).expect("open wal").0
 }
 
 fn raw_append(base: &std::path::Path, policy: FsyncPolicy, secs: f64, payload: &[u8]) {

@@ -22,6 +22,10 @@ pub struct Config {
     pub ingest_token: Option<String>,
     /// Reject events for articles that were never `PUT` (404 unknown_article).
     pub require_known_articles: bool,
+    /// Most articles the store holds (memory budget; 0: no limit). Past it,
+    /// events from untrusted clients for new articles get 429
+    /// `too_many_articles`; known articles keep counting.
+    pub max_articles: u64,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     /// Most events in one `POST /api/events`.
@@ -33,11 +37,19 @@ pub struct Config {
     /// Site origins (`https://example.com`) whose pages may send events from
     /// the browser (CORS on `/api/views` and `/api/events`); `"*"` allows any.
     pub cors_origins: Vec<String>,
+    /// Who may post articles (`POST /api/articles`): `token` (the ingest or
+    /// admin token) or `open` (anyone).
+    pub posting: Access,
+    /// Who may vote (`POST /api/articles/{id}/vote`): `token` or `open`.
+    pub voting: Access,
     /// Where state lives: `embedded` (this process, `data_dir`) or `redis`
     /// (shared by every node on one Redis; see `[redis]`).
     pub store: StoreKind,
     pub gate: GateConfig,
+    pub http: HttpConfig,
+    pub limits: LimitsConfig,
     pub retention: RetentionConfig,
+    pub rankings: RankingsConfig,
     pub embedded: EmbeddedConfig,
     pub redis: RedisConfig,
     pub models: Models,
@@ -51,17 +63,113 @@ impl Default for Config {
             admin_token: None,
             ingest_token: None,
             require_known_articles: false,
+            max_articles: 1_000_000,
             max_body_bytes: 1 << 20,
             max_batch_events: 1000,
             trusted_proxies: Vec::new(),
             log_format: LogFormat::Text,
             cors_origins: Vec::new(),
+            posting: Access::Token,
+            voting: Access::Token,
             store: StoreKind::Embedded,
             gate: GateConfig::default(),
+            http: HttpConfig::default(),
+            limits: LimitsConfig::default(),
             retention: RetentionConfig::default(),
+            rankings: RankingsConfig::default(),
             embedded: EmbeddedConfig::default(),
             redis: RedisConfig::default(),
             models: Models::default(),
+        }
+    }
+}
+
+/// Who may use an endpoint that creates state for a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// Anyone.
+    Open,
+    /// Requests carrying the ingest or admin token.
+    Token,
+}
+
+/// Connection-level limits of the HTTP server (`[http]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// A connection must deliver a complete request head within this many
+    /// seconds of connecting or of its previous answer, else it is closed:
+    /// slowly dribbled headers and idle keep-alive connections alike.
+    pub header_timeout_secs: u64,
+    /// A request body must arrive in full within this many seconds
+    /// (408 `request_timeout`).
+    pub body_timeout_secs: u64,
+    /// Most open connections; further ones are closed as soon as accepted.
+    pub max_connections: usize,
+    /// Longest request target (path and query); longer: 414 `uri_too_long`.
+    pub max_uri_bytes: usize,
+    /// Largest header section (names, values, 4 bytes per line); larger, or
+    /// more than `max_headers` lines: 431 `headers_too_large`.
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
+            max_connections: 512,
+            max_uri_bytes: 8192,
+            max_header_bytes: 16384,
+            max_headers: 100,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// hyper's own read buffer: room for the largest head we answer
+    /// ourselves; a head beyond it is cut off by the parser.
+    pub fn parser_buffer_bytes(&self) -> usize {
+        (self.max_uri_bytes + self.max_header_bytes + 16 * 1024).max(8192)
+    }
+}
+
+/// Per-client budgets of the HTTP layer (`[limits]`): each is "at most N in
+/// any 60 s", bursts included; 0 turns one off. Over budget: 429 with
+/// `Retry-After`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// IPv4 clients share a budget per block of this prefix length (32: per address).
+    pub ipv4_prefix: u8,
+    /// IPv6 clients share a budget per block of this prefix length (64: one
+    /// customer's network).
+    pub ipv6_prefix: u8,
+    /// Query and admin requests per client IP block (requests carrying the
+    /// admin or ingest token are not counted).
+    pub queries_per_minute_per_ip: u32,
+    /// `POST /api/articles` per client IP block (untrusted requests only).
+    pub posts_per_minute_per_ip: u32,
+    /// `POST /api/articles` per poster.
+    pub posts_per_minute_per_user: u32,
+    /// Votes per client IP block (untrusted requests only).
+    pub votes_per_minute_per_ip: u32,
+    /// Votes per `userId`.
+    pub votes_per_minute_per_user: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            ipv4_prefix: 32,
+            ipv6_prefix: 64,
+            queries_per_minute_per_ip: 600,
+            posts_per_minute_per_ip: 10,
+            posts_per_minute_per_user: 5,
+            votes_per_minute_per_ip: 60,
+            votes_per_minute_per_user: 30,
         }
     }
 }
@@ -128,10 +236,18 @@ pub struct GateConfig {
     /// Largest accepted `ts` ahead of the server clock.
     pub max_future_secs: u32,
     /// Extra user-agent regular expressions treated as bots (case-insensitive),
-    /// on top of the `isbot` crate's maintained list.
+    /// on top of the built-in crawler list (src/gate/bots/patterns.txt).
     pub bot_patterns: Vec<String>,
+    /// A file of more such patterns, one a line (`#` comments); re-read on
+    /// `SIGHUP` without a restart.
+    pub bot_patterns_file: Option<PathBuf>,
     /// Treat requests with no User-Agent at all as bots.
     pub empty_user_agent_is_bot: bool,
+    /// A visitor whose counted views reach more than this many distinct
+    /// articles in any 60 s is quarantined as `bot` (0 disables).
+    pub bot_articles_per_minute: u32,
+    /// How long such a visitor stays quarantined, in seconds.
+    pub bot_quarantine_secs: u32,
 }
 
 impl Default for GateConfig {
@@ -143,7 +259,10 @@ impl Default for GateConfig {
             event_id_ttl_secs: 86_400,
             max_future_secs: 300,
             bot_patterns: Vec::new(),
+            bot_patterns_file: None,
             empty_user_agent_is_bot: true,
+            bot_articles_per_minute: 30,
+            bot_quarantine_secs: 86_400,
         }
     }
 }
@@ -163,6 +282,27 @@ impl Default for RetentionConfig {
         RetentionConfig {
             hourly_days: 90,
             ranking_cap: 1000,
+        }
+    }
+}
+
+/// How many rankings the server keeps live, and how it builds new ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RankingsConfig {
+    /// Rankings (model × range × filters) kept indexed at once; asking for
+    /// one more drops the least recently used (rebuilt when asked again).
+    pub max_live: usize,
+    /// Articles indexed per hold of the embedded store's lock while a new
+    /// ranking is built: ingest waits for at most one chunk.
+    pub build_chunk: usize,
+}
+
+impl Default for RankingsConfig {
+    fn default() -> Self {
+        RankingsConfig {
+            max_live: 64,
+            build_chunk: 8192,
         }
     }
 }
@@ -236,9 +376,25 @@ impl Config {
                 g.max_future_secs
             ));
         }
-        for p in &g.bot_patterns {
-            regex::Regex::new(p)
-                .map_err(|e| format!("gate.bot_patterns: {p:?} is not a valid regex: {e}"))?;
+        if g.bot_articles_per_minute > 0 && !(60..=2_592_000).contains(&g.bot_quarantine_secs) {
+            return Err(format!(
+                "gate.bot_quarantine_secs = {} is invalid: must be in 60..=2592000",
+                g.bot_quarantine_secs
+            ));
+        }
+        if g.bot_articles_per_minute > 100_000 {
+            return Err(format!(
+                "gate.bot_articles_per_minute = {} is invalid: must be in 0..=100000",
+                g.bot_articles_per_minute
+            ));
+        }
+        crate::gate::bots::PatternSet::compile(&g.bot_patterns)
+            .map_err(|e| format!("gate.bot_patterns: {e}"))?;
+        if let Some(path) = &g.bot_patterns_file {
+            let patterns = crate::gate::bots::read_pattern_file(path)
+                .map_err(|e| format!("gate.bot_patterns_file: {e}"))?;
+            crate::gate::bots::PatternSet::compile(&patterns)
+                .map_err(|e| format!("gate.bot_patterns_file ({}): {e}", path.display()))?;
         }
         let r = &self.retention;
         if !(1..=3650).contains(&r.hourly_days) {
@@ -253,6 +409,19 @@ impl Config {
                 r.ranking_cap
             ));
         }
+        let k = &self.rankings;
+        if !(1..=100_000).contains(&k.max_live) {
+            return Err(format!(
+                "rankings.max_live = {} is invalid: must be in 1..=100000",
+                k.max_live
+            ));
+        }
+        if !(64..=10_000_000).contains(&k.build_chunk) {
+            return Err(format!(
+                "rankings.build_chunk = {} is invalid: must be in 64..=10000000",
+                k.build_chunk
+            ));
+        }
         if !(1..=100_000).contains(&self.max_batch_events) {
             return Err(format!(
                 "max_batch_events = {} is invalid: must be in 1..=100000",
@@ -263,6 +432,42 @@ impl Config {
             return Err(format!(
                 "max_body_bytes = {} is invalid: must be >= 1024",
                 self.max_body_bytes
+            ));
+        }
+        let h = &self.http;
+        for (key, v, range) in [
+            ("http.header_timeout_secs", h.header_timeout_secs, 1..=3600),
+            ("http.body_timeout_secs", h.body_timeout_secs, 1..=3600),
+        ] {
+            if !range.contains(&v) {
+                return Err(format!("{key} = {v} is invalid: must be in 1..=3600"));
+            }
+        }
+        for (key, v, range) in [
+            ("http.max_connections", h.max_connections, 1..=1_000_000),
+            ("http.max_uri_bytes", h.max_uri_bytes, 256..=32_768),
+            ("http.max_header_bytes", h.max_header_bytes, 1024..=262_144),
+            ("http.max_headers", h.max_headers, 8..=1000),
+        ] {
+            if !range.contains(&v) {
+                return Err(format!(
+                    "{key} = {v} is invalid: must be in {}..={}",
+                    range.start(),
+                    range.end()
+                ));
+            }
+        }
+        let l = &self.limits;
+        if !(8..=32).contains(&l.ipv4_prefix) {
+            return Err(format!(
+                "limits.ipv4_prefix = {} is invalid: must be in 8..=32",
+                l.ipv4_prefix
+            ));
+        }
+        if !(16..=128).contains(&l.ipv6_prefix) {
+            return Err(format!(
+                "limits.ipv6_prefix = {} is invalid: must be in 16..=128",
+                l.ipv6_prefix
             ));
         }
         for p in &self.trusted_proxies {
@@ -289,7 +494,7 @@ impl Config {
             return Err("embedded.segment_bytes must be >= 4096".into());
         }
         let rc = &self.redis;
-        if !crate::store::redis::valid_prefix(&rc.prefix) {
+        if !valid_redis_prefix(&rc.prefix) {
             return Err(format!(
                 "redis.prefix = {:?} is invalid: use at most 64 of [A-Za-z0-9_:.-]",
                 rc.prefix
@@ -395,6 +600,14 @@ pub fn cidr_contains((net, len): (IpAddr, u8), ip: IpAddr) -> bool {
     }
 }
 
+/// A Redis key prefix may hold `[A-Za-z0-9_:.-]`, so that it never needs
+/// escaping in a key or a `SCAN` pattern.
+pub fn valid_redis_prefix(p: &str) -> bool {
+    p.len() <= 64
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'.' | b'-'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,6 +615,32 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         assert_eq!(Config::default().validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn http_and_limit_keys_are_checked() {
+        let c: Config = toml::from_str(
+            "posting = \"open\"\nvoting = \"token\"\n[http]\nheader_timeout_secs = 3\n[limits]\nipv6_prefix = 48\n",
+        )
+        .unwrap();
+        assert_eq!((c.posting, c.voting), (Access::Open, Access::Token));
+        assert_eq!((c.http.header_timeout_secs, c.limits.ipv6_prefix), (3, 48));
+        assert!(toml::from_str::<Config>("posting = \"maybe\"").is_err());
+        type Edit = fn(&mut Config);
+        let cases: [(&str, Edit); 5] = [
+            ("http.header_timeout_secs", |c| {
+                c.http.header_timeout_secs = 0
+            }),
+            ("http.body_timeout_secs", |c| c.http.body_timeout_secs = 0),
+            ("http.max_connections", |c| c.http.max_connections = 0),
+            ("limits.ipv6_prefix", |c| c.limits.ipv6_prefix = 129),
+            ("limits.ipv4_prefix", |c| c.limits.ipv4_prefix = 33),
+        ];
+        for (key, edit) in cases {
+            let mut c = Config::default();
+            edit(&mut c);
+            assert!(c.validate().unwrap_err().contains(key), "{key}");
+        }
     }
 
     #[test]
@@ -424,6 +663,30 @@ mod tests {
         let mut c = Config::default();
         c.gate.bot_patterns = vec!["(".into()];
         assert!(c.validate().unwrap_err().contains("gate.bot_patterns"));
+        let mut c = Config::default();
+        c.gate.bot_quarantine_secs = 10;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("gate.bot_quarantine_secs")
+        );
+        let mut c = Config::default();
+        c.gate.bot_articles_per_minute = 1_000_000;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("gate.bot_articles_per_minute")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config::default();
+        c.gate.bot_patterns_file = Some(dir.path().join("missing.txt"));
+        assert!(c.validate().unwrap_err().contains("gate.bot_patterns_file"));
+        std::fs::write(dir.path().join("bad.txt"), "ok\n(\n").unwrap();
+        c.gate.bot_patterns_file = Some(dir.path().join("bad.txt"));
+        assert!(c.validate().unwrap_err().contains("gate.bot_patterns_file"));
+        std::fs::write(dir.path().join("good.txt"), "# mine\n(?<!lib)zqx\n").unwrap();
+        c.gate.bot_patterns_file = Some(dir.path().join("good.txt"));
+        assert!(c.validate().is_ok());
         let c = Config {
             trusted_proxies: vec!["10.0.0.0/33".into()],
             ..Config::default()

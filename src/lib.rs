@@ -13,6 +13,8 @@
 //! - [`gate`]: identity hashing, bot detection, timestamp bounds, the
 //!   sliding-window rate limiter.
 //! - [`score`]: the ranking models, pure functions of counters and `now`.
+//! - [`rank`]: the ranking core both stores share: the exact threshold
+//!   walk over upper bounds, and the snapshots cursors page through.
 //! - [`store`]: the [`store::Store`] trait and its implementations (the
 //!   embedded store with its write-ahead log and snapshots; the Redis store
 //!   shared by many API nodes, docs/redis-keys.md), and the dumps that
@@ -20,7 +22,10 @@
 //! - [`api`]: the axum routers, one per area, and the error type.
 //! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`config`]: the TOML configuration and its validation.
+//! - [`metrics`]: every exported metric family with its HELP text.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
+//! - [`time`]: hour and day buckets and the hours a window covers, the
+//!   same for both stores.
 //! - [`loadgen`]: `hotrank bench`, the load generator.
 //! - [`cli`]: the offline tools `hotrank simulate` and `hotrank replay`.
 //!
@@ -32,8 +37,11 @@ pub mod clock;
 pub mod config;
 pub mod gate;
 pub mod loadgen;
+pub mod metrics;
 pub mod model;
+pub mod rank;
 pub mod score;
 pub mod server;
 pub mod sketch;
 pub mod store;
+pub mod time;

@@ -44,12 +44,22 @@ enum Command {
     Simulate(hotrank::cli::simulate::SimulateArgs),
     /// Replay an event log under two parameter sets and compare their top N.
     Replay(hotrank::cli::replay::ReplayArgs),
+    /// Print a running server's hot list as a table (rank, movement, score,
+    /// PV, UV, title); `--watch` refreshes it.
+    Top(hotrank::cli::top::TopArgs),
+    /// Print a running server's totals and quarantine by reason.
+    Stats(hotrank::cli::top::StatsArgs),
     /// Write all state of the configured store as JSON lines (stop an
     /// embedded server first; Redis can be exported live).
     Export(DumpArgs),
     /// Load JSON lines written by `export` into the configured store, which
     /// must be empty (a new data dir, or a Redis prefix with no articles).
     Import(DumpArgs),
+    /// Rebuild an embedded data directory whose log is damaged (the server
+    /// refuses to start on one): keep every intact record, report what was
+    /// skipped, write a new snapshot and move the old log aside. Stop the
+    /// server first.
+    Repair(ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -210,6 +220,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state = hotrank::server::build_state(config, store, Arc::new(SystemClock))?;
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
+    tokio::spawn(hotrank::gate::reload_on_sighup(state.bots.clone()));
     hotrank::server::run(listener, state, shutdown_signal())
         .await
         .map_err(|e| e.to_string())
@@ -284,6 +295,39 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
+fn repair(config: Config) -> Result<(), String> {
+    config.validate()?;
+    let settings = StoreSettings::from_config(&config);
+    let r = EmbeddedStore::repair(&Durability::from_config(&config), &settings)?;
+    let log = &r.log;
+    println!(
+        "started from snapshot {}; kept {} log records (last seq {})",
+        r.snapshot_seq.map_or("none".to_string(), |s| s.to_string()),
+        log.records,
+        log.last_seq
+    );
+    for s in &log.skipped {
+        println!(
+            "skipped {} damaged bytes at {} offset {}: {}",
+            s.bytes,
+            s.file.display(),
+            s.offset,
+            s.reason
+        );
+    }
+    for (a, b) in &log.missing {
+        println!("lost records {a}..={b} (no intact copy)");
+    }
+    match (&r.new_snapshot_seq, &r.moved_to) {
+        (Some(seq), Some(aside)) => println!(
+            "wrote snapshot {seq}; the old log is in {} (delete it once you are satisfied)",
+            aside.display()
+        ),
+        _ => println!("the log is not damaged: nothing changed"),
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -317,6 +361,7 @@ fn main() -> ExitCode {
         }),
         Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
         Command::Import(a) => a.serve.load().and_then(|c| import(c, a.file)),
+        Command::Repair(args) => args.load().and_then(repair),
         Command::CheckConfig(args) => args.load().and_then(|config| {
             let warnings = config.validate()?;
             for w in warnings {
@@ -331,6 +376,8 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Replay(args) => hotrank::cli::replay::run(args),
+        Command::Top(args) => hotrank::cli::top::run_top(args),
+        Command::Stats(args) => hotrank::cli::top::run_stats(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

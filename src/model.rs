@@ -13,12 +13,27 @@ use serde::{Deserialize, Serialize};
 /// Unix seconds.
 pub type Timestamp = i64;
 
-/// Seconds in one hourly bucket.
-pub const HOUR: i64 = 3600;
+pub use crate::time::{HOUR, hour_of};
 
-/// The hour bucket (hours since the epoch) a timestamp falls into.
-pub fn hour_of(ts: Timestamp) -> i64 {
-    ts.div_euclid(HOUR)
+/// An integer as JSON Schema counts them: written `10056` or `10056.0`
+/// (an integral number), within the range a double holds exactly.
+pub fn integral(v: &serde_json::Value) -> Option<i64> {
+    if let Some(i) = v.as_i64() {
+        return Some(i);
+    }
+    let f = v.as_f64()?;
+    (f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0).then_some(f as i64)
+}
+
+/// [`integral`] for an optional field (`null` is absent), for serde's
+/// `deserialize_with`.
+pub fn de_opt_integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    match Option::<serde_json::Value>::deserialize(d)? {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => integral(&v)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom("expected an integer")),
+    }
 }
 
 /// A validated article id: 1–64 characters of `[A-Za-z0-9_-]`.
@@ -239,6 +254,15 @@ impl Event {
         self.visitor.to_le_bytes()
     }
 
+    /// Moves an event dated after its arrival (clients may be up to
+    /// `max_future_secs` ahead) to its arrival time. Every store calls this
+    /// before gating: a count must never land in an hour after the current
+    /// one, or a window's counters would grow with time alone when that
+    /// hour begins and the rankings' upper bounds would stop holding.
+    pub fn clamp_to_arrival(&mut self) {
+        self.ts = self.ts.min(self.arrival_ms.div_euclid(1000));
+    }
+
     /// The time rate limits are measured on, in milliseconds.
     pub fn rate_clock_ms(&self) -> i64 {
         if self.trusted {
@@ -337,7 +361,7 @@ pub struct ArticleView {
     pub quarantined: Quarantine,
     pub deleted: bool,
     /// Scores per model at `now`, over the default range of each model.
-    pub scores: Vec<(crate::score::ModelKind, f64)>,
+    pub scores: Vec<(ModelKind, f64)>,
 }
 
 /// The activity window of a ranking.
@@ -352,21 +376,26 @@ pub enum RangeSpec {
 impl RangeSpec {
     pub const MAX_HOURS: u32 = 90 * 24;
 
-    /// Parses `1h`…`2160h`, `1d`…`90d` or `all`.
+    /// Parses `1h`…`2160h`, `1d`…`90d` or `all` (no leading zeros).
     pub fn parse(s: &str) -> Option<Self> {
         if s == "all" {
             return Some(RangeSpec::All);
         }
-        let (num, unit) = s.split_at(s.len().checked_sub(1)?);
-        if num.is_empty() || num.len() > 5 || !num.bytes().all(|b| b.is_ascii_digit()) {
+        // Split off the unit by character, not byte: any text may arrive.
+        let (num, per_unit) = match (s.strip_suffix('h'), s.strip_suffix('d')) {
+            (Some(num), _) => (num, 1),
+            (None, Some(num)) => (num, 24),
+            (None, None) => return None,
+        };
+        // Digits only, no leading zero (the OpenAPI pattern says the same).
+        if num.is_empty()
+            || num.len() > 4
+            || num.starts_with('0')
+            || !num.bytes().all(|b| b.is_ascii_digit())
+        {
             return None;
         }
-        let n: u32 = num.parse().ok()?;
-        let hours = match unit {
-            "h" => n,
-            "d" => n.checked_mul(24)?,
-            _ => return None,
-        };
+        let hours = num.parse::<u32>().ok()?.checked_mul(per_unit)?;
         (1..=Self::MAX_HOURS)
             .contains(&hours)
             .then_some(RangeSpec::Hours(hours))
@@ -374,20 +403,19 @@ impl RangeSpec {
 
     /// The first hour bucket inside the window at `now`, `None` for `All`.
     pub fn first_hour(self, now: Timestamp) -> Option<i64> {
+        self.hours(now).map(|h| *h.start())
+    }
+
+    /// The hour buckets inside the window at `now`, `None` for `All`.
+    pub fn hours(self, now: Timestamp) -> Option<std::ops::RangeInclusive<i64>> {
         match self {
-            RangeSpec::Hours(n) => Some(hour_of(now) - i64::from(n) + 1),
+            RangeSpec::Hours(n) => Some(crate::time::last_hours(hour_of(now), n)),
             RangeSpec::All => None,
         }
     }
 
     pub fn contains_hour(self, hour: i64, now: Timestamp) -> bool {
-        match self {
-            RangeSpec::Hours(n) => {
-                let last = hour_of(now);
-                hour <= last && hour > last - i64::from(n)
-            }
-            RangeSpec::All => true,
-        }
+        self.hours(now).is_none_or(|h| h.contains(&hour))
     }
 }
 
@@ -403,7 +431,7 @@ impl fmt::Display for RangeSpec {
 /// Filters and paging of a ranking query, already validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HotQuery {
-    pub model: crate::score::ModelKind,
+    pub model: ModelKind,
     pub range: RangeSpec,
     pub offset: usize,
     pub limit: usize,
@@ -415,6 +443,24 @@ pub struct HotQuery {
     pub explain: bool,
 }
 
+impl HotQuery {
+    /// The first `limit` items of a ranking: no filters, no cursor.
+    pub fn top(model: ModelKind, range: RangeSpec, limit: usize) -> Self {
+        HotQuery {
+            model,
+            range,
+            offset: 0,
+            limit,
+            category: None,
+            kind: None,
+            group: None,
+            per_author: None,
+            cursor: None,
+            explain: false,
+        }
+    }
+}
+
 /// One ranked item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RankedItem {
@@ -423,7 +469,7 @@ pub struct RankedItem {
     pub score: f64,
     pub counters: Counters,
     pub meta: ArticleMeta,
-    pub explain: Option<crate::score::Explain>,
+    pub explain: Option<Explain>,
 }
 
 /// A page of a ranking.
@@ -461,13 +507,45 @@ mod tests {
     }
 
     #[test]
+    fn integers_may_be_written_as_integral_numbers() {
+        let v = |t: &str| integral(&serde_json::from_str(t).unwrap());
+        assert_eq!(v("10056"), Some(10056));
+        assert_eq!(v("10056.0"), Some(10056));
+        assert_eq!(v("-3.0"), Some(-3));
+        assert_eq!(v("1e3"), Some(1000));
+        assert_eq!(v("1.5"), None);
+        assert_eq!(v("1e300"), None);
+        assert_eq!(v("\"1\""), None);
+    }
+
+    #[test]
     fn ranges() {
         assert_eq!(RangeSpec::parse("72h"), Some(RangeSpec::Hours(72)));
         assert_eq!(RangeSpec::parse("90d"), Some(RangeSpec::Hours(2160)));
         assert_eq!(RangeSpec::parse("1h"), Some(RangeSpec::Hours(1)));
         assert_eq!(RangeSpec::parse("all"), Some(RangeSpec::All));
+        assert_eq!(RangeSpec::parse("2160h"), Some(RangeSpec::Hours(2160)));
         for bad in [
-            "0h", "91d", "2161h", "h", "", "-1h", "1.5h", "72", "1w", "+1h",
+            "0h",
+            "91d",
+            "2161h",
+            "h",
+            "",
+            "-1h",
+            "1.5h",
+            "72",
+            "1w",
+            "+1h",
+            "é",
+            "1é",
+            "ééh",
+            "\u{10FFFF}",
+            "0d",
+            "00000h",
+            "99999d",
+            "02160h",
+            "072h",
+            "01d",
         ] {
             assert_eq!(RangeSpec::parse(bad), None, "{bad}");
         }
@@ -478,5 +556,79 @@ mod tests {
         assert!(!RangeSpec::Hours(1).contains_hour(9, now));
         assert!(RangeSpec::Hours(2).contains_hour(9, now));
         assert!(!RangeSpec::Hours(2).contains_hour(11, now));
+    }
+}
+
+/// The ranking models hotrank serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// Seed 000: `(α·pv + β·uv) / (hours_since_pub + base)^γ`.
+    Gravity,
+    /// Seed 001: weighted PV, UV, dwell, likes, comments minus an age penalty.
+    Weighted,
+    /// Seed 003: `publishedAt + 432·votes`.
+    Votes,
+    /// Seed 004: weighted sum of signals over the buckets in the range.
+    Window,
+    /// Reddit's hot formula over up- and down-votes.
+    Reddit,
+}
+
+impl ModelKind {
+    pub const ALL: [ModelKind; 5] = [
+        ModelKind::Gravity,
+        ModelKind::Weighted,
+        ModelKind::Votes,
+        ModelKind::Window,
+        ModelKind::Reddit,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelKind::Gravity => "gravity",
+            ModelKind::Weighted => "weighted",
+            ModelKind::Votes => "votes",
+            ModelKind::Window => "window",
+            ModelKind::Reddit => "reddit",
+        }
+    }
+
+    /// Whether the score depends on `now` at all. Vote scores fold the
+    /// publication time into the score once (seed 003, Reddit): a stored
+    /// score never goes stale, so their rankings are never re-scored for
+    /// time, only when votes arrive.
+    pub fn time_invariant(self) -> bool {
+        matches!(self, ModelKind::Votes | ModelKind::Reddit)
+    }
+
+    /// Vote models rank every live article by its lifetime votes; `range`
+    /// does not apply to them (seed 003 lists all articles).
+    pub fn lists_every_live_article(self) -> bool {
+        self.time_invariant()
+    }
+
+    /// The range each model uses when none is asked for in
+    /// `GET /api/articles/{id}`'s `scores` (seed 001 recomputes over 24 h).
+    pub fn default_range(self) -> RangeSpec {
+        match self {
+            ModelKind::Weighted => RangeSpec::Hours(24),
+            ModelKind::Votes | ModelKind::Reddit => RangeSpec::All,
+            ModelKind::Gravity | ModelKind::Window => RangeSpec::Hours(72),
+        }
+    }
+}
+
+/// The terms of one score, in the order a reader would add them up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explain(pub Vec<(&'static str, f64)>);
+
+impl Explain {
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
     }
 }

@@ -2,17 +2,23 @@
 //! [`run`], which serves until `shutdown` resolves and then flushes.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
 
 use crate::api::{self, AppState};
 use crate::clock::Clock;
-use crate::config::{Config, parse_cidr};
+use crate::config::{Config, HttpConfig, parse_cidr};
 use crate::gate::{BotDetector, Identity};
 use crate::store::Store;
 
@@ -33,6 +39,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             // Another recorder may already be installed (tests embedding
             // several servers): then this handle simply renders nothing new.
             let _ = metrics::set_global_recorder(recorder);
+            crate::metrics::describe();
             handle
         })
         .clone()
@@ -112,11 +119,8 @@ pub fn build_state(
             t
         }
     };
-    let bots = BotDetector::new(
-        &config.gate.bot_patterns,
-        config.gate.empty_user_agent_is_bot,
-    )
-    .map_err(|e| format!("gate.bot_patterns: {e}"))?;
+    let config_limits = config.limits.clone();
+    let bots = BotDetector::from_config(&config.gate)?;
     let trusted_proxies = config
         .trusted_proxies
         .iter()
@@ -131,6 +135,7 @@ pub fn build_state(
         admin_token: admin_token.into(),
         trusted_proxies: trusted_proxies.into(),
         metrics: Some(metrics_handle()),
+        budgets: Arc::new(api::budget::Budgets::new(&config_limits)),
     })
 }
 
@@ -142,13 +147,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let store = state.store.clone();
-    let clock = state.clock.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let upkeep = tokio::spawn(upkeep(store.clone(), clock, stop_rx));
-    let app = api::router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
+    let http = state.config.http.clone();
+    serve(listener, api::router(state), &http, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
     if let Err(e) = store.shutdown().await {
@@ -156,16 +158,82 @@ pub async fn run(
         return Err(std::io::Error::other(e.to_string()));
     }
     tracing::info!("shut down cleanly");
-    served
+    Ok(())
 }
+
+/// The accept loop: hyper's HTTP/1 connection with its header-read timer
+/// (`http.header_timeout_secs`, which also ends idle keep-alive
+/// connections) and parser limits, at most `http.max_connections` open at
+/// once, and a graceful shutdown that lets in-flight requests finish.
+async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    http: &HttpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(http.header_timeout_secs))
+        .max_buf_size(http.parser_buffer_bytes())
+        .max_headers(2 * http.max_headers)
+        .keep_alive(true);
+    let permits = Arc::new(Semaphore::new(http.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: the connections
+                    // we hold will close by their timeouts; try again soon.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            metrics::counter!("hotrank_http_connections_refused_total").increment(1);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = app
+            .clone()
+            .map_request(move |mut req: axum::http::Request<Incoming>| {
+                req.extensions_mut().insert(ConnectInfo(peer));
+                req
+            });
+        let conn = graceful
+            .watch(builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)));
+        metrics::gauge!("hotrank_http_connections").increment(1.0);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+            metrics::gauge!("hotrank_http_connections").decrement(1.0);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("requests still running after {SHUTDOWN_GRACE:?}; stopping anyway");
+        }
+    }
+}
+
+/// How long a shutdown waits for in-flight requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Every few seconds: store upkeep (retention, snapshots), and a readiness
 /// check that logs once when the store goes away and once when it is back.
-async fn upkeep(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn upkeep(state: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let (store, clock) = (state.store.clone(), state.clock.clone());
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy = true;
@@ -174,6 +242,7 @@ async fn upkeep(
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
+        state.budgets.sweep(clock.now_ms());
         let result = match store.ready().await {
             Ok(()) => store.maintain(clock.now()).await,
             Err(e) => Err(e),

@@ -4,7 +4,7 @@
 mod common;
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use common::{ADMIN, INGEST, T0, TestServer};
 
@@ -264,15 +264,7 @@ async fn operations_endpoints() {
     assert_eq!(s.get("/readyz").await.0, StatusCode::OK);
     s.view("m", "v").await;
     s.get("/api/hot").await;
-    let text = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.text("/metrics").await;
     for name in [
         "hotrank_events_total",
         "hotrank_ingest_seconds",
@@ -305,6 +297,85 @@ async fn require_known_articles() {
     assert_eq!(body["error"]["code"], "unknown_article");
     s.admin_put("/api/articles/yes", &json!({})).await;
     assert_eq!(s.view("yes", "v").await, "counted");
+    // A batch naming only unknown articles is the same 404 (API.md)...
+    let (status, body) = s
+        .post(
+            "/api/events",
+            &json!({"events": [{"type": "view", "articleId": "nope", "visitorId": "v"}]}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown_article"))
+    );
+    // ...and in a batch where others apply, the unknown one is listed.
+    let (status, body) = s
+        .post(
+            "/api/events",
+            &json!({"events": [
+                {"type": "view", "articleId": "yes", "visitorId": "w"},
+                {"type": "view", "articleId": "nope", "visitorId": "w"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["accepted"], 1);
+    assert_eq!(body["errors"][0]["code"], "unknown_article");
+    assert_eq!(s.get("/api/articles/nope").await.0, StatusCode::NOT_FOUND);
+}
+
+/// What /openapi.json promises about values: an integral number is an
+/// integer, `null` is an absent field, `limit`/`offset` and
+/// `page`/`pageSize` mix, and pages past the ranking's depth are empty.
+#[tokio::test]
+async fn values_as_the_document_describes_them() {
+    let s = TestServer::start().await;
+    let (status, v) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": 7.0, "visitorId": "a", "ts": T0 as f64, "userId": null, "eventId": null}),
+        )
+        .await;
+    assert_eq!(
+        (status, v["verdict"].as_str()),
+        (StatusCode::ACCEPTED, Some("counted")),
+        "{v}"
+    );
+    let (status, a) = s
+        .admin_put(
+            "/api/articles/7",
+            &json!({"publishedAt": (T0 - 3600) as f64, "title": null, "category": "é".repeat(128)}),
+        )
+        .await;
+    assert!(status.is_success(), "{a}");
+    assert_eq!(a["publishedAt"], T0 - 3600);
+    // 128 characters are fine, 129 are not, whatever their bytes.
+    let (status, _) = s
+        .admin_put("/api/articles/7", &json!({"category": "é".repeat(129)}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    for i in 0..30 {
+        s.view(&format!("p{i}"), "v").await;
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["articleId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, all) = s.get("/api/hot?range=all&limit=31").await;
+    let all = ids(&all);
+    let (status, mixed) = s
+        .get("/api/hot?range=all&offset=2&page=3&pageSize=4&limit=9")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{mixed}");
+    assert_eq!(ids(&mixed), all[10..14].to_vec());
+    let (status, deep) = s.get("/api/hot?offset=100000").await;
+    assert_eq!(status, StatusCode::OK, "{deep}");
+    assert!(deep["items"].as_array().unwrap().is_empty());
+    assert!(deep["cursor"].is_null());
 }
 
 #[tokio::test]
@@ -354,15 +425,7 @@ async fn tracker_and_dashboard_are_cached_with_etags() {
         !page.contains("http://") && !page.contains("https://"),
         "no outside file"
     );
-    let tracker = s
-        .client
-        .get(s.url("/tracker.js"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let tracker = s.text("/tracker.js").await;
     assert!(
         tracker.len() < 12 * 1024,
         "tracker is {} bytes",

@@ -6,7 +6,7 @@ mod common;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use common::{T0, TestServer};
+use common::{T0, TestServer, expect_error};
 
 /// Everything a bad request could have changed.
 async fn fingerprint(s: &TestServer) -> Value {
@@ -14,22 +14,6 @@ async fn fingerprint(s: &TestServer) -> Value {
     let (_, hot) = s.get("/api/hot?range=all&limit=100").await;
     let (_, a) = s.get("/api/articles/base").await;
     json!({"stats": stats, "hot": hot["items"], "article": a})
-}
-
-async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) {
-    assert_eq!(resp.status(), status, "expected {code}");
-    let ct = resp
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string());
-    assert!(ct.unwrap_or_default().starts_with("application/json"));
-    let body: Value = resp.json().await.expect("JSON error body");
-    assert_eq!(body["error"]["code"], code, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty())
-    );
 }
 
 #[tokio::test]
@@ -242,10 +226,13 @@ async fn bad_requests_are_refused_and_change_nothing() {
         "limit=-1",
         "limit=1.5",
         "offset=-1",
-        "offset=1000",
+        "offset=100001",
+        "page=100001",
         "page=0",
         "pageSize=500",
-        "page=1&limit=5",
+        "range=072h",
+        "range=%C3%A9",
+        "range=1%C3%A9",
         "model=nope",
         "perAuthor=0",
         "explain=maybe",
@@ -281,6 +268,24 @@ async fn bad_requests_are_refused_and_change_nothing() {
         assert_eq!(status, bad, "{path} {body}");
         assert_eq!(err["error"]["code"], code, "{path} {body}");
     }
+    // Arrays are not objects, whatever their length (serde would fill a
+    // struct from one).
+    let nine = json!(["view", "base", "v", "u", 1, "e", 1, "1.1.1.1", "ua"]);
+    let (status, err) = s.post("/api/views", &nine).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (bad, Some("invalid_event"))
+    );
+    let (status, err) = s.post("/api/events", &json!([[]])).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (bad, Some("invalid_json"))
+    );
+    let (status, err) = s.admin_put("/api/articles/base", &json!(["t"])).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (bad, Some("invalid_json"))
+    );
     // Unknown routes and methods.
     let (status, err) = s.get("/api/nothing-here").await;
     assert_eq!(
@@ -299,4 +304,258 @@ async fn bad_requests_are_refused_and_change_nothing() {
         before,
         "a bad request changed stored state"
     );
+}
+
+/// Fuzzing through the real router (`tower::ServiceExt::oneshot`): any
+/// bytes or text in any query parameter, any JSON-ish body on any POST,
+/// and the answer is a 2xx or a 4xx with the JSON error, never a panic
+/// (which would be a 500) or an empty reply.
+mod fuzz {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::Request;
+    use proptest::prelude::*;
+    use serde_json::Value;
+    use tower::ServiceExt;
+
+    use super::common::{ADMIN, T0, test_config};
+    use hotrank::config::Access;
+    use hotrank::store::StoreSettings;
+    use hotrank::store::embedded::{Durability, EmbeddedStore};
+
+    struct Rig {
+        rt: tokio::runtime::Runtime,
+        app: axum::Router,
+        _dir: tempfile::TempDir,
+    }
+
+    fn rig() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = test_config(dir.path());
+        config.posting = Access::Open;
+        config.voting = Access::Open;
+        // Budgets would turn later cases into 429s and hide the parsers.
+        config.limits.queries_per_minute_per_ip = 0;
+        config.limits.posts_per_minute_per_ip = 0;
+        config.limits.posts_per_minute_per_user = 0;
+        config.limits.votes_per_minute_per_ip = 0;
+        config.limits.votes_per_minute_per_user = 0;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (store, _) = EmbeddedStore::open(
+            Durability::from_config(&config),
+            StoreSettings::from_config(&config),
+        )
+        .unwrap();
+        let clock = hotrank::clock::ManualClock::at(T0);
+        let state = hotrank::server::build_state(config, Arc::new(store), Arc::new(clock)).unwrap();
+        let app = hotrank::api::router(state);
+        let rig = Rig { rt, app, _dir: dir };
+        rig.call(
+            Request::put("/api/articles/x")
+                .header("authorization", format!("Bearer {ADMIN}"))
+                .header("content-type", "application/json")
+                .body(Body::from("{}"))
+                .unwrap(),
+        )
+        .unwrap();
+        rig
+    }
+
+    impl Rig {
+        /// Sends one request; `Err` says what was wrong with the answer.
+        fn call(&self, req: Request<Body>) -> Result<(u16, Value), String> {
+            let what = format!("{} {}", req.method(), req.uri());
+            let (status, bytes) = self.rt.block_on(async {
+                let resp = self.app.clone().oneshot(req).await.unwrap();
+                let status = resp.status().as_u16();
+                (
+                    status,
+                    axum::body::to_bytes(resp.into_body(), 1 << 24)
+                        .await
+                        .unwrap(),
+                )
+            });
+            let body: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| format!("{what}: {status} with a body that is not JSON: {e}"))?;
+            match status {
+                200..=299 => Ok((status, body)),
+                400..=499 if body["error"]["code"].is_string() => Ok((status, body)),
+                _ => Err(format!("{what}: {status} {body}")),
+            }
+        }
+    }
+
+    fn encode(bytes: &[u8]) -> String {
+        bytes
+            .iter()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-._~".contains(b) {
+                    (*b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    }
+
+    /// The ranking parameters, and one no endpoint knows.
+    static HOT_PARAMS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        let mut names = hotrank::api::RANKING_PARAMS.to_vec();
+        names.push("other");
+        names
+    });
+
+    /// A parameter value: raw bytes, any text, or something near valid.
+    fn value() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..40),
+            any::<String>().prop_map(String::into_bytes),
+            "[0-9]{0,6}[hdé]?".prop_map(String::into_bytes),
+            "-?[0-9]{1,25}".prop_map(String::into_bytes),
+        ]
+    }
+
+    fn query(names: &'static [&'static str]) -> impl Strategy<Value = String> {
+        proptest::collection::vec((proptest::sample::select(names), value()), 0..4).prop_map(
+            |pairs| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", encode(v)))
+                    .collect::<Vec<_>>()
+                    .join("&")
+            },
+        )
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            any::<String>().prop_map(Value::from),
+            "[a-z0-9_-]{1,70}".prop_map(Value::from),
+            Just(Value::from("view")),
+            Just(Value::from("dwell")),
+            Just(Value::from("x")),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    proptest::sample::select(FIELDS).prop_map(str::to_string),
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    const FIELDS: &[&str] = &[
+        "type",
+        "articleId",
+        "visitorId",
+        "userId",
+        "ts",
+        "eventId",
+        "seconds",
+        "ip",
+        "userAgent",
+        "events",
+        "title",
+        "url",
+        "poster",
+        "author",
+        "category",
+        "kind",
+        "groups",
+        "summary",
+        "cover",
+        "publishedAt",
+        "direction",
+        "add",
+        "remove",
+        "zzz",
+    ];
+
+    /// An object with known fields (so the parsers get past the shape), or
+    /// any JSON, or any bytes.
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::btree_map(
+                proptest::sample::select(FIELDS).prop_map(str::to_string),
+                json_value(),
+                0..8
+            )
+            .prop_map(|m| serde_json::to_vec(&m).unwrap()),
+            proptest::collection::vec(
+                proptest::collection::btree_map(
+                    proptest::sample::select(FIELDS).prop_map(str::to_string),
+                    json_value(),
+                    0..6
+                ),
+                0..4
+            )
+            .prop_map(|evs| serde_json::to_vec(&serde_json::json!({ "events": evs })).unwrap()),
+            json_value().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn query_parameters_never_break_the_server(
+            hot in query(&HOT_PARAMS),
+            new in query(&HOT_PARAMS),
+            hourly in query(&["hours", "other"]),
+            stats in query(&["hours"]),
+        ) {
+            thread_local!(static RIG: Rig = rig());
+            RIG.with(|rig| {
+                for path in [
+                    format!("/api/hot?{hot}"),
+                    format!("/api/new?{new}"),
+                    format!("/api/articles/x/hourly?{hourly}"),
+                    format!("/api/stats?{stats}"),
+                ] {
+                    let req = Request::get(path.as_str()).body(Body::empty()).unwrap();
+                    rig.call(req).map_err(TestCaseError::fail)?;
+                }
+                Ok::<(), TestCaseError>(())
+            })?;
+        }
+
+        #[test]
+        fn bodies_never_break_the_server(body in body(), which in 0usize..6, text in any::<bool>()) {
+            thread_local!(static RIG: Rig = rig());
+            let (method, path) = [
+                ("POST", "/api/views"),
+                ("POST", "/api/events"),
+                ("POST", "/api/articles"),
+                ("POST", "/api/articles/x/vote"),
+                ("PUT", "/api/articles/x"),
+                ("POST", "/api/articles/x/groups"),
+            ][which];
+            RIG.with(|rig| {
+                let req = Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .header("content-type", if text { "text/plain" } else { "application/json" })
+                    .header("authorization", format!("Bearer {ADMIN}"))
+                    .body(Body::from(body))
+                    .unwrap();
+                rig.call(req).map_err(TestCaseError::fail)?;
+                Ok::<(), TestCaseError>(())
+            })?;
+        }
+    }
 }

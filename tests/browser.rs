@@ -224,6 +224,38 @@ impl Browser {
         std::fs::write(path, png).expect("write screenshot");
     }
 
+    async fn resize(&self, width: u32, height: u32) {
+        self.cmd(
+            "POST",
+            "window/rect",
+            json!({"width": width, "height": height}),
+        )
+        .await;
+    }
+
+    /// Nothing on the page is wider than the window.
+    async fn assert_fits_width(&self) {
+        let overflow = self
+            .js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            .await;
+        assert!(
+            overflow.as_i64().unwrap() <= 0,
+            "horizontal overflow {overflow}px"
+        );
+    }
+
+    /// Every text matching `selector` has WCAG AA contrast (4.5:1).
+    async fn assert_contrast(&self, selector: &str) {
+        let worst = self
+            .cmd(
+                "POST",
+                "execute/sync",
+                json!({"script": CONTRAST_JS, "args": [selector]}),
+            )
+            .await;
+        assert!(worst[0].as_f64().unwrap() >= 4.5, "low contrast: {worst}");
+    }
+
     /// Polls `script` until it returns something truthy.
     async fn wait_js(&self, script: &str, what: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -605,7 +637,9 @@ async fn dashboard_shows_the_hot_list() {
 
     let browser = Browser::start(&chromium, &driver).await;
     let query = "range=24h&model=gravity&limit=10";
-    browser.goto(&format!("{}/#/?{query}", server.base)).await;
+    browser
+        .goto(&format!("{}/#/hot?{query}", server.base))
+        .await;
     let expected = |body: &Value| -> Vec<String> {
         body["items"]
             .as_array()
@@ -674,19 +708,9 @@ async fn dashboard_shows_the_hot_list() {
     eprintln!("dashboard screenshot: {}", shot.display());
 
     // Readable on a phone: nothing wider than the screen.
-    browser
-        .cmd("POST", "window/rect", json!({"width": 390, "height": 844}))
-        .await;
-    let overflow = browser
-        .js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        .await;
-    assert!(
-        overflow.as_i64().unwrap() <= 0,
-        "horizontal overflow {overflow}px"
-    );
-    browser
-        .cmd("POST", "window/rect", json!({"width": 1100, "height": 800}))
-        .await;
+    browser.resize(390, 844).await;
+    browser.assert_fits_width().await;
+    browser.resize(1100, 800).await;
 
     // One article: the hourly chart, signals and quarantine by reason.
     browser.goto(&format!("{}/#/article/d0", server.base)).await;
@@ -728,4 +752,341 @@ async fn dashboard_shows_the_hot_list() {
         .await;
     browser.quit().await;
     eprintln!("dashboard: {:?}", started.elapsed());
+}
+
+/// A view with a user agent of our choosing (bots, for the quarantine).
+async fn view_as(server: &TestServer, article: &str, visitor: &str, ua: &str) {
+    let r = server
+        .client
+        .post(server.url("/api/views"))
+        .header("user-agent", ua)
+        .json(&json!({"articleId": article, "visitorId": visitor}))
+        .send()
+        .await
+        .expect("POST /api/views");
+    assert_eq!(r.status(), 202);
+}
+
+/// A day of traffic on a small site: some stories peak and fade, some
+/// rise, one is steady; a few duplicates and a crawler are held back.
+/// The clock ends at `T0 + 24h`, an overview having been taken an hour
+/// before (so movement has something to compare with).
+/// (id, title, category, readers in hour h of the day).
+type Story = (&'static str, &'static str, &'static str, fn(i64) -> i64);
+
+async fn a_day_of_traffic(server: &TestServer) {
+    let stories: &[Story] = &[
+        ("s1", "Postgres 18 ships async I/O", "db", |h| {
+            30 - (h - 4).abs().min(30)
+        }),
+        ("s2", "Why our Redis bill halved", "db", |h| {
+            (h - 12).max(0) * 3
+        }),
+        ("s3", "A field guide to HyperLogLog", "algorithms", |_| 6),
+        ("s4", "Rust 1.90 release notes, annotated", "rust", |h| {
+            24 - (h - 14).abs().min(24)
+        }),
+        ("s5", "Counting views the Reddit way", "algorithms", |h| {
+            (h - 17).max(0) * 5
+        }),
+        (
+            "s6",
+            "Ten years of hacker news ranking",
+            "algorithms",
+            |h| 12 - (h - 8).abs().min(12),
+        ),
+        ("s7", "Tokio task budgets explained", "rust", |h| {
+            if h % 6 == 0 { 10 } else { 2 }
+        }),
+        ("s8", "Write-ahead logs from scratch", "db", |h| {
+            (h / 3).min(8)
+        }),
+    ];
+    let start = common::T0;
+    for (id, title, cat, _) in stories {
+        let (status, body) = server
+            .admin_put(
+                &format!("/api/articles/{id}"),
+                &json!({"title": title, "category": cat, "author": "staff", "publishedAt": start - 3600}),
+            )
+            .await;
+        assert!(status.is_success(), "{body}");
+    }
+    for hour in 0..24 {
+        for (id, _, _, shape) in stories {
+            for v in 0..shape(hour).max(0) {
+                server.view(id, &format!("r{hour}-{v}")).await;
+            }
+        }
+        if hour % 5 == 2 {
+            server.view("s1", &format!("r{hour}-0")).await; // duplicate
+            view_as(
+                server,
+                "s3",
+                "crawler",
+                "Googlebot/2.1 (+http://www.google.com/bot.html)",
+            )
+            .await;
+        }
+        if hour == 23 {
+            let (_, o) = server.get("/api/overview?range=24h&limit=8").await;
+            assert_eq!(o["movementSince"], Value::Null);
+        }
+        server.clock.advance(3600);
+    }
+    // The current hour, half way through.
+    for (id, _, _, shape) in stories {
+        for v in 0..shape(24).max(0) / 2 {
+            server.view(id, &format!("r24-{v}")).await;
+        }
+    }
+    // An old story found again: it climbs.
+    for v in 0..110 {
+        server.view("s8", &format!("again{v}")).await;
+    }
+    // A story published in the last hour and read at once: "new".
+    let (status, body) = server
+        .admin_put(
+            "/api/articles/s9",
+            &json!({"title": "Breaking: the cache is a database now", "category": "db", "publishedAt": start + 23 * 3600}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    for v in 0..40 {
+        server.view("s9", &format!("b{v}")).await;
+    }
+}
+
+/// WCAG contrast of every element matching `selector` against the
+/// background it sits on (the nearest ancestor with one, else white);
+/// returns the lowest, with the element's text.
+const CONTRAST_JS: &str = r#"
+const lum = (c) => {
+  const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map(Number).map((v) => {
+    v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+};
+const bg = (e) => {
+  for (; e; e = e.parentElement) {
+    const c = getComputedStyle(e).backgroundColor;
+    if (c && !c.startsWith("rgba(0, 0, 0, 0") && c !== "transparent") return c;
+  }
+  return "rgb(255, 255, 255)";
+};
+let worst = [99, ""];
+for (const e of document.querySelectorAll(arguments[0])) {
+  if (!e.textContent.trim() || e.offsetParent === null) continue;
+  const a = lum(getComputedStyle(e).color), b = lum(bg(e));
+  const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  if (ratio < worst[0]) worst = [ratio, e.textContent.trim().slice(0, 40)];
+}
+return worst;
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overview_and_compare() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let started = Instant::now();
+    let (server, _site) = setup().await;
+    a_day_of_traffic(&server).await;
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
+
+    let browser = Browser::start(&chromium, &driver).await;
+    browser.resize(1100, 1250).await;
+    let query = "range=24h&model=gravity&limit=8";
+    browser.goto(&format!("{}/#/?{query}", server.base)).await;
+    let ids_js = "return [...document.querySelectorAll('#o-items tr[data-article-id]')]\
+                  .map(tr => tr.dataset.articleId)";
+    browser
+        .wait_js(
+            &format!("const ids = (() => {{ {ids_js} }})(); return ids.length === 8"),
+            "the overview's hot list",
+        )
+        .await;
+    let (_, o) = server.get(&format!("/api/overview?{query}")).await;
+    let want: Vec<&str> = o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|it| it["articleId"].as_str().unwrap())
+        .collect();
+    assert_eq!(browser.js(ids_js).await, json!(want), "the API's order");
+    // Totals as the API gives them.
+    let shown = browser
+        .js("return ['o-pv', 'o-counted', 'o-quarantined'].map(id => document.getElementById(id).textContent)")
+        .await;
+    let num = |v: &Value| hotrank::cli::top::fmt_count(v.as_u64().unwrap());
+    assert_eq!(
+        shown,
+        json!([
+            num(&o["totals"]["pv"]),
+            num(&o["totals"]["counted"]),
+            num(&o["totals"]["quarantinedTotal"])
+        ])
+    );
+    let reasons = browser
+        .js("return document.getElementById('o-reasons').textContent")
+        .await;
+    assert!(reasons.as_str().unwrap().contains("bot"), "{reasons}");
+    // The chart: one bar per hour with traffic, held-back events on top.
+    let bars = browser
+        .js("return [document.querySelectorAll('#o-chart rect.pv').length, document.querySelectorAll('#o-chart rect.quarantined').length]")
+        .await;
+    let with_pv = o["series"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pv"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(bars[0], with_pv);
+    assert!(bars[1].as_u64().unwrap() >= 4, "{bars}");
+    // A trend line per row, and movement since an hour ago.
+    let sparks = browser
+        .js("return document.querySelectorAll('#o-items svg.spark polyline').length")
+        .await;
+    assert_eq!(sparks, 8);
+    let moves = browser
+        .js("return Object.fromEntries([...document.querySelectorAll('#o-items tr')].map(tr => [tr.dataset.articleId, tr.querySelector('.mv') && tr.querySelector('.mv').className]))")
+        .await;
+    assert_eq!(moves["s9"], "mv new", "{moves}");
+    for it in o["items"].as_array().unwrap() {
+        let id = it["articleId"].as_str().unwrap();
+        assert_eq!(
+            moves[id],
+            format!("mv {}", it["movement"].as_str().unwrap()),
+            "{id}"
+        );
+    }
+    for m in ["mv down", "mv up"] {
+        assert!(
+            moves.as_object().unwrap().values().any(|v| v == m),
+            "{m}: {moves}"
+        );
+    }
+    // Why the new story leads: its score's terms, on demand.
+    browser
+        .js("document.querySelector('#o-items tr[data-article-id=s9] button.why').click()")
+        .await;
+    let explain = browser
+        .wait_js(
+            "const r = document.querySelector('#o-items tr.explain'); return r && r.textContent",
+            "the explanation",
+        )
+        .await;
+    assert!(explain.as_str().unwrap().contains("decay"), "{explain}");
+    // Accessible: every control labelled, every chart and move described,
+    // text readable against its background (WCAG AA, 4.5:1).
+    let unlabelled = browser
+        .js("return [...document.querySelectorAll('form input, form select')].filter(e => !e.labels || !e.labels.length).map(e => e.name)")
+        .await;
+    assert_eq!(unlabelled, json!([]));
+    let undescribed = browser
+        .js("return document.querySelectorAll('#view-overview svg:not([aria-label]), #o-items .mv:not([aria-label])').length")
+        .await;
+    assert_eq!(undescribed, 0);
+    browser.assert_contrast("#view-overview td, #view-overview th, #view-overview .label, #view-overview .mv, #view-overview figcaption, nav a, #status").await;
+    browser.screenshot(&shots.join("overview.png")).await;
+    println!(
+        "overview screenshot: {}",
+        shots.join("overview.png").display()
+    );
+
+    // Keyboard: a control changed from the keyboard re-renders the view.
+    let el = browser
+        .cmd(
+            "POST",
+            "element",
+            json!({"using": "css selector", "value": "#o-form select[name=range]"}),
+        )
+        .await;
+    let el = el
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    browser
+        .cmd("POST", &format!("element/{el}/value"), json!({"text": "7"}))
+        .await;
+    browser
+        .wait_js(
+            "return location.hash.includes('range=7') && document.getElementById('status').textContent.includes('· 7')",
+            "the overview for another range",
+        )
+        .await;
+
+    // Readable on a phone.
+    browser.resize(390, 1100).await;
+    browser.goto(&format!("{}/#/?{query}", server.base)).await;
+    browser
+        .wait_js(
+            "return document.querySelectorAll('#o-items svg.spark').length === 8",
+            "the overview on a phone",
+        )
+        .await;
+    browser.assert_fits_width().await;
+    browser.js("document.activeElement.blur()").await;
+    browser.screenshot(&shots.join("overview-phone.png")).await;
+
+    // Compare: two models side by side, with overlap and Kendall's tau.
+    browser.resize(1100, 800).await;
+    let cq = "a=gravity&b=window&range=24h&limit=8";
+    browser
+        .goto(&format!("{}/#/compare?{cq}", server.base))
+        .await;
+    browser
+        .wait_js(
+            "return document.querySelectorAll('#c-a tr').length === 8 && document.querySelectorAll('#c-b tr').length === 8",
+            "both sides of the comparison",
+        )
+        .await;
+    let (_, c) = server.get(&format!("/api/compare?{cq}")).await;
+    let side = |s: &str| -> Vec<String> {
+        c[s]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|it| it["articleId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for (s, tbody) in [("a", "c-a"), ("b", "c-b")] {
+        let shown = browser
+            .js(&format!(
+                "return [...document.querySelectorAll('#{tbody} tr')].map(tr => tr.dataset.articleId)"
+            ))
+            .await;
+        assert_eq!(shown, json!(side(s)));
+    }
+    let summary = browser
+        .js("return [document.getElementById('c-overlap').textContent, document.getElementById('c-tau').textContent]")
+        .await;
+    assert!(
+        summary[0]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{} / 8", c["common"])),
+        "{summary}"
+    );
+    match c["kendallTau"].as_f64() {
+        Some(t) => assert_eq!(summary[1], format!("{t:.2}")),
+        None => assert_eq!(summary[1], "–"),
+    }
+    let only = browser
+        .js("return document.querySelectorAll('#c-a tr.only').length")
+        .await;
+    let common = c["common"].as_u64().unwrap();
+    assert_eq!(only, 8 - common);
+    browser
+        .assert_contrast("#view-compare td, #view-compare th, #view-compare .label, nav a")
+        .await;
+    browser.screenshot(&shots.join("compare.png")).await;
+    browser.quit().await;
+    eprintln!("overview and compare: {:?}", started.elapsed());
 }

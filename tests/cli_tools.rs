@@ -284,6 +284,7 @@ fn replay_data_dir_two_models() {
                 segment_bytes: 64 << 10,
                 snapshot_interval_secs: 3600,
                 snapshot_every_records: 1 << 30,
+                storage: hotrank::store::storage::Disk::shared(),
             },
             StoreSettings::default(),
         )

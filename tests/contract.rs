@@ -21,7 +21,54 @@ use common::T0;
 /// A store under test and whatever keeps it alive.
 pub struct Harness {
     pub store: Arc<dyn Store>,
+    probe: Probe,
     _keep: Box<dyn std::any::Any + Send>,
+}
+
+/// How a test reads a store's own accounting of its gate state.
+enum Probe {
+    Embedded(Arc<EmbeddedStore>),
+    Redis(String),
+}
+
+/// Entries of gate state the store holds: the embedded store's own
+/// `gate_sizes`; on Redis the dedupe keys and the fields of the slotted
+/// `gate:*` hashes (the
+/// per-call `gate:batch:*` answers, two minutes each, are not per event
+/// and are left out).
+async fn gate_entries(h: &Harness) -> u64 {
+    match &h.probe {
+        Probe::Embedded(e) => {
+            let (a, b, c) = e.gate_sizes();
+            (a + b + c) as u64
+        }
+        Probe::Redis(url) => {
+            let client = ::redis::Client::open(url.as_str()).expect("url");
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("connect");
+            let keys: Vec<String> = ::redis::cmd("KEYS")
+                .arg("gate:*")
+                .query_async(&mut con)
+                .await
+                .expect("KEYS");
+            let mut n = 0u64;
+            for k in keys.iter().filter(|k| !k.starts_with("gate:batch:")) {
+                if k.starts_with("gate:dd:") {
+                    n += 1; // one key per dedupe pair
+                    continue;
+                }
+                let len: u64 = ::redis::cmd("HLEN")
+                    .arg(k)
+                    .query_async(&mut con)
+                    .await
+                    .expect("HLEN");
+                n += len;
+            }
+            n
+        }
+    }
 }
 
 async fn make_embedded(s: StoreSettings) -> Harness {
@@ -32,10 +79,13 @@ async fn make_embedded(s: StoreSettings) -> Harness {
         segment_bytes: 1 << 20,
         snapshot_interval_secs: 3600,
         snapshot_every_records: 1 << 40,
+        storage: hotrank::store::storage::Disk::shared(),
     };
     let (store, _) = EmbeddedStore::open(d, s).expect("open");
+    let store = Arc::new(store);
     Harness {
-        store: Arc::new(store),
+        store: store.clone(),
+        probe: Probe::Embedded(store),
         _keep: Box::new(dir),
     }
 }
@@ -51,6 +101,7 @@ async fn make_redis(s: StoreSettings) -> Harness {
     let store = RedisStore::connect(opts, s).expect("redis store");
     Harness {
         store: Arc::new(store),
+        probe: Probe::Redis(server.url()),
         _keep: Box::new(server),
     }
 }
@@ -77,16 +128,8 @@ fn view(article: &str, visitor: u128, ts: Timestamp) -> Event {
 
 fn query(range: RangeSpec, limit: usize) -> HotQuery {
     HotQuery {
-        model: ModelKind::Gravity,
-        range,
-        offset: 0,
-        limit,
-        category: None,
-        kind: None,
-        group: None,
-        per_author: None,
-        cursor: None,
         explain: true,
+        ..HotQuery::top(ModelKind::Gravity, range, limit)
     }
 }
 
@@ -537,6 +580,179 @@ where
     assert_eq!(out[1], Err(IngestReject::UnknownArticle));
 }
 
+/// Issue 10: an `eventId` is remembered only for an event that changed
+/// something. A flood of refused events (bots, duplicates, rate limited)
+/// with unique ids leaves the gate's state exactly as it was.
+pub async fn refused_events_store_nothing<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Harness>,
+{
+    let settings = StoreSettings {
+        visitor_limit_per_minute: 5,
+        ip_limit_per_minute: 0,
+        ..StoreSettings::default()
+    };
+    let h = make(settings).await;
+    let s = &*h.store;
+    publish(s, "a", T0 - 3600).await;
+    let keyed = |ev: Event, n: u128| Event {
+        event_id: Some((1 << 100) | n),
+        ..ev
+    };
+    assert_eq!(
+        verdicts(s, vec![keyed(view("a", 1, T0), 0)], T0).await,
+        [Verdict::Counted]
+    );
+    let budget: Vec<Event> = (0..5).map(|i| view(&format!("b{i}"), 2, T0)).collect();
+    assert!(
+        verdicts(s, budget, T0)
+            .await
+            .iter()
+            .all(|v| *v == Verdict::Counted)
+    );
+    let before = gate_entries(&h).await;
+    assert!(before >= 3, "the counted events left gate state: {before}");
+    let mut n = 0u128;
+    for _ in 0..100 {
+        let events: Vec<Event> = (0..1000)
+            .map(|i| {
+                n += 1;
+                let ev = match i % 3 {
+                    0 => Event {
+                        bot: true,
+                        ..view("a", 1_000_000 + n, T0 + 1)
+                    },
+                    1 => view("a", 1, T0 + 1),
+                    _ => view("c", 2, T0 + 1),
+                };
+                keyed(ev, n)
+            })
+            .collect();
+        let v = verdicts(s, events, T0 + 1).await;
+        assert!(v.iter().all(|v| *v != Verdict::Counted), "{v:?}");
+    }
+    assert_eq!(
+        gate_entries(&h).await,
+        before,
+        "100,000 refused events with unique eventIds left gate state behind"
+    );
+    let stats = s.stats(T0 + 1, 1).await.unwrap();
+    assert_eq!(stats.quarantined.total(), 100_000);
+    assert_eq!(stats.counted, 6);
+    assert!(s.article(&id("c"), T0 + 1).await.unwrap().is_none());
+}
+
+/// Issue 10: past `max_articles`, untrusted events for new articles are
+/// refused (and change nothing) while known articles keep counting; a
+/// trusted backend and `PUT` can still create articles.
+pub async fn max_articles_guard<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Harness>,
+{
+    let h = make(StoreSettings {
+        max_articles: 3,
+        ..StoreSettings::default()
+    })
+    .await;
+    let s = &*h.store;
+    publish(s, "known", T0 - 3600).await;
+    views(s, "b", 0, 1, T0).await;
+    views(s, "c", 10, 1, T0).await;
+    let out = s
+        .ingest(
+            vec![
+                view("d", 20, T0),
+                view("known", 21, T0),
+                view("b", 22, T0),
+                Event {
+                    trusted: true,
+                    ..view("e", 23, T0)
+                },
+                view("f", 24, T0),
+            ],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out[0], Err(IngestReject::TooManyArticles));
+    assert_eq!(out[1].map(|o| o.verdict), Ok(Verdict::Counted));
+    assert_eq!(out[2].map(|o| o.verdict), Ok(Verdict::Counted));
+    assert_eq!(out[3].map(|o| o.verdict), Ok(Verdict::Counted));
+    assert_eq!(out[4], Err(IngestReject::TooManyArticles));
+    assert!(s.article(&id("d"), T0).await.unwrap().is_none());
+    assert_eq!(s.stats(T0, 1).await.unwrap().counted, 5);
+    // The refused view took nothing: the same visitor's next view counts.
+    assert_eq!(
+        verdicts(s, vec![view("b", 20, T0 + 1)], T0 + 1).await,
+        [Verdict::Counted]
+    );
+    publish(s, "g", T0).await;
+    assert!(s.article(&id("g"), T0).await.unwrap().is_some());
+}
+
+/// Issue 10: a visitor whose counted views reach more than
+/// `bot_articles_per_minute` distinct articles in a minute is quarantined
+/// as `bot` from then on (for `bot_quarantine_secs`); a reader at human
+/// pace never is.
+pub async fn behaviour_bots<F, Fut>(make: F)
+where
+    F: Fn(StoreSettings) -> Fut,
+    Fut: Future<Output = Harness>,
+{
+    let h = make(StoreSettings {
+        bot_articles_per_minute: 3,
+        bot_quarantine_secs: 600,
+        ..StoreSettings::default()
+    })
+    .await;
+    let s = &*h.store;
+    let crawl: Vec<Event> = (0..4)
+        .map(|i| view(&format!("a{i}"), 7, T0 + i * 10))
+        .collect();
+    assert_eq!(
+        verdicts(s, crawl, T0 + 30).await,
+        [
+            Verdict::Counted,
+            Verdict::Counted,
+            Verdict::Counted,
+            Verdict::Bot
+        ]
+    );
+    assert!(s.article(&id("a3"), T0 + 30).await.unwrap().is_none());
+    // From then on, whatever it sends, long after the minute.
+    let later = vec![
+        view("z", 7, T0 + 500),
+        Event {
+            kind: EventType::Like,
+            ..view("a1", 7, T0 + 500)
+        },
+    ];
+    assert_eq!(
+        verdicts(s, later, T0 + 500).await,
+        [Verdict::Bot, Verdict::Bot]
+    );
+    // Three articles a minute, for three minutes: a reader.
+    let reader: Vec<Event> = (0..9)
+        .map(|i| view(&format!("r{i}"), 8, T0 + i * 21))
+        .collect();
+    assert!(
+        verdicts(s, reader, T0 + 200)
+            .await
+            .iter()
+            .all(|v| *v == Verdict::Counted)
+    );
+    // The quarantine ends.
+    assert_eq!(
+        verdicts(s, vec![view("a3", 7, T0 + 631)], T0 + 631).await,
+        [Verdict::Counted]
+    );
+    let stats = s.stats(T0 + 631, 1).await.unwrap();
+    assert_eq!(stats.quarantined.0[2], 3, "quarantined as bot");
+    assert_eq!(stats.counted, 13);
+}
+
 macro_rules! contract_suite {
     ($store:ident, $make:path) => {
         mod $store {
@@ -580,6 +796,18 @@ macro_rules! contract_suite {
             #[tokio::test]
             async fn known_articles_only() {
                 super::known_articles_only($make).await
+            }
+            #[tokio::test]
+            async fn refused_events_store_nothing() {
+                super::refused_events_store_nothing($make).await
+            }
+            #[tokio::test]
+            async fn max_articles_guard() {
+                super::max_articles_guard($make).await
+            }
+            #[tokio::test]
+            async fn behaviour_bots() {
+                super::behaviour_bots($make).await
             }
         }
     };

@@ -93,16 +93,8 @@ async fn publish(s: &dyn Store, article: &str, published_at: Timestamp, meta: Ar
 
 fn query(model: ModelKind, range: RangeSpec) -> HotQuery {
     HotQuery {
-        model,
-        range,
-        offset: 0,
-        limit: 20,
-        category: None,
-        kind: None,
-        group: None,
-        per_author: None,
-        cursor: None,
         explain: true,
+        ..HotQuery::top(model, range, 20)
     }
 }
 
@@ -526,7 +518,13 @@ fn rebuild(model: &str, e: &Value) -> f64 {
 
 #[tokio::test]
 async fn every_model_explains_its_scores_over_http() {
-    let s = TestServer::start_with(|c| c.models.votes.allow_down_votes = true).await;
+    // Anonymous posting and voting, as a site without a backend would allow.
+    let s = TestServer::start_with(|c| {
+        c.models.votes.allow_down_votes = true;
+        c.posting = hotrank::config::Access::Open;
+        c.voting = hotrank::config::Access::Open;
+    })
+    .await;
     let (status, posted) = s
         .post(
             "/api/articles",
@@ -625,7 +623,7 @@ async fn every_model_explains_its_scores_over_http() {
 
 #[tokio::test]
 async fn down_votes_are_refused_unless_enabled() {
-    let s = TestServer::start().await;
+    let s = TestServer::start_with(|c| c.voting = hotrank::config::Access::Open).await;
     let r = s
         .client
         .put(s.url("/api/articles/x"))

@@ -30,6 +30,9 @@ const ROUTES: &[(&str, &str)] = &[
     // rankings.rs
     ("/api/hot", "get"),
     ("/api/new", "get"),
+    // overview.rs
+    ("/api/overview", "get"),
+    ("/api/compare", "get"),
     // ops.rs
     ("/healthz", "get"),
     ("/readyz", "get"),
@@ -203,4 +206,63 @@ async fn every_ref_resolves() {
             .unwrap_or_else(|| panic!("{r} is not a local reference"));
         assert!(doc.pointer(pointer).is_some(), "{r} does not resolve");
     }
+}
+
+/// The `range` pattern admits exactly the ranges the server parses.
+#[tokio::test]
+async fn range_pattern_is_the_parser() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    let pattern = doc["components"]["parameters"]["range"]["schema"]["pattern"]
+        .as_str()
+        .expect("range has a pattern");
+    let re = regex::Regex::new(pattern).unwrap();
+    let mut candidates = vec!["all".to_string(), "ALL".into(), "".into(), "h".into()];
+    for n in 0..2500 {
+        for unit in ["h", "d", "w", ""] {
+            candidates.push(format!("{n}{unit}"));
+            candidates.push(format!("0{n}{unit}"));
+        }
+    }
+    for c in candidates {
+        assert_eq!(
+            re.is_match(&c),
+            hotrank::model::RangeSpec::parse(&c).is_some(),
+            "{c:?}"
+        );
+    }
+}
+
+/// Every operation documents the answers any route can give: 414 and 431
+/// (the head limits), 408 where a body is read, and 429 where a budget
+/// applies.
+#[tokio::test]
+async fn every_operation_documents_the_guards() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    for (path, method) in operations(&doc) {
+        if method == "options" {
+            continue;
+        }
+        let op = &doc["paths"][&path][&method];
+        let responses = op["responses"].as_object().unwrap();
+        for status in ["414", "431"] {
+            assert!(responses.contains_key(status), "{method} {path}: {status}");
+        }
+        if op.get("requestBody").is_some() {
+            assert!(responses.contains_key("408"), "{method} {path}: 408");
+        }
+    }
+    for (path, method) in [
+        ("/api/hot", "get"),
+        ("/api/articles/{id}", "put"),
+        ("/api/articles", "post"),
+        ("/api/articles/{id}/vote", "post"),
+    ] {
+        let r = &doc["paths"][path][method]["responses"]["429"];
+        assert!(r.is_object(), "{method} {path}: 429");
+    }
+    assert!(
+        doc["components"]["responses"]["TooManyRequests"]["headers"]["Retry-After"].is_object()
+    );
 }

@@ -119,16 +119,8 @@ async fn feed(store: &dyn Store, metas: &[(ArticleId, ArticleMeta)], batches: &[
 
 fn query(range: RangeSpec, limit: usize) -> HotQuery {
     HotQuery {
-        model: ModelKind::Gravity,
-        range,
-        offset: 0,
-        limit,
-        category: None,
-        kind: None,
-        group: None,
-        per_author: None,
-        cursor: None,
         explain: true,
+        ..HotQuery::top(ModelKind::Gravity, range, limit)
     }
 }
 
@@ -191,6 +183,7 @@ fn embedded(dir: &std::path::Path, s: StoreSettings) -> EmbeddedStore {
         segment_bytes: 1 << 20,
         snapshot_interval_secs: 3600,
         snapshot_every_records: 1 << 40,
+        storage: hotrank::store::storage::Disk::shared(),
     };
     EmbeddedStore::open(d, s).expect("open").0
 }
@@ -221,18 +214,19 @@ async fn same_answers_as_embedded() {
         let vr = r.ingest(b.clone(), now).await.unwrap();
         assert_eq!(ve, vr, "verdicts");
     }
-    // The stream exercises every verdict.
+    // The stream exercises every verdict. (Replayed at each batch's own
+    // arrival time: Redis keeps gate state in slots of the arrival clock.)
     let all: Vec<Verdict> = {
         let mut v = Vec::new();
         for b in &batches {
-            for o in r.ingest(b.clone(), T0).await.unwrap() {
+            for o in r.ingest(b.clone(), b[0].arrival_ms / 1000).await.unwrap() {
                 v.push(o.unwrap().verdict);
             }
         }
         v
     };
     for b in &batches {
-        e.ingest(b.clone(), T0).await.unwrap();
+        e.ingest(b.clone(), b[0].arrival_ms / 1000).await.unwrap();
     }
     for want in [Verdict::Replayed, Verdict::Bot, Verdict::Duplicate] {
         assert!(all.contains(&want), "{want:?}");
@@ -454,6 +448,7 @@ async fn export_import_both_ways() {
         segment_bytes: 1 << 20,
         snapshot_interval_secs: 3600,
         snapshot_every_records: 1 << 40,
+        storage: hotrank::store::storage::Disk::shared(),
     };
     EmbeddedStore::import_into(&durability, &StoreSettings::default(), &dump)
         .expect("import to embedded");
@@ -619,4 +614,257 @@ async fn redis_restart_under_load() {
         "acknowledged {total_acked} events, {} batches refused during the outage",
         failed.len()
     );
+}
+
+/// docs/redis-keys.md renders the key table the code checks keys against
+/// (`KEY_TABLE`): one source of truth. `UPDATE_DOCS=1` rewrites the docs.
+#[test]
+fn docs_render_the_key_table() {
+    use hotrank::store::redis::{KEY_TABLE, render_key_table};
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/redis-keys.md");
+    let mut text = std::fs::read_to_string(path).expect("docs/redis-keys.md");
+    let mut sections: Vec<&str> = KEY_TABLE.iter().map(|k| k.section).collect();
+    sections.dedup();
+    let mut fixed = text.clone();
+    for s in &sections {
+        let open = format!("<!-- keys:{s} -->\n");
+        let start = fixed
+            .find(&open)
+            .unwrap_or_else(|| panic!("docs lack {open:?}"))
+            + open.len();
+        let end = start + fixed[start..].find("<!-- /keys -->").expect("block end");
+        fixed.replace_range(start..end, &render_key_table(s));
+    }
+    if std::env::var("UPDATE_DOCS").is_ok() {
+        std::fs::write(path, &fixed).expect("write docs");
+        text = fixed.clone();
+    }
+    assert!(
+        text == fixed,
+        "docs/redis-keys.md differs from KEY_TABLE: run UPDATE_DOCS=1 cargo test --test redis docs_render"
+    );
+    assert_eq!(text.matches("<!-- keys:").count(), sections.len());
+}
+
+/// Issue 11 item 12: after a mixed load (every kind of event and verdict,
+/// eventIds, posts, votes, deletes, rankings, cursors, behaviour bots) every
+/// key in Redis is a documented one, of its documented type, with a TTL
+/// exactly when the table says so.
+#[tokio::test]
+async fn every_key_matches_the_table() {
+    use hotrank::store::redis::{Ttl, key_spec_of};
+    let server = RedisServer::start();
+    let s = StoreSettings {
+        bot_articles_per_minute: 3,
+        ..StoreSettings::default()
+    };
+    let store = redis_store(&server, "site:", s);
+    let (metas, batches) = stream();
+    feed(&store, &metas, &batches).await;
+    // A visitor that views 5 articles in a minute: quarantined.
+    let crawl: Vec<Event> = (0..5)
+        .map(|a| Event {
+            kind: EventType::View,
+            article: id(&format!("art{a}")),
+            visitor: 999_999,
+            ip: 77,
+            ts: T0,
+            arrival_ms: T0 * 1000,
+            event_id: Some(0xfeed + a as u128),
+            seconds: 0,
+            bot: false,
+            trusted: false,
+        })
+        .collect();
+    let v: Vec<Verdict> = store
+        .ingest(crawl, T0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.unwrap().verdict)
+        .collect();
+    assert_eq!(v[3..], [Verdict::Bot, Verdict::Bot]);
+    let posted = store
+        .post_article(ArticleMeta::default(), 5, T0)
+        .await
+        .unwrap();
+    store
+        .vote(&posted, 6, VoteDirection::Up, T0 + 10)
+        .await
+        .unwrap();
+    let _ = answers(&store, T0 + 60).await;
+    let mut q = query(RangeSpec::Hours(72), 2);
+    let page = store.hot(&q, T0 + 60).await.unwrap();
+    q.cursor = page.cursor.clone();
+    store.hot(&q, T0 + 60).await.unwrap();
+    let mut q = query(RangeSpec::Hours(24), 5);
+    q.model = ModelKind::Votes;
+    store.hot(&q, T0 + 60).await.unwrap();
+
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(
+        keys.len() > 100,
+        "a mixed load leaves many keys: {}",
+        keys.len()
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for k in &keys {
+        let rest = k
+            .strip_prefix("site:")
+            .unwrap_or_else(|| panic!("{k}: no prefix"));
+        let spec = key_spec_of(rest).unwrap_or_else(|| panic!("{k}: not in KEY_TABLE"));
+        seen.insert(spec.pattern);
+        let kind: String = redis::cmd("TYPE")
+            .arg(k)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(kind, spec.kind, "{k}: type");
+        let ttl: i64 = con.ttl(k).await.unwrap();
+        match spec.ttl {
+            Ttl::None => assert_eq!(ttl, -1, "{k}: must not expire"),
+            Ttl::Expires => assert!(ttl > 0, "{k}: must expire (ttl {ttl})"),
+        }
+    }
+    for must in [
+        "hll:uv:h:<id>:<hour>",
+        "hll:uv:d:<id>:<day>",
+        "gate:eid:<slot>",
+        "gate:rl:v:<slot>",
+        "gate:dd:<id>:<k>:<vhex>",
+        "gate:bot:<slot>",
+        "gate:batch:<hex>",
+        "voted:<id>",
+        "cursor:<16 hex>",
+        "stats:articles",
+    ] {
+        assert!(seen.contains(must), "the load wrote no {must}");
+    }
+}
+
+/// Issue 11 item 12: ingest.lua checks every event before its first write
+/// (a bad event in the middle changes nothing), and a call retried with
+/// the same batch id answers as the first one without counting again.
+#[tokio::test]
+async fn ingest_script_is_all_or_nothing() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(include_str!("../src/store/redis/ingest.lua"));
+    let call = |batch: &str, bad_middle: bool| {
+        let mut inv = script.prepare_invoke();
+        for a in [
+            "",
+            &T0.to_string(),
+            "900",
+            "60",
+            "600",
+            "86400",
+            "691200",
+            "7862400",
+            "0",
+            "0",
+            "0",
+            "30",
+            "86400000",
+            batch,
+            "3",
+        ] {
+            inv.arg(a);
+        }
+        for i in 0..3 {
+            let ts = if bad_middle && i == 1 {
+                "x".to_string()
+            } else {
+                T0.to_string()
+            };
+            inv.arg("v")
+                .arg(format!("a{i}"))
+                .arg(format!("{:032x}", i + 1))
+                .arg(vec![i as u8; 16]);
+            inv.arg("00000000000000aa").arg(ts).arg(T0 * 1000).arg(T0);
+            inv.arg(format!("{:032x}", 100 + i))
+                .arg(0)
+                .arg("0")
+                .arg("0");
+        }
+        inv
+    };
+    let err = call("", true).invoke_async::<Vec<i64>>(&mut con).await;
+    assert!(err.is_err(), "a malformed event fails the call");
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(n, 0, "nothing was written before the bad event was found");
+
+    let id = format!("{:032x}", 42);
+    let first: Vec<i64> = call(&id, false).invoke_async(&mut con).await.unwrap();
+    assert_eq!(first, [0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let keys_after_first: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    let again: Vec<i64> = call(&id, false).invoke_async(&mut con).await.unwrap();
+    assert_eq!(again, first, "a retried batch gets the first answer");
+    let pv: i64 = con.get("counter:views:a0").await.unwrap();
+    assert_eq!(pv, 1, "and is not counted twice");
+    let counted: i64 = con.get("stats:counted").await.unwrap();
+    assert_eq!(counted, 3);
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(n, keys_after_first);
+    // The same events under a new batch id are judged again: replayed.
+    let other: Vec<i64> = call(&format!("{:032x}", 43), false)
+        .invoke_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(other, [4, 0, 0, 4, 0, 0, 4, 0, 0]);
+}
+
+/// Issue 11 item 2: a 180 h window's PV only follows the events in its
+/// hours; it does not rise at 00:00 UTC when the oldest day turns partial.
+#[tokio::test]
+async fn windows_do_not_rise_at_midnight() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "", StoreSettings::default());
+    let midnight = (T0 / 86_400 + 1) * 86_400;
+    let hour = 3600;
+    // One view an hour, by a new visitor each, from 10 days back.
+    let events: Vec<Event> = (0..240)
+        .map(|k| Event {
+            kind: EventType::View,
+            article: id("a"),
+            visitor: k as u128 + 1,
+            ip: k as u64,
+            ts: midnight - k * hour - 1800,
+            arrival_ms: (midnight + 6 * hour) * 1000,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: true,
+        })
+        .collect();
+    let ts: Vec<i64> = events.iter().map(|e| e.ts).collect();
+    for b in events.chunks(50) {
+        store.ingest(b.to_vec(), midnight - 1).await.unwrap();
+    }
+    for n in [170u32, 180, 191, 192] {
+        let mut last_pv = u64::MAX;
+        for step in -4..4 {
+            let now = midnight + step * hour + 60;
+            let last = now.div_euclid(hour);
+            let expect = ts
+                .iter()
+                .filter(|t| t.div_euclid(hour) > last - i64::from(n) && t.div_euclid(hour) <= last)
+                .count() as u64;
+            let page = store
+                .hot(&query(RangeSpec::Hours(n), 1), now)
+                .await
+                .unwrap();
+            let pv = page.items[0].counters.pv;
+            assert_eq!(pv, expect, "range {n}h at {step} h from midnight");
+            assert!(pv <= last_pv, "range {n}h rose with time alone at {step}");
+            last_pv = pv;
+        }
+    }
 }

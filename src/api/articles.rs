@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use axum::extract::RawQuery;
 
-use super::extract::{ArticlePath, JsonBody, Params, valid_label};
+use super::budget::QueryBudget;
+use super::budget::Spend;
+use super::extract::{ArticlePath, ClientIp, JsonBody, Params, object, valid_label};
 use super::{ApiError, AppState};
 use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict, VoteDirection, VoteOutcome};
 use crate::store::PutOutcome;
@@ -38,6 +40,7 @@ struct MetaBody {
     kind: Option<String>,
     #[serde(default)]
     groups: Vec<String>,
+    #[serde(default, deserialize_with = "crate::model::de_opt_integral")]
     published_at: Option<i64>,
     summary: Option<String>,
     cover: Option<String>,
@@ -45,9 +48,9 @@ struct MetaBody {
 
 fn check_len(name: &str, v: &Option<String>, max: usize) -> Result<(), ApiError> {
     match v {
-        Some(s) if s.len() > max => Err(ApiError::bad(
+        Some(s) if s.chars().count() > max => Err(ApiError::bad(
             "invalid_article",
-            format!("{name} is longer than {max} bytes"),
+            format!("{name} is longer than {max} characters"),
         )),
         _ => Ok(()),
     }
@@ -98,13 +101,14 @@ fn sorted_groups(mut groups: Vec<String>) -> Vec<String> {
 }
 
 async fn put_article(
+    _: QueryBudget,
     State(state): State<AppState>,
     headers: HeaderMap,
     ArticlePath(id): ArticlePath,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     state.is_admin(&headers)?;
-    let b: MetaBody = serde_json::from_slice(&body)
+    let b: MetaBody = object(&body)
         .map_err(|e| ApiError::bad("invalid_json", format!("invalid article body: {e}")))?;
     check_meta(&b)?;
     let now = state.clock.now();
@@ -147,6 +151,7 @@ async fn put_article(
 }
 
 async fn get_article(
+    _: QueryBudget,
     State(state): State<AppState>,
     ArticlePath(id): ArticlePath,
 ) -> Result<Json<Value>, ApiError> {
@@ -159,6 +164,7 @@ async fn get_article(
 }
 
 async fn delete_article(
+    _: QueryBudget,
     State(state): State<AppState>,
     headers: HeaderMap,
     ArticlePath(id): ArticlePath,
@@ -175,6 +181,7 @@ async fn delete_article(
 /// over the last `hours` (1–2160, default 72), oldest first; hours with no
 /// activity are listed with zeros, so the series has exactly `hours` rows.
 async fn get_hourly(
+    _: QueryBudget,
     State(state): State<AppState>,
     ArticlePath(id): ArticlePath,
     RawQuery(raw): RawQuery,
@@ -188,7 +195,7 @@ async fn get_hourly(
         .await?
         .ok_or_else(|| ApiError::NotFound("not_found", format!("no article {id}")))?;
     let last = now.div_euclid(3600);
-    let first = last - i64::from(hours) + 1;
+    let first = *crate::time::last_hours(last, hours).start();
     let mut rows = rows.into_iter().peekable();
     let mut out = Vec::with_capacity(hours as usize);
     for hour in first..=last {
@@ -219,13 +226,14 @@ struct GroupsBody {
 }
 
 async fn post_groups(
+    _: QueryBudget,
     State(state): State<AppState>,
     headers: HeaderMap,
     ArticlePath(id): ArticlePath,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
     state.is_admin(&headers)?;
-    let b: GroupsBody = serde_json::from_slice(&body).map_err(|e| {
+    let b: GroupsBody = object(&body).map_err(|e| {
         ApiError::bad(
             "invalid_json",
             format!("expected {{\"add\": [], \"remove\": []}}: {e}"),
@@ -284,14 +292,26 @@ pub fn article_json(v: &ArticleView) -> Value {
     })
 }
 
-// No deny_unknown_fields here: serde does not support it with flatten;
-// MetaBody itself refuses unknown fields.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A post: `poster` plus the metadata fields. Read as the poster and a
+/// [`MetaBody`] of the rest, so that unknown fields are refused (serde's
+/// `flatten` would let them through).
 struct PostBody {
     poster: String,
-    #[serde(flatten)]
     meta: MetaBody,
+}
+
+impl PostBody {
+    fn parse(body: &[u8]) -> Result<Self, serde_json::Error> {
+        use serde::de::Error;
+        let mut fields: serde_json::Map<String, Value> = object(body)?;
+        let poster = match fields.remove("poster") {
+            Some(Value::String(p)) => p,
+            Some(_) => return Err(serde_json::Error::custom("poster must be a string")),
+            None => return Err(serde_json::Error::missing_field("poster")),
+        };
+        let meta = serde_json::from_value(Value::Object(fields))?;
+        Ok(PostBody { poster, meta })
+    }
 }
 
 /// Seed 003 posting: the id comes from a counter, the poster's vote is
@@ -299,9 +319,12 @@ struct PostBody {
 /// defaults to the poster.
 async fn post_article(
     State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let b: PostBody = serde_json::from_slice(&body)
+    let trusted = state.check_access(state.config.posting, "posting", &headers)?;
+    let b = PostBody::parse(&body)
         .map_err(|e| ApiError::bad("invalid_json", format!("invalid article body: {e}")))?;
     if b.poster.is_empty() || b.poster.len() > 128 {
         return Err(ApiError::bad(
@@ -333,6 +356,13 @@ async fn post_article(
         cover: m.cover,
     };
     let poster = state.identity.visitor(&b.poster);
+    state.budgets.spend(
+        Spend::Post,
+        &state.identity,
+        (!trusted).then_some(ip),
+        Some(poster),
+        state.clock.now_ms(),
+    )?;
     let id = state.store.post_article(meta, poster, now).await?;
     let view = state
         .store
@@ -358,10 +388,13 @@ struct VoteBody {
 
 async fn post_vote(
     State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
     ArticlePath(id): ArticlePath,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ApiError> {
-    let b: VoteBody = serde_json::from_slice(&body).map_err(|e| {
+    let trusted = state.check_access(state.config.voting, "voting", &headers)?;
+    let b: VoteBody = object(&body).map_err(|e| {
         ApiError::bad(
             "invalid_json",
             format!("expected {{\"userId\": ..., \"direction\": \"up\"|\"down\"}}: {e}"),
@@ -384,6 +417,13 @@ async fn post_vote(
         }
     };
     let user = state.identity.visitor(&b.user_id);
+    state.budgets.spend(
+        Spend::Vote,
+        &state.identity,
+        (!trusted).then_some(ip),
+        Some(user),
+        state.clock.now_ms(),
+    )?;
     match state
         .store
         .vote(&id, user, direction, state.clock.now())

@@ -25,8 +25,25 @@ pub enum ApiError {
     /// 410 with a specific code.
     #[error("{1}")]
     Gone(&'static str, String),
+    /// 408: the body did not arrive in time.
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error("request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    /// 414: the request target is longer than `http.max_uri_bytes`.
+    #[error("{0}")]
+    UriTooLong(String),
+    /// 431: the header section is over `http.max_header_bytes` or `http.max_headers`.
+    #[error("{0}")]
+    HeadersTooLarge(String),
+    /// 429 with a specific code (`rate_limited`, `too_many_articles`) and
+    /// `Retry-After` (whole seconds, at least 1).
+    #[error("{message}")]
+    TooManyRequests {
+        code: &'static str,
+        message: String,
+        retry_after_secs: u64,
+    },
     #[error("{0}")]
     UnsupportedMediaType(String),
     #[error("{0}")]
@@ -44,7 +61,11 @@ impl ApiError {
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(..) => StatusCode::CONFLICT,
             ApiError::Gone(..) => StatusCode::GONE,
+            ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -56,10 +77,14 @@ impl ApiError {
             ApiError::BadRequest(code, _)
             | ApiError::NotFound(code, _)
             | ApiError::Conflict(code, _)
-            | ApiError::Gone(code, _) => code,
+            | ApiError::Gone(code, _)
+            | ApiError::TooManyRequests { code, .. } => code,
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::RequestTimeout(_) => "request_timeout",
             ApiError::PayloadTooLarge(_) => "payload_too_large",
+            ApiError::UriTooLong(_) => "uri_too_long",
+            ApiError::HeadersTooLarge(_) => "headers_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
             ApiError::Unavailable(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
@@ -77,6 +102,21 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(m) => ApiError::Unavailable(m),
             StoreError::InvalidCursor(m) => ApiError::BadRequest("invalid_cursor", m),
             StoreError::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
+
+impl From<crate::store::IngestReject> for ApiError {
+    fn from(r: crate::store::IngestReject) -> Self {
+        use crate::store::IngestReject as R;
+        match r {
+            R::UnknownArticle => ApiError::NotFound(r.code(), r.message().into()),
+            // Articles are not freed by waiting; a minute is a polite pace.
+            R::TooManyArticles => ApiError::TooManyRequests {
+                code: r.code(),
+                message: r.message().into(),
+                retry_after_secs: 60,
+            },
         }
     }
 }
@@ -99,9 +139,27 @@ impl IntoResponse for ApiError {
         };
         let body = Json(json!({"error": {"code": self.code(), "message": message}}));
         let mut resp = (status, body).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        let retry_after = match &self {
+            ApiError::Unavailable(_) => Some(1),
+            ApiError::TooManyRequests {
+                retry_after_secs, ..
+            } => Some((*retry_after_secs).max(1)),
+            _ => None,
+        };
+        if let Some(secs) = retry_after {
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        if matches!(
+            self,
+            ApiError::UriTooLong(_) | ApiError::HeadersTooLarge(_) | ApiError::RequestTimeout(_)
+        ) {
+            // The rest of the request was not read: the connection cannot
+            // carry another one.
+            resp.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
         }
         resp
     }

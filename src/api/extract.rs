@@ -52,11 +52,28 @@ impl FromRequest<AppState> for JsonBody {
         {
             return Err(ApiError::PayloadTooLarge(limit));
         }
-        let body = axum::body::to_bytes(req.into_body(), limit)
+        let deadline = std::time::Duration::from_secs(state.config.http.body_timeout_secs);
+        let body = tokio::time::timeout(deadline, axum::body::to_bytes(req.into_body(), limit))
             .await
+            .map_err(|_| {
+                ApiError::RequestTimeout(format!(
+                    "the body did not arrive within {} s (http.body_timeout_secs)",
+                    deadline.as_secs()
+                ))
+            })?
             .map_err(|_| ApiError::PayloadTooLarge(limit))?;
         Ok(JsonBody(body))
     }
+}
+
+/// Deserializes a JSON object into `T`. serde would also fill a struct
+/// from a JSON array, field by field; the contract's bodies are objects.
+pub fn object<'a, T: serde::Deserialize<'a>>(json: &'a [u8]) -> Result<T, serde_json::Error> {
+    let first = json.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(serde::de::Error::custom("expected a JSON object"));
+    }
+    serde_json::from_slice(json)
 }
 
 /// Query parameters, each at most once, only the names a route knows.
@@ -132,7 +149,7 @@ impl Params {
 }
 
 pub fn valid_label(v: &str) -> bool {
-    !v.is_empty() && v.len() <= 128 && !v.chars().any(char::is_control)
+    !v.is_empty() && v.chars().count() <= 128 && !v.chars().any(char::is_control)
 }
 
 /// The `{id}` path segment, validated as an article id.

@@ -15,11 +15,10 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::extract::{ClientIp, JsonBody};
+use super::extract::{ClientIp, JsonBody, object};
 use super::{ApiError, AppState};
 use crate::gate::{TsError, check_ts};
-use crate::model::{ArticleId, Event, EventType, Verdict, VerdictCounts};
-use crate::store::IngestReject;
+use crate::model::{ArticleId, Event, EventType, Verdict, VerdictCounts, integral};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -106,14 +105,19 @@ fn parse_article_id(raw: Option<&RawValue>) -> Result<ArticleId, ApiError> {
     let raw = raw.ok_or_else(|| ApiError::bad("invalid_article_id", "articleId is required"))?;
     match raw_str(raw) {
         Some(s) => ArticleId::parse(&s).map_err(|_| bad()),
-        None => serde_json::from_str::<u64>(raw.get())
+        None => serde_json::from_str::<serde_json::Value>(raw.get())
+            .ok()
+            .and_then(|v| {
+                v.as_u64()
+                    .or_else(|| integral(&v).and_then(|i| u64::try_from(i).ok()))
+            })
             .map(ArticleId::from_number)
-            .map_err(|_| bad()),
+            .ok_or_else(bad),
     }
 }
 
 fn parse_event(raw: &RawValue, ctx: &Ctx<'_>, only_views: bool) -> Result<Event, ApiError> {
-    let ev: RawEvent<'_> = serde_json::from_str(raw.get()).map_err(|e| {
+    let ev: RawEvent<'_> = object(raw.get().as_bytes()).map_err(|e| {
         ApiError::bad(
             "invalid_event",
             format!("an event must be a JSON object: {e}"),
@@ -147,8 +151,9 @@ fn parse_event(raw: &RawValue, ctx: &Ctx<'_>, only_views: bool) -> Result<Event,
     let now = ctx.now_ms.div_euclid(1000);
     let ts = match ev.ts {
         None => now,
-        Some(raw) => serde_json::from_str::<i64>(raw.get())
+        Some(raw) => serde_json::from_str::<serde_json::Value>(raw.get())
             .ok()
+            .and_then(|v| integral(&v))
             .filter(|t| *t >= 0)
             .ok_or_else(|| {
                 ApiError::bad(
@@ -238,29 +243,28 @@ fn parse_event(raw: &RawValue, ctx: &Ctx<'_>, only_views: bool) -> Result<Event,
     } else {
         (ctx.ip, Some(Cow::Borrowed(ctx.user_agent)))
     };
-    let visitor = match (ev.visitor_id, ev.user_id) {
-        (Some(raw), _) => {
-            ctx.state
-                .identity
-                .visitor(&short_str(raw, "invalid_visitor_id", "visitorId")?)
-        }
-        (None, Some(raw)) => {
-            ctx.state
-                .identity
-                .visitor(&short_str(raw, "invalid_user_id", "userId")?)
-        }
-        (None, None) => {
-            ctx.state
-                .identity
-                .anonymous_visitor(ip, user_agent.as_deref().unwrap_or(""), now)
-        }
+    // Both are validated when given; `visitorId` wins.
+    let visitor_id = ev
+        .visitor_id
+        .map(|raw| short_str(raw, "invalid_visitor_id", "visitorId"))
+        .transpose()?;
+    let user_id = ev
+        .user_id
+        .map(|raw| short_str(raw, "invalid_user_id", "userId"))
+        .transpose()?;
+    let visitor = match visitor_id.or(user_id) {
+        Some(id) => ctx.state.identity.visitor(&id),
+        None => ctx
+            .state
+            .identity
+            .anonymous_visitor(ip, user_agent.as_deref().unwrap_or(""), now),
     };
     let bot = user_agent.is_some_and(|ua| ctx.state.bots.is_bot(&ua));
     Ok(Event {
         kind,
         article,
         visitor,
-        ip: ctx.state.identity.ip(ip),
+        ip: ctx.state.identity.ip(ctx.state.ip_block(ip)),
         ts,
         arrival_ms: ctx.now_ms,
         event_id,
@@ -303,12 +307,7 @@ async fn post_view(
     let outcome = state.store.ingest(vec![ev], now).await?;
     let outcome = match outcome.into_iter().next() {
         Some(Ok(o)) => o,
-        Some(Err(IngestReject::UnknownArticle)) => {
-            return Err(ApiError::NotFound(
-                "unknown_article",
-                "this article was never created (require_known_articles is set)".into(),
-            ));
-        }
+        Some(Err(reject)) => return Err(reject.into()),
         None => return Err(ApiError::Internal("store returned no outcome".into())),
     };
     let mut counts = VerdictCounts::default();
@@ -328,7 +327,7 @@ async fn post_events(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let trusted = state.is_trusted(&headers)?;
-    let batch: RawBatch<'_> = serde_json::from_slice(&body).map_err(|e| {
+    let batch: RawBatch<'_> = object(&body).map_err(|e| {
         ApiError::bad(
             "invalid_json",
             format!("body must be a JSON object {{\"events\": [...]}}: {e}"),
@@ -380,11 +379,16 @@ async fn post_events(
                 accepted += 1;
                 counts.add(o.verdict);
             }
-            Err(IngestReject::UnknownArticle) => errors.push(json!({
-                "index": i, "code": "unknown_article",
-                "message": "this article was never created (require_known_articles is set)"
-            })),
+            Err(r) => errors.push(json!({"index": i, "code": r.code(), "message": r.message()})),
         }
+    }
+    if accepted == 0 && errors.iter().any(|e| e["code"] == "unknown_article") {
+        // Nothing applied and the batch names an article that was never
+        // created: the batch's answer is the single event's (API.md).
+        return Err(ApiError::NotFound(
+            "unknown_article",
+            "the batch names an article that was never created (require_known_articles is set); nothing applied".into(),
+        ));
     }
     errors.sort_by_key(|e| e["index"].as_u64());
     record_verdicts(&counts);

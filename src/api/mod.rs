@@ -6,14 +6,18 @@
 //! store, and shape JSON: no storage logic lives here.
 
 mod articles;
+pub mod budget;
 mod error;
 mod extract;
+mod guard;
 mod ingest;
 mod ops;
+mod overview;
 mod rankings;
 mod web;
 
 pub use error::ApiError;
+pub use rankings::PARAMS as RANKING_PARAMS;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -38,9 +42,16 @@ pub struct AppState {
     pub admin_token: Arc<str>,
     pub trusted_proxies: Arc<[(IpAddr, u8)]>,
     pub metrics: Option<PrometheusHandle>,
+    pub budgets: Arc<budget::Budgets>,
 }
 
 impl AppState {
+    /// The block a client address is budgeted by (`limits.ipv4_prefix`,
+    /// `limits.ipv6_prefix`), for every per-IP limit.
+    pub fn ip_block(&self, ip: IpAddr) -> IpAddr {
+        self.budgets.block(ip)
+    }
+
     /// Whether `Authorization` carries the admin token.
     fn is_admin(&self, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
         match bearer(headers) {
@@ -68,6 +79,25 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// For posting and voting: with `access = "token"` the request must
+    /// carry the ingest or admin token. `Ok(trusted)`.
+    fn check_access(
+        &self,
+        access: crate::config::Access,
+        key: &str,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<bool, ApiError> {
+        let trusted = self.is_trusted(headers)?;
+        if access == crate::config::Access::Token && !trusted {
+            return Err(ApiError::Unauthorized(format!(
+                "this endpoint needs Authorization: Bearer <ingest or admin token> ({key} = \"token\")"
+            )));
+        }
+        Ok(trusted)
+    }
+}
+
 fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     let v = headers
         .get(axum::http::header::AUTHORIZATION)?
@@ -86,7 +116,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .merge(
             ingest::router().route_layer(axum::middleware::from_fn_with_state(
                 state.clone(),
@@ -95,13 +125,92 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(articles::router())
         .merge(rankings::router())
+        .merge(overview::router())
         .merge(ops::router())
-        .merge(web::router())
+        .merge(web::router());
+    guarded(routes, state)
+}
+
+/// What every route shares: JSON 404/405, the head limits, a JSON 500 for
+/// a panicking handler, and the request metrics around all of it.
+fn guarded(routes: Router<AppState>, state: AppState) -> Router {
+    routes
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         // Bodies are read and limited by our own extractor, which answers
         // 413 in the contract's JSON shape.
         .layer(DefaultBodyLimit::disable())
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            guard::panic_response,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::head_limits,
+        ))
         .layer(axum::middleware::from_fn(ops::track))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_json_500_and_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (store, _) = crate::store::embedded::EmbeddedStore::open(
+            crate::store::embedded::Durability::from_config(&config),
+            crate::store::StoreSettings::from_config(&config),
+        )
+        .unwrap();
+        let state = crate::server::build_state(
+            config,
+            Arc::new(store),
+            Arc::new(crate::clock::ManualClock::at(1_763_760_000)),
+        )
+        .unwrap();
+        let metrics = state.metrics.clone().unwrap();
+        let app = guarded(
+            Router::new().route(
+                "/boom",
+                axum::routing::get(|| async {
+                    let v: Vec<u8> = Vec::new();
+                    v[3].to_string()
+                }),
+            ),
+            state,
+        );
+        for _ in 0..2 {
+            let resp = app
+                .clone()
+                .oneshot(Request::get("/boom").body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            let body = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["error"]["code"], "internal", "{v}");
+        }
+        let text = metrics.render();
+        let count = |prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        assert_eq!(count("hotrank_http_panics_total "), Some(2.0), "{text}");
+        assert_eq!(
+            count("hotrank_http_requests_total{route=\"/boom\",status=\"500\"} "),
+            Some(2.0),
+            "{text}"
+        );
+    }
 }

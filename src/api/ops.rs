@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::budget::QueryBudget;
 use super::extract::Params;
 use super::{ApiError, AppState};
 use crate::model::{Quarantine, Verdict};
@@ -68,6 +69,7 @@ pub fn quarantine_json(q: &Quarantine) -> Value {
 }
 
 async fn stats(
+    _: QueryBudget,
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {

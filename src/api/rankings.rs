@@ -8,6 +8,7 @@ use axum::extract::{RawQuery, State};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::budget::QueryBudget;
 use super::extract::Params;
 use super::{ApiError, AppState};
 use crate::model::{HotPage, HotQuery, RangeSpec, RankedItem};
@@ -19,7 +20,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/new", get(get_new))
 }
 
-const PARAMS: &[&str] = &[
+/// The query parameters of `/api/hot` and `/api/new`.
+pub const PARAMS: &[&str] = &[
     "range",
     "model",
     "limit",
@@ -34,8 +36,12 @@ const PARAMS: &[&str] = &[
     "explain",
 ];
 
+/// The largest `offset` and `page` accepted: the deepest a ranking can be
+/// configured (`retention.ranking_cap`).
+const MAX_DEPTH: usize = 100_000;
+
 /// Parses and validates a ranking query; returns it with the range as given.
-fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiError> {
+pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiError> {
     let p = Params::parse(raw, PARAMS)?;
     let range_text = p.get("range").unwrap_or("72h").to_string();
     let range = RangeSpec::parse(&range_text).ok_or_else(|| {
@@ -57,31 +63,14 @@ fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiE
             )
         })?,
     };
-    let (offset, limit) = match (p.get("page"), p.get("pageSize")) {
-        (None, None) => {
-            let limit = p.int("limit", 1, 100)?.unwrap_or(20);
-            (p.int("offset", 0, cap)?.unwrap_or(0), limit)
-        }
-        _ => {
-            if p.get("offset").is_some() || p.get("limit").is_some() {
-                return Err(ApiError::bad(
-                    "invalid_parameter",
-                    "use either limit/offset or page/pageSize, not both",
-                ));
-            }
-            let size = p.int("pageSize", 1, 100)?.unwrap_or(20);
-            let page = p.int("page", 1, cap)?.unwrap_or(1);
-            ((page - 1) * size, size)
-        }
-    };
-    if offset + limit > cap {
-        return Err(ApiError::bad(
-            "invalid_parameter",
-            format!(
-                "rankings are {cap} deep (retention.ranking_cap): offset + limit must be <= {cap}"
-            ),
-        ));
-    }
+    // Two spellings of one window, which may be mixed: `pageSize` (else
+    // `limit`) items, starting `offset + (page - 1) * size` items in.
+    let limit = p.int("limit", 1, 100)?;
+    let size = p.int("pageSize", 1, 100)?.or(limit).unwrap_or(20);
+    let page = p.int("page", 1, MAX_DEPTH)?.unwrap_or(1);
+    let offset = p.int("offset", 0, MAX_DEPTH)?.unwrap_or(0) + (page - 1) * size;
+    // A ranking is `cap` deep: past that, pages are short or empty.
+    let limit = size.min(cap.saturating_sub(offset));
     let cursor = match p.get("cursor") {
         Some(c) if c.is_empty() || c.len() > 512 => {
             return Err(ApiError::bad(
@@ -106,7 +95,7 @@ fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiE
     Ok((q, range_text))
 }
 
-fn item_json(it: &RankedItem) -> Value {
+pub(super) fn item_json(it: &RankedItem) -> Value {
     let m = &it.meta;
     let c = &it.counters;
     let mut v = json!({
@@ -136,25 +125,45 @@ fn page_json(page: &HotPage, q: &HotQuery, range_text: &str) -> Value {
 }
 
 async fn get_hot(
+    _: QueryBudget,
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
-    let (q, range_text) = parse_query(raw.as_deref(), state.config.retention.ranking_cap)?;
-    let page = state.store.hot(&q, state.clock.now()).await?;
-    metrics::histogram!("hotrank_query_seconds", "endpoint" => "hot")
-        .record(started.elapsed().as_secs_f64());
-    Ok(Json(page_json(&page, &q, &range_text)))
+    answer(&state, raw.as_deref(), List::Hot).await
 }
 
 async fn get_new(
+    _: QueryBudget,
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
+    answer(&state, raw.as_deref(), List::New).await
+}
+
+#[derive(Clone, Copy)]
+enum List {
+    Hot,
+    New,
+}
+
+async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
-    let (q, range_text) = parse_query(raw.as_deref(), state.config.retention.ranking_cap)?;
-    let page = state.store.newest(&q, state.clock.now()).await?;
-    metrics::histogram!("hotrank_query_seconds", "endpoint" => "new")
+    let (q, range_text) = parse_query(raw, state.config.retention.ranking_cap)?;
+    let now = state.clock.now();
+    let (page, endpoint) = match list {
+        // Past the ranking's depth: nothing to ask the store.
+        _ if q.limit == 0 => (
+            HotPage {
+                items: Vec::new(),
+                generated_at: now,
+                cursor: None,
+            },
+            "empty",
+        ),
+        List::Hot => (state.store.hot(&q, now).await?, "hot"),
+        List::New => (state.store.newest(&q, now).await?, "new"),
+    };
+    metrics::histogram!("hotrank_query_seconds", "endpoint" => endpoint)
         .record(started.elapsed().as_secs_f64());
     Ok(Json(page_json(&page, &q, &range_text)))
 }

@@ -29,7 +29,8 @@ fn set<T: Eq + Hash>(xs: &[T]) -> HashSet<&T> {
     xs.iter().collect()
 }
 
-fn common_count<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
+/// How many items the two lists share.
+pub fn common_count<T: Eq + Hash>(a: &[T], b: &[T]) -> usize {
     let sb = set(b);
     set(a).into_iter().filter(|x| sb.contains(x)).count()
 }

@@ -6,11 +6,14 @@
 //!   and seed 001's edge checks.
 //! - [`replay`]: a recorded event log under two parameter sets; the top-N
 //!   differences per interval.
-//! - [`metrics`]: the pure list comparisons both use.
+//! - [`metrics`]: the pure list comparisons both use (and `/api/compare`).
+//! - [`top`]: `hotrank top` and `hotrank stats`, a running server's hot
+//!   list and totals in the terminal.
 
 pub mod metrics;
 pub mod replay;
 pub mod simulate;
+pub mod top;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -149,18 +149,7 @@ impl Side {
     }
 
     fn query(&self, top: usize) -> HotQuery {
-        HotQuery {
-            model: self.model,
-            range: self.range,
-            offset: 0,
-            limit: top,
-            category: None,
-            kind: None,
-            group: None,
-            per_author: None,
-            cursor: None,
-            explain: false,
-        }
+        HotQuery::top(self.model, self.range, top)
     }
 }
 
@@ -652,8 +641,11 @@ fn replay_data_dir(
             dir.display()
         ));
     }
-    let snapshots =
-        crate::store::snapshot::list_snapshots(&dir.join("snapshots")).unwrap_or_default();
+    let snapshots = crate::store::snapshot::list_snapshots(
+        &crate::store::storage::Disk,
+        &dir.join("snapshots"),
+    )
+    .unwrap_or_default();
     let snapshot_seq = snapshots.iter().map(|s| s.0).max();
     let total: u64 = std::fs::read_dir(&wal_dir)
         .map_err(|e| format!("cannot read {}: {e}", wal_dir.display()))?
@@ -663,10 +655,10 @@ fn replay_data_dir(
         .max(1);
     let mut read = 0u64;
     let mut error = None;
-    let stats = crate::store::wal::read_records(&wal_dir, 0, |_, payload| {
+    let disk = crate::store::storage::Disk;
+    let stats = crate::store::wal::read_records(&disk, &wal_dir, 0, |_, version, payload| {
         read += payload.len() as u64 + crate::store::wal::RECORD_HEADER_LEN as u64;
-        let rec: LogRecord = postcard::from_bytes(payload)
-            .map_err(|e| format!("log record does not decode: {e}"))?;
+        let rec: LogRecord = crate::store::embedded::persist::decode_record(version, payload)?;
         if let Err(e) = r.record(rec) {
             error = Some(e.clone());
             return Err(e);

@@ -278,7 +278,7 @@ fn plan_articles(n: usize, duration: i64, rng: &mut Rng) -> Result<Vec<Article>,
 
 fn reader(k: u32) -> (Option<String>, IpAddr, &'static str) {
     // One reader in five has no visitor id (identified by IP + user agent).
-    let id = (k % 5 != 0).then(|| format!("r{k}"));
+    let id = (!k.is_multiple_of(5)).then(|| format!("r{k}"));
     let ip = IpAddr::V4(Ipv4Addr::new(10, (k >> 16) as u8, (k >> 8) as u8, k as u8));
     (id, ip, BROWSERS[k as usize % BROWSERS.len()])
 }
@@ -487,18 +487,7 @@ pub fn run(args: SimulateArgs) -> Result<bool, String> {
     .map_err(|e| format!("gate.bot_patterns: {e}"))?;
     let store = EmbeddedStore::in_memory(settings.clone());
     let rt = runtime()?;
-    let query = HotQuery {
-        model: args.model,
-        range,
-        offset: 0,
-        limit: settings.ranking_cap,
-        category: None,
-        kind: None,
-        group: None,
-        per_author: None,
-        cursor: None,
-        explain: false,
-    };
+    let query = HotQuery::top(args.model, range, settings.ranking_cap);
     let look = |offset: i64| -> Result<Look, String> {
         let page = rt
             .block_on(store.hot(&query, SIM_START + offset))

@@ -51,6 +51,17 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
         }
     }
 
+    /// How long until an event at `now_ms` would be admitted: `None` if it
+    /// would be now, else the milliseconds until the oldest admission in
+    /// the window leaves it.
+    pub fn wait_ms(&self, key: &K, now_ms: i64) -> Option<i64> {
+        if self.allows(key, now_ms) {
+            return None;
+        }
+        let oldest = self.logs.get(key).and_then(|log| log.front().copied())?;
+        Some((oldest + self.window_ms - now_ms).max(1))
+    }
+
     /// Records an admission at `now_ms` (call after `allows` said yes, or
     /// when replaying the log).
     pub fn record(&mut self, key: K, now_ms: i64) {
@@ -115,6 +126,17 @@ mod tests {
         assert!(admit(&mut l, 60_000));
         assert!(!admit(&mut l, 60_001));
         assert!(admit(&mut l, 70_000));
+    }
+
+    #[test]
+    fn wait_is_until_the_oldest_leaves() {
+        let mut l = SlidingLimiter::new(2, 60_000);
+        assert_eq!(l.wait_ms(&1, 0), None);
+        l.record(1, 0);
+        l.record(1, 10_000);
+        assert_eq!(l.wait_ms(&1, 30_000), Some(30_000));
+        assert_eq!(l.wait_ms(&1, 60_000), None);
+        assert_eq!(l.wait_ms(&2, 30_000), None);
     }
 
     #[test]

@@ -7,10 +7,10 @@
 //! them atomically with the counter update, in this order:
 //! `replayed → bot → rate_limited → duplicate → counted`.
 
-mod bots;
+pub mod bots;
 mod limiter;
 
-pub use bots::BotDetector;
+pub use bots::{BotDetector, reload_on_sighup};
 pub use limiter::SlidingLimiter;
 
 use std::net::IpAddr;
@@ -68,7 +68,8 @@ impl Identity {
         self.hash128(2, &[&day, &ip, user_agent.as_bytes()])
     }
 
-    /// The rate-limit key of a client IP.
+    /// The rate-limit key of a client IP (pass it through [`ip_block`]
+    /// first, so that one network shares one budget).
     pub fn ip(&self, ip: IpAddr) -> u64 {
         self.hash128(3, &[&ip_bytes(ip)]) as u64
     }
@@ -76,6 +77,36 @@ impl Identity {
     /// The idempotency key of an `eventId`.
     pub fn event_id(&self, event_id: &str) -> u128 {
         self.hash128(4, &[event_id.as_bytes()])
+    }
+}
+
+/// The block a client address is budgeted by: its first `v4_prefix` bits
+/// for IPv4 (IPv4-mapped IPv6 included), its first `v6_prefix` bits for
+/// IPv6, the rest zeroed. With /64 one customer's IPv6 network, which holds
+/// 2^64 addresses, is one client, as an IPv4 address is.
+pub fn ip_block(ip: IpAddr, v4_prefix: u8, v6_prefix: u8) -> IpAddr {
+    fn mask(bits: u32, len: u8) -> u32 {
+        if len == 0 {
+            0
+        } else {
+            bits & (u32::MAX << (32 - u32::from(len.min(32))))
+        }
+    }
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(mask(u32::from(v4), v4_prefix).into()),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(mask(u32::from(v4), v4_prefix).into()),
+            None => {
+                let len = u32::from(v6_prefix.min(128));
+                let bits = u128::from(v6);
+                let masked = if len == 0 {
+                    0
+                } else {
+                    bits & (u128::MAX << (128 - len))
+                };
+                IpAddr::V6(masked.into())
+            }
+        },
     }
 }
 
@@ -126,6 +157,31 @@ mod tests {
         assert_eq!(d0, a.anonymous_visitor(ip, "ua", 86_399));
         assert_ne!(d0, a.anonymous_visitor(ip, "ua", 86_400));
         assert_ne!(d0, a.anonymous_visitor(ip, "ub", 0));
+    }
+
+    #[test]
+    fn ipv6_clients_share_a_budget_per_prefix() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let id = Identity::new([7; 16]);
+        let key = |s: &str, v6: u8| id.ip(ip_block(ip(s), 32, v6));
+        // Two addresses of one /64 are one client; the next /64 is another.
+        assert_eq!(
+            key("2001:db8:1:2::1", 64),
+            key("2001:db8:1:2:ffff:ffff:ffff:ffff", 64)
+        );
+        assert_ne!(key("2001:db8:1:2::1", 64), key("2001:db8:1:3::1", 64));
+        // A /48 prefix merges those two /64s; /128 keys every address.
+        assert_eq!(key("2001:db8:1:2::1", 48), key("2001:db8:1:3::1", 48));
+        assert_ne!(key("2001:db8:1:2::1", 128), key("2001:db8:1:2::2", 128));
+        // IPv4 is keyed per address by default, per block when asked, and
+        // an IPv4-mapped IPv6 address is the IPv4 address.
+        assert_ne!(key("192.0.2.1", 64), key("192.0.2.2", 64));
+        assert_eq!(key("192.0.2.1", 64), key("::ffff:192.0.2.1", 64));
+        assert_eq!(ip_block(ip("192.0.2.77"), 24, 64), ip("192.0.2.0"));
+        assert_eq!(
+            ip_block(ip("2001:db8:aa:bb:cc:dd:ee:ff"), 32, 64),
+            ip("2001:db8:aa:bb::")
+        );
     }
 
     #[test]

@@ -19,81 +19,12 @@ pub use window::WindowParams;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ArticleMeta, Counters, RangeSpec, Timestamp};
+use crate::model::{ArticleMeta, Counters, Timestamp};
 
-/// The ranking models hotrank serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModelKind {
-    /// Seed 000: `(α·pv + β·uv) / (hours_since_pub + base)^γ`.
-    Gravity,
-    /// Seed 001: weighted PV, UV, dwell, likes, comments minus an age penalty.
-    Weighted,
-    /// Seed 003: `publishedAt + 432·votes`.
-    Votes,
-    /// Seed 004: weighted sum of signals over the buckets in the range.
-    Window,
-    /// Reddit's hot formula over up- and down-votes.
-    Reddit,
-}
-
-impl ModelKind {
-    pub const ALL: [ModelKind; 5] = [
-        ModelKind::Gravity,
-        ModelKind::Weighted,
-        ModelKind::Votes,
-        ModelKind::Window,
-        ModelKind::Reddit,
-    ];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModelKind::Gravity => "gravity",
-            ModelKind::Weighted => "weighted",
-            ModelKind::Votes => "votes",
-            ModelKind::Window => "window",
-            ModelKind::Reddit => "reddit",
-        }
-    }
-
-    /// Whether the score depends on `now` at all. Vote scores fold the
-    /// publication time into the score once (seed 003, Reddit): a stored
-    /// score never goes stale, so their rankings are never re-scored for
-    /// time, only when votes arrive.
-    pub fn time_invariant(self) -> bool {
-        matches!(self, ModelKind::Votes | ModelKind::Reddit)
-    }
-
-    /// Vote models rank every live article by its lifetime votes; `range`
-    /// does not apply to them (seed 003 lists all articles).
-    pub fn lists_every_live_article(self) -> bool {
-        self.time_invariant()
-    }
-
-    /// The range each model uses when none is asked for in
-    /// `GET /api/articles/{id}`'s `scores` (seed 001 recomputes over 24 h).
-    pub fn default_range(self) -> RangeSpec {
-        match self {
-            ModelKind::Weighted => RangeSpec::Hours(24),
-            ModelKind::Votes | ModelKind::Reddit => RangeSpec::All,
-            ModelKind::Gravity | ModelKind::Window => RangeSpec::Hours(72),
-        }
-    }
-}
-
-/// The terms of one score, in the order a reader would add them up.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Explain(pub Vec<(&'static str, f64)>);
-
-impl Explain {
-    pub fn get(&self, name: &str) -> Option<f64> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
-    }
-}
+/// The model names and score explanations are vocabulary every layer
+/// speaks; they live in [`crate::model`] so that `model` needs nothing
+/// from `score`.
+pub use crate::model::{Explain, ModelKind};
 
 /// Every model with its configured parameters (the `[models.*]` tables).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

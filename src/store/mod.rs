@@ -15,6 +15,7 @@ pub mod dump;
 pub mod embedded;
 pub mod redis;
 pub mod snapshot;
+pub mod storage;
 pub mod wal;
 
 use async_trait::async_trait;
@@ -34,7 +35,20 @@ pub struct StoreSettings {
     pub event_id_ttl_secs: u32,
     pub retention_secs: i64,
     pub ranking_cap: usize,
+    /// Most rankings kept live (least recently used dropped first).
+    pub max_rankings: usize,
+    /// Articles indexed per lock hold while the embedded store builds a
+    /// new ranking.
+    pub build_chunk: usize,
     pub require_known_articles: bool,
+    /// Most articles the store holds; past it, events from untrusted
+    /// clients for articles it does not know are refused (0: no limit).
+    pub max_articles: u64,
+    /// A visitor whose counted views reach more than this many distinct
+    /// articles in any 60 s is quarantined as `bot` (0: off).
+    pub bot_articles_per_minute: u32,
+    /// How long such a visitor stays quarantined.
+    pub bot_quarantine_secs: u32,
     pub models: Models,
 }
 
@@ -47,7 +61,12 @@ impl StoreSettings {
             event_id_ttl_secs: c.gate.event_id_ttl_secs,
             retention_secs: c.retention_secs(),
             ranking_cap: c.retention.ranking_cap,
+            max_rankings: c.rankings.max_live,
+            build_chunk: c.rankings.build_chunk,
             require_known_articles: c.require_known_articles,
+            max_articles: c.max_articles,
+            bot_articles_per_minute: c.gate.bot_articles_per_minute,
+            bot_quarantine_secs: c.gate.bot_quarantine_secs,
             models: c.models.clone(),
         }
     }
@@ -76,6 +95,70 @@ pub enum StoreError {
 pub enum IngestReject {
     /// `require_known_articles` is set and the article was never created.
     UnknownArticle,
+    /// The store holds `max_articles` articles and this untrusted event
+    /// names a new one.
+    TooManyArticles,
+}
+
+impl IngestReject {
+    /// The error code clients see (HTTP API, per-event batch errors).
+    pub fn code(self) -> &'static str {
+        match self {
+            IngestReject::UnknownArticle => "unknown_article",
+            IngestReject::TooManyArticles => "too_many_articles",
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            IngestReject::UnknownArticle => {
+                "this article was never created (require_known_articles is set)"
+            }
+            IngestReject::TooManyArticles => {
+                "the store holds max_articles articles: events for new articles need the ingest token"
+            }
+        }
+    }
+}
+
+/// Metrics the stores' gates count (HELP text registered once).
+pub mod gate_metrics {
+    /// Events refused with [`super::IngestReject::TooManyArticles`].
+    pub const ARTICLES_REFUSED: &str = "hotrank_articles_refused_total";
+    /// Events quarantined as `bot` by the behaviour rule (not by user agent).
+    pub const BEHAVIOUR_BOT_EVENTS: &str = "hotrank_behaviour_bot_events_total";
+    /// Visitors newly quarantined by the behaviour rule.
+    pub const BEHAVIOUR_BOTS: &str = "hotrank_behaviour_bots_total";
+
+    /// Registers the HELP text (idempotent).
+    pub fn describe() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            metrics::describe_counter!(
+                ARTICLES_REFUSED,
+                "Events refused because the store holds max_articles articles and the event (untrusted) named a new one"
+            );
+            metrics::describe_counter!(
+                BEHAVIOUR_BOT_EVENTS,
+                "Events quarantined as bot because their visitor viewed more than gate.bot_articles_per_minute distinct articles in a minute"
+            );
+            metrics::describe_counter!(
+                BEHAVIOUR_BOTS,
+                "Visitors newly quarantined as bots by gate.bot_articles_per_minute"
+            );
+        });
+    }
+
+    /// Counts one batch's behaviour and article-limit outcomes.
+    pub fn record(refused: u64, behaviour_events: u64, behaviour_bots: u64) {
+        if refused + behaviour_events + behaviour_bots == 0 {
+            return;
+        }
+        describe();
+        metrics::counter!(ARTICLES_REFUSED).increment(refused);
+        metrics::counter!(BEHAVIOUR_BOT_EVENTS).increment(behaviour_events);
+        metrics::counter!(BEHAVIOUR_BOTS).increment(behaviour_bots);
+    }
 }
 
 /// Picks one page out of a list walked in order (`GET /api/new`): at most
@@ -83,8 +166,7 @@ pub enum IngestReject {
 /// agree with each other), `skip` matching items skipped, `limit` taken.
 #[derive(Debug)]
 pub struct Picker {
-    per_author: Option<usize>,
-    per: std::collections::HashMap<String, usize>,
+    authors: crate::rank::AuthorCap,
     skip: usize,
     limit: usize,
     matched: usize,
@@ -103,8 +185,7 @@ pub enum Pick {
 impl Picker {
     pub fn new(per_author: Option<usize>, skip: usize, limit: usize) -> Self {
         Picker {
-            per_author,
-            per: Default::default(),
+            authors: crate::rank::AuthorCap::new(per_author),
             skip,
             limit,
             matched: 0,
@@ -114,12 +195,8 @@ impl Picker {
 
     /// Offers the next item that matches the query's filters.
     pub fn offer(&mut self, author: Option<&str>) -> Pick {
-        if let (Some(cap), Some(author)) = (self.per_author, author) {
-            let n = self.per.entry(author.to_string()).or_default();
-            if *n >= cap {
-                return Pick::Skip;
-            }
-            *n += 1;
+        if !self.authors.admit(author) {
+            return Pick::Skip;
         }
         self.matched += 1;
         if self.matched <= self.skip {

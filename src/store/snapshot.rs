@@ -11,7 +11,7 @@
 //! |---------|------|----------------------------------------------------------|
 //! | header  | 8    | magic `b"HRKSNAP\0"`                                     |
 //! |         | 4    | format version, `1`                                      |
-//! |         | 4    | flags, `0`                                               |
+//! |         | 4    | payload version: how the state is encoded (the caller's; `0` in files written before it was recorded) |
 //! |         | 8    | `seq` (must match the file name)                         |
 //! | payload | n    | the state                                                |
 //! | footer  | 8    | `n`, payload length (must equal file size - 48)          |
@@ -32,11 +32,22 @@
 //! `keep` snapshots (by seq) are kept.
 //!
 //! Only one process (the store) writes snapshots into a directory, one at a time.
+//!
+//! # Versions
+//!
+//! The format version changes only if the container above changes; a build
+//! reads every format version up to its own and refuses a newer one by name.
+//! The payload version is the caller's and is handed back by
+//! [`read_snapshot`], so the caller can decode state written by an older
+//! build (see `store::embedded` for how the state's layout is versioned).
+//!
+//! All file I/O goes through a [`Storage`].
 
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::store::storage::Storage;
 
 /// Magic bytes at the start of a snapshot file.
 pub const SNAPSHOT_MAGIC: [u8; 8] = *b"HRKSNAP\0";
@@ -62,20 +73,43 @@ fn parse_snapshot_file_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// Atomically writes `payload` as the snapshot at `seq` and keeps only the
-/// newest `keep` snapshots (at least 1). Returns the file's path.
-pub fn write_snapshot(dir: &Path, seq: u64, payload: &[u8], keep: usize) -> io::Result<PathBuf> {
-    write_snapshot_with(dir, seq, keep, |w| w.write_all(payload))
+/// A snapshot read back: its seq, payload version and payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub version: u32,
+    pub payload: Vec<u8>,
+}
+
+/// Atomically writes `payload` (encoded per payload `version`) as the
+/// snapshot at `seq` and keeps only the newest `keep` snapshots (at least 1).
+/// Returns the file's path.
+pub fn write_snapshot(
+    storage: &dyn Storage,
+    dir: &Path,
+    seq: u64,
+    version: u32,
+    payload: &[u8],
+    keep: usize,
+) -> io::Result<PathBuf> {
+    write_snapshot_with(storage, dir, seq, version, keep, |w| w.write_all(payload))
 }
 
 /// Like [`write_snapshot`], but the payload is produced by `write`, which
 /// streams it into a buffered writer; length and checksum are computed on the
 /// way. If `write` fails, nothing is left behind and its error is returned.
-pub fn write_snapshot_with<F>(dir: &Path, seq: u64, keep: usize, write: F) -> io::Result<PathBuf>
+pub fn write_snapshot_with<F>(
+    storage: &dyn Storage,
+    dir: &Path,
+    seq: u64,
+    version: u32,
+    keep: usize,
+    write: F,
+) -> io::Result<PathBuf>
 where
     F: FnOnce(&mut dyn Write) -> io::Result<()>,
 {
-    fs::create_dir_all(dir)?;
+    storage.create_dir_all(dir)?;
     let name = snapshot_file_name(seq);
     let final_path = dir.join(&name);
     let tmp_path = dir.join(format!(
@@ -83,34 +117,36 @@ where
         std::process::id(),
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let written = write_file(&tmp_path, seq, write).and_then(|()| {
-        fs::rename(&tmp_path, &final_path)?;
-        sync_dir(dir)
+    let written = write_file(storage, &tmp_path, seq, version, write).and_then(|()| {
+        storage.rename(&tmp_path, &final_path)?;
+        storage.sync_dir(dir)
     });
     if let Err(e) = written {
-        let _ = fs::remove_file(&tmp_path);
+        let _ = storage.remove(&tmp_path);
         return Err(e);
     }
-    if let Err(e) = prune(dir, keep.max(1)) {
+    if let Err(e) = prune(storage, dir, keep.max(1)) {
         // The new snapshot is in place; old files are only wasted space.
         tracing::warn!(dir = %dir.display(), error = %e, "snapshot: could not delete old snapshots");
     }
     Ok(final_path)
 }
 
-fn write_file<F>(path: &Path, seq: u64, write: F) -> io::Result<()>
+fn write_file<F>(
+    storage: &dyn Storage,
+    path: &Path,
+    seq: u64,
+    version: u32,
+    write: F,
+) -> io::Result<()>
 where
     F: FnOnce(&mut dyn Write) -> io::Result<()>,
 {
     // The name is unique within this process; a file of that name can only be
     // left over from an earlier process that had the same pid, so overwrite it.
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
+    let file = storage.create(path)?;
     let mut out = BufWriter::with_capacity(256 << 10, file);
-    let header = encode_header(seq);
+    let header = encode_header(seq, version);
     out.write_all(&header)?;
     let mut counting = CrcWriter {
         inner: &mut out,
@@ -120,14 +156,15 @@ where
     write(&mut counting)?;
     let (crc, len) = (counting.hasher.finalize(), counting.len);
     out.write_all(&encode_footer(&header, len, crc))?;
-    let file = out.into_inner().map_err(|e| e.into_error())?;
-    file.sync_all()
+    let mut file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_data()
 }
 
-fn encode_header(seq: u64) -> [u8; HEADER_LEN] {
+fn encode_header(seq: u64, version: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0..8].copy_from_slice(&SNAPSHOT_MAGIC);
     h[8..12].copy_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&version.to_le_bytes());
     h[16..24].copy_from_slice(&seq.to_le_bytes());
     h
 }
@@ -175,27 +212,18 @@ impl<W: Write> Write for CrcWriter<'_, W> {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// Snapshot files in `dir` as (seq, path), newest first. Temp files and other
 /// names are ignored. A missing directory yields an empty list.
-pub fn list_snapshots(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
+pub fn list_snapshots(storage: &dyn Storage, dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let names = match storage.list(dir) {
+        Ok(names) => names,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let mut snaps = Vec::new();
-    for entry in entries {
-        let entry = entry?;
-        if let Some(seq) = entry
-            .file_name()
-            .to_str()
-            .and_then(parse_snapshot_file_name)
-        {
-            snaps.push((seq, entry.path()));
+    for name in names {
+        if let Some(seq) = parse_snapshot_file_name(&name) {
+            snaps.push((seq, dir.join(name)));
         }
     }
     snaps.sort_unstable_by_key(|(seq, _)| std::cmp::Reverse(*seq));
@@ -204,43 +232,41 @@ pub fn list_snapshots(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 
 /// Deletes all but the newest `keep` snapshots and temp files left by other
 /// processes (crashed writers).
-fn prune(dir: &Path, keep: usize) -> io::Result<()> {
+fn prune(storage: &dyn Storage, dir: &Path, keep: usize) -> io::Result<()> {
     let mut deleted = false;
-    for (_, path) in list_snapshots(dir)?.into_iter().skip(keep) {
-        fs::remove_file(&path)?;
+    for (_, path) in list_snapshots(storage, dir)?.into_iter().skip(keep) {
+        storage.remove(&path)?;
         tracing::debug!(file = %path.display(), "snapshot: deleted old snapshot");
         deleted = true;
     }
     let own_tmp = format!(".tmp-{}-", std::process::id());
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for name in storage.list(dir)? {
         let Some((base, _)) = name.split_once(".tmp-") else {
             continue;
         };
         if parse_snapshot_file_name(base).is_some() && !name.contains(&own_tmp) {
-            fs::remove_file(entry.path())?;
-            tracing::debug!(file = %entry.path().display(), "snapshot: deleted stale temp file");
+            storage.remove(&dir.join(&name))?;
+            tracing::debug!(file = %dir.join(&name).display(), "snapshot: deleted stale temp file");
             deleted = true;
         }
     }
     if deleted {
-        sync_dir(dir)?;
+        storage.sync_dir(dir)?;
     }
     Ok(())
 }
 
-/// Reads and verifies one snapshot file; returns (seq, payload). Content that
-/// fails verification is reported as `io::ErrorKind::InvalidData`.
-pub fn read_snapshot(path: &Path) -> io::Result<(u64, Vec<u8>)> {
+/// Reads and verifies one snapshot file. Content that fails verification
+/// (or a format version newer than this build's) is reported as
+/// `io::ErrorKind::InvalidData`.
+pub fn read_snapshot(storage: &dyn Storage, path: &Path) -> io::Result<Snapshot> {
     let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
     let name_seq = path
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(parse_snapshot_file_name);
-    let mut file = File::open(path)?;
-    let file_len = file.metadata()?.len();
+    let file_len = storage.len(path)?;
+    let mut file = storage.open_read(path)?;
     if file_len < (HEADER_LEN + FOOTER_LEN) as u64 {
         return Err(invalid(format!("file is only {file_len} bytes long")));
     }
@@ -250,9 +276,12 @@ pub fn read_snapshot(path: &Path) -> io::Result<(u64, Vec<u8>)> {
         return Err(invalid("bad magic".into()));
     }
     let version = u32::from_le_bytes(header[8..12].try_into().unwrap());
-    if version != SNAPSHOT_VERSION {
-        return Err(invalid(format!("unsupported format version {version}")));
+    if version > SNAPSHOT_VERSION {
+        return Err(invalid(format!(
+            "format version {version} is newer than this build's ({SNAPSHOT_VERSION}); upgrade hotrank"
+        )));
     }
+    let payload_version = u32::from_le_bytes(header[12..16].try_into().unwrap());
     let seq = u64::from_le_bytes(header[16..24].try_into().unwrap());
     if name_seq.is_some_and(|s| s != seq) {
         return Err(invalid(format!(
@@ -286,15 +315,19 @@ pub fn read_snapshot(path: &Path) -> io::Result<(u64, Vec<u8>)> {
     if crc32fast::hash(&payload) != payload_crc {
         return Err(invalid("payload checksum mismatch".into()));
     }
-    Ok((seq, payload))
+    Ok(Snapshot {
+        seq,
+        version: payload_version,
+        payload,
+    })
 }
 
 /// Returns the newest snapshot that passes verification, falling back to older
 /// ones (with a warning for each invalid file), or `None` if there is none.
 /// I/O errors other than invalid content are returned.
-pub fn read_latest_snapshot(dir: &Path) -> io::Result<Option<(u64, Vec<u8>)>> {
-    for (seq, path) in list_snapshots(dir)? {
-        match read_snapshot(&path) {
+pub fn read_latest_snapshot(storage: &dyn Storage, dir: &Path) -> io::Result<Option<Snapshot>> {
+    for (seq, path) in list_snapshots(storage, dir)? {
+        match read_snapshot(storage, &path) {
             Ok(found) => return Ok(Some(found)),
             Err(e)
                 if matches!(

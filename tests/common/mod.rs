@@ -130,6 +130,12 @@ impl TestServer {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The body of a GET as text (`/metrics`).
+    pub async fn text(&self, path: &str) -> String {
+        let r = self.client.get(self.url(path)).send().await.expect("GET");
+        r.text().await.expect("body")
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
         let r = self
             .client
@@ -185,4 +191,23 @@ impl Drop for TestServer {
             let _ = tx.send(());
         }
     }
+}
+
+/// Asserts an error answer: `status`, a JSON body with `code` and a
+/// non-empty message. Returns the body.
+pub async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> Value {
+    assert_eq!(resp.status(), status, "expected {code}");
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string());
+    assert!(ct.unwrap_or_default().starts_with("application/json"));
+    let body: Value = resp.json().await.expect("JSON error body");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
+    body
 }

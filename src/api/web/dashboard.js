@@ -1,5 +1,7 @@
 // hotrank dashboard. Client-side routes:
-//   #/?model=gravity&range=72h&category=&kind=&limit=20   the hot list
+//   #/?model=gravity&range=24h&category=&limit=10         the overview
+//   #/hot?model=gravity&range=72h&category=&kind=&limit=20 the hot list
+//   #/compare?a=gravity&b=weighted&range=24h&limit=10      two models
 //   #/article/ID?hours=72                                  one article
 //   #/quarantine?hours=24                                  what was held back
 // Every value from the server goes into the page through textContent or
@@ -62,8 +64,9 @@ function route() {
   return { path, params: new URLSearchParams(query || "") };
 }
 let timer = null;
+const VIEWS = ["overview", "hot", "compare", "article", "quarantine"];
 function show(name) {
-  for (const v of ["hot", "article", "quarantine"]) $("view-" + v).hidden = v !== name;
+  for (const v of VIEWS) $("view-" + v).hidden = v !== name;
   for (const a of document.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.nav === name);
   }
@@ -85,13 +88,23 @@ function render() {
     const load = () => loadQuarantine($("q-form").hours.value);
     load();
     timer = setInterval(load, REFRESH_MS * 2);
-  } else {
+  } else if (path === "/compare") {
+    show("compare");
+    formFrom($("c-form"), params);
+    loadCompare();
+    timer = setInterval(loadCompare, REFRESH_MS * 2);
+  } else if (path === "/hot") {
     show("hot");
     formFrom($("hot-form"), params);
     loadHot();
     timer = setInterval(() => {
       if ($("hot-form").auto.checked) loadHot();
     }, REFRESH_MS);
+  } else {
+    show("overview");
+    formFrom($("o-form"), params);
+    loadOverview();
+    timer = setInterval(loadOverview, REFRESH_MS * 2);
   }
 }
 function formFrom(form, params) {
@@ -122,7 +135,28 @@ function bindForm(form, prefix) {
 }
 
 // ---- the hot list ---------------------------------------------------
+// Explanations open on demand, remembered across refreshes by article.
 const openExplain = new Set();
+function whyButton(id, text, reload) {
+  const why = el("button", { class: "why", type: "button", title: "why this score" }, text);
+  why.setAttribute("aria-expanded", String(openExplain.has(id)));
+  why.addEventListener("click", () => {
+    if (openExplain.has(id)) openExplain.delete(id);
+    else openExplain.add(id);
+    reload();
+  });
+  return why;
+}
+// The row under an item that shows its score's terms, if it is open.
+function explainRow(model, it, before, colSpan) {
+  if (!openExplain.has(it.articleId) || !it.explain) return [];
+  const terms = Object.entries(it.explain).map(([k, v]) =>
+    el("span", {}, el("code", {}, k), " = ", fmt(v, 3), "  "));
+  const cells = [];
+  for (let i = 0; i < before; i++) cells.push(el("td", {}));
+  return [el("tr", { class: "explain" }, ...cells, el("td", { colSpan },
+    model + " score " + fmt(it.score, 4) + ": ", ...terms))];
+}
 async function loadHot() {
   const p = formParams($("hot-form"));
   p.set("explain", "true");
@@ -131,13 +165,7 @@ async function loadHot() {
     const rows = [];
     for (const it of body.items) {
       const id = it.articleId;
-      const why = el("button", { class: "why", type: "button", title: "why this score" }, "why");
-      why.setAttribute("aria-expanded", String(openExplain.has(id)));
-      why.addEventListener("click", () => {
-        if (openExplain.has(id)) openExplain.delete(id);
-        else openExplain.add(id);
-        loadHot();
-      });
+      const why = whyButton(id, "why", loadHot);
       const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
       rows.push(el("tr", { "data-article-id": id },
         el("td", { class: "num" }, it.rank),
@@ -148,12 +176,7 @@ async function loadHot() {
         el("td", { class: "wide" }, it.author || ""),
         el("td", { class: "wide" }, it.publishedAt ? when(it.publishedAt) : ""),
         el("td", {}, why)));
-      if (openExplain.has(id) && it.explain) {
-        const terms = Object.entries(it.explain).map(([k, v]) =>
-          el("span", {}, el("code", {}, k), " = ", fmt(v, 3), "  "));
-        rows.push(el("tr", { class: "explain" }, el("td", {}), el("td", { colSpan: 7 },
-          body.model + " score " + fmt(it.score, 4) + ": ", ...terms)));
-      }
+      rows.push(...explainRow(body.model, it, 1, 7));
     }
     $("hot-items").replaceChildren(...rows);
     $("hot-items").dataset.generatedAt = String(body.generatedAt);
@@ -162,6 +185,126 @@ async function loadHot() {
       " · generated " + when(body.generatedAt) + " UTC");
   } catch (e) {
     status("hot list: " + e.message, true);
+  }
+}
+
+// ---- the overview -------------------------------------------------
+const ARROWS = { up: "▲", down: "▼", same: "=", new: "new" };
+function movementCell(it, since) {
+  const m = it.movement;
+  if (!m) return el("td", { class: "move" }, el("span", { class: "muted", title: "no earlier ranking seen yet" }, "–"));
+  const places = it.previousRank ? Math.abs(it.previousRank - it.rank) : 0;
+  const text = m === "new" ? "new" : m === "same" ? "=" : ARROWS[m] + " " + places;
+  const said = m === "new" ? "new in the list since " + since
+    : m === "same" ? "same place as at " + since
+    : m + " " + places + (places === 1 ? " place" : " places") + " since " + since + " (was #" + it.previousRank + ")";
+  const s = el("span", { class: "mv " + m, title: said }, text);
+  s.setAttribute("aria-label", said);
+  return el("td", { class: "move" }, s);
+}
+function sparkline(trend, label) {
+  const w = 120, h = 28, n = trend.length;
+  const root = svg("svg", { viewBox: `0 0 ${w} ${h}`, class: "spark", role: "img", "aria-label": label });
+  const max = Math.max(1, ...trend);
+  const x = (i) => (n <= 1 ? w / 2 : (i * (w - 2)) / (n - 1) + 1);
+  const y = (v) => h - 2 - (v / max) * (h - 4);
+  const pts = trend.map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1));
+  if (n) {
+    root.append(svg("polygon", { class: "spark-fill", points: [x(0).toFixed(1) + "," + (h - 2), ...pts, x(n - 1).toFixed(1) + "," + (h - 2)].join(" ") }));
+    root.append(svg("polyline", { class: "spark-line", points: pts.join(" ") }));
+  }
+  return root;
+}
+async function loadOverview() {
+  const p = formParams($("o-form"));
+  try {
+    const o = await getJson("/api/overview?" + p);
+    const t = o.totals;
+    $("o-pv").textContent = fmt(t.pv);
+    $("o-uv").textContent = fmt(t.uvSum);
+    $("o-counted").textContent = fmt(t.counted);
+    $("o-quarantined").textContent = fmt(t.quarantinedTotal);
+    $("o-reasons").replaceChildren(...REASONS.filter((r) => t.quarantined[r]).map((r) =>
+      el("span", {}, el("span", { class: "key " + r }), " " + r + " " + fmt(t.quarantined[r]))));
+    $("o-chart").replaceChildren(overviewChart(o.series.points));
+    $("o-cover").textContent = "· last " + o.series.hours + " h of the " + o.series.articles +
+      " hottest articles" + (t.complete ? "" : " (totals: the " + fmt(t.articles) + " ranked)");
+    const since = o.movementSince ? when(o.movementSince).slice(11) + " UTC" : null;
+    $("o-since").textContent = since ? "· moves since " + since : "· moves show once an earlier list is seen";
+    const rows = o.items.flatMap((it) => {
+      const id = it.articleId;
+      const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
+      const peak = Math.max(0, ...it.trend);
+      return [el("tr", { "data-article-id": id },
+        el("td", { class: "num" }, it.rank),
+        movementCell(it, since),
+        el("td", { class: "title" }, link),
+        el("td", { class: "trend-col" }, sparkline(it.trend, "PV per hour over the last " + it.trend.length + " hours, peak " + peak)),
+        el("td", { class: "num" }, fmt(it.pv)),
+        el("td", { class: "num wide" }, fmt(it.uv)),
+        el("td", { class: "num wide" }, whyButton(id, fmt(it.score, 3), loadOverview))),
+        ...explainRow(o.model, it, 2, 5)];
+    });
+    $("o-items").replaceChildren(...rows);
+    $("o-items").dataset.generatedAt = String(o.generatedAt);
+    $("o-empty").hidden = o.items.length > 0;
+    status("overview · " + o.model + " · " + o.range + " · " + when(o.generatedAt) + " UTC");
+  } catch (e) {
+    status("overview: " + e.message, true);
+  }
+}
+function overviewChart(points) {
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
+    "aria-label": "page views and events held back per hour, last " + points.length + " hours" });
+  const max = Math.max(1, ...points.map((r) => r.pv + r.quarantined));
+  axes(root, max, points);
+  const step = (W - PAD_L) / Math.max(1, points.length);
+  const y = (v) => PAD_T + (H - PAD_T - PAD_B) * (1 - v / max);
+  points.forEach((r, i) => {
+    const x = PAD_L + i * step + step * 0.1, width = Math.max(1, step * 0.8);
+    const tip = () => {
+      const t = svg("title");
+      t.textContent = when(r.hour) + " UTC: " + fmt(r.pv) + " PV, " + fmt(r.quarantined) + " held back";
+      return t;
+    };
+    if (r.pv > 0) {
+      const bar = svg("rect", { class: "pv", x, width, y: y(r.pv), height: y(0) - y(r.pv) });
+      bar.append(tip());
+      root.append(bar);
+    }
+    if (r.quarantined > 0) {
+      const q = svg("rect", { class: "quarantined", x, width, y: y(r.pv + r.quarantined), height: y(r.pv) - y(r.pv + r.quarantined) });
+      q.append(tip());
+      root.append(q);
+    }
+  });
+  return root;
+}
+
+// ---- compare --------------------------------------------------------
+async function loadCompare() {
+  const p = formParams($("c-form"));
+  try {
+    const c = await getJson("/api/compare?" + p);
+    $("c-overlap").textContent = fmt(c.common) + " / " + c.limit + " (" + Math.round(c.overlap * 100) + "%)";
+    $("c-tau").textContent = c.kendallTau === null ? "–" : fmt(c.kendallTau, 2);
+    $("c-jaccard").textContent = fmt(c.jaccard, 2);
+    for (const [side, other] of [["a", "B"], ["b", "A"]]) {
+      const s = c[side];
+      $("c-" + side + "-title").textContent = side.toUpperCase() + ": " + s.model;
+      $("c-" + side).replaceChildren(...s.items.map((it) => {
+        const moved = it.rankInOther === null ? "only here" : "#" + it.rankInOther;
+        const cell = el("td", { class: "num" + (it.rankInOther === null ? " only" : "") }, moved);
+        cell.title = it.rankInOther === null ? "not in " + other + "'s top " + c.limit : "#" + it.rankInOther + " in " + other;
+        return el("tr", { "data-article-id": it.articleId, class: it.rankInOther === null ? "only" : "" },
+          el("td", { class: "num" }, it.rank),
+          el("td", { class: "title" }, el("a", { href: "#/article/" + encodeURIComponent(it.articleId) }, it.title || it.articleId)),
+          cell);
+      }));
+    }
+    status("compare · " + c.a.model + " vs " + c.b.model + " · " + c.range + " · " + when(c.generatedAt) + " UTC");
+  } catch (e) {
+    status("compare: " + e.message, true);
   }
 }
 
@@ -290,16 +433,26 @@ async function loadModels() {
   try {
     const doc = await getJson("/openapi.json");
     const models = doc.components.schemas.Model.enum || [];
-    const sel = $("hot-form").model;
-    const current = sel.value;
-    sel.replaceChildren(...models.map((m) => el("option", { value: m }, m)));
-    if (models.includes(current)) sel.value = current;
+    for (const sel of document.querySelectorAll("select[data-models]")) {
+      const current = sel.value;
+      sel.replaceChildren(...models.map((m) => el("option", { value: m }, m)));
+      if (models.includes(current)) sel.value = current;
+    }
   } catch (e) {
-    // Keep the built-in option.
+    // Keep the built-in options.
   }
 }
 
-bindForm($("hot-form"), () => "#/");
+// One list of ranges for every form; each keeps the default its page gave.
+const RANGES = ["1h", "6h", "24h", "72h", "7d", "30d", "90d", "all"];
+for (const sel of document.querySelectorAll("select[data-ranges]")) {
+  const current = sel.value;
+  sel.replaceChildren(...RANGES.map((r) => el("option", { value: r }, r)));
+  sel.value = current;
+}
+bindForm($("o-form"), () => "#/");
+bindForm($("c-form"), () => "#/compare");
+bindForm($("hot-form"), () => "#/hot");
 bindForm($("a-form"), () => route().path);
 bindForm($("q-form"), () => "#/quarantine");
 $("goto").addEventListener("submit", (e) => {

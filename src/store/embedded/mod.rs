@@ -1,24 +1,36 @@
 //! The embedded store: all state in process memory, durable in a data
 //! directory through a write-ahead log and periodic snapshots.
 //!
-//! Ingest takes the state lock, gates and applies each event, appends one
-//! log record per event (so log order is apply order), releases the lock,
-//! and only then waits for the log to be durable before acknowledging.
+//! Ingest takes the state lock, checks that the log is writable (else the
+//! whole batch is refused with nothing applied), gates each event, hands one
+//! log record per event to the log and only then applies it (so log order is
+//! apply order and nothing is applied that the log did not take), releases
+//! the lock, and waits for the log to be durable before acknowledging.
 //! Queries may therefore see an event a moment before it is acknowledged;
 //! they never see one that a crash could take back after it was.
 //!
+//! If the log stalls (disk full) after it took a batch, the batch is answered
+//! 503 although it is applied: the log keeps its records and writes them once
+//! the disk has room, so what queries show is what the log will hold. A
+//! retry with the same `eventId`s counts each event once.
+//!
 //! Layout of the data directory:
+//! - `lock` — held (advisory `flock`) by the process using the directory;
 //! - `wal/` — log segments ([`crate::store::wal`]);
-//! - `snapshots/` — the newest snapshots ([`crate::store::snapshot`]).
+//! - `snapshots/` — the newest snapshots ([`crate::store::snapshot`]);
+//! - `wal-damaged-*/` — segments set aside by `hotrank repair`.
+//!
+//! On-disk encodings and their versions: [`persist`].
 
+pub mod persist;
 mod ranking;
 mod state;
 
-pub use state::LogRecord;
+pub use state::{LogRecord, WINDOW_CACHES};
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -26,16 +38,19 @@ use parking_lot::Mutex;
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, RangeSpec, RankedItem,
-    Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
+    Stats, Timestamp, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
+use crate::rank::Filter;
+use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::score::{ModelKind, Models};
-use crate::store::snapshot::{read_latest_snapshot, write_snapshot};
-use crate::store::wal::{FsyncPolicy, Wal, WalConfig};
+use crate::store::snapshot::{list_snapshots, read_latest_snapshot, write_snapshot};
+use crate::store::storage::{DirLock, Disk, Storage};
+use crate::store::wal::{FsyncPolicy, SalvageReport, Wal, WalConfig, WalError, salvage};
 use crate::store::{
     HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings, cursor,
 };
 
-use ranking::{RankKey, Rankings, Scored};
+use ranking::{RankKey, Rankings};
 use state::{Change, Data, Idx};
 
 /// How the embedded store persists.
@@ -46,7 +61,12 @@ pub struct Durability {
     pub segment_bytes: u64,
     pub snapshot_interval_secs: u64,
     pub snapshot_every_records: u64,
+    /// Where the files live: the real disk, or a simulated one in tests.
+    pub storage: Arc<dyn Storage>,
 }
+
+/// Snapshots kept on disk: the newest, and one to fall back on.
+const SNAPSHOTS_KEPT: usize = 2;
 
 impl Durability {
     pub fn from_config(c: &crate::config::Config) -> Self {
@@ -62,26 +82,68 @@ impl Durability {
             segment_bytes: e.segment_bytes,
             snapshot_interval_secs: e.snapshot_interval_secs,
             snapshot_every_records: e.snapshot_every_records,
+            storage: Arc::new(Disk),
         }
+    }
+
+    fn wal_dir(&self) -> PathBuf {
+        self.dir.join("wal")
+    }
+
+    fn snapshot_dir(&self) -> PathBuf {
+        self.dir.join("snapshots")
+    }
+
+    /// Creates the data directory and takes its lock, or says who has it.
+    fn lock(&self) -> Result<DirLock, String> {
+        self.storage
+            .create_dir_all(&self.dir)
+            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+        let path = self.dir.join("lock");
+        self.storage.lock(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                format!(
+                    "data directory {} is in use by another hotrank process (it holds the lock on {}); stop that process or use another --data-dir",
+                    self.dir.display(),
+                    path.display()
+                )
+            } else {
+                format!("cannot lock {}: {e}", path.display())
+            }
+        })
+    }
+
+    /// The newest valid snapshot's seq and state (restored), or an empty state.
+    fn load_snapshot(&self, settings: &StoreSettings) -> Result<(Option<u64>, Data), String> {
+        let snap_dir = self.snapshot_dir();
+        self.storage
+            .create_dir_all(&snap_dir)
+            .map_err(|e| format!("cannot create {}: {e}", snap_dir.display()))?;
+        let (seq, mut data) = match read_latest_snapshot(&*self.storage, &snap_dir)
+            .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?
+        {
+            Some(snap) => {
+                let data = persist::decode_state(snap.version, &snap.payload)
+                    .map_err(|e| format!("snapshot {} in {}: {e}", snap.seq, snap_dir.display()))?;
+                (Some(snap.seq), data)
+            }
+            None => (None, Data::new(settings)),
+        };
+        data.restore(settings);
+        Ok((seq, data))
     }
 }
 
-/// Snapshots of ranked pages that cursors continue.
+/// A snapshot of ranked pages that a cursor continues, and when it was
+/// last used.
 struct CursorSnap {
-    key: RankKey,
-    per_author: Option<usize>,
-    generated_at: Timestamp,
-    items: Vec<Scored>,
-    /// No item exists below the last one.
-    complete: bool,
+    snap: Snapshot<RankKey>,
     touched: Timestamp,
 }
 
 /// How long an unused cursor stays valid, and how many are kept.
 const CURSOR_TTL_SECS: i64 = 600;
 const CURSOR_MAX: usize = 4096;
-/// A first page snapshots this many pages ahead for its cursor.
-const CURSOR_PAGES_AHEAD: usize = 5;
 
 struct Inner {
     data: Data,
@@ -93,20 +155,30 @@ struct Inner {
     cursor_order: VecDeque<u64>,
     cursor_salt: u64,
     next_cursor: u64,
+    /// The newest event time counted or tallied: queries never run before
+    /// it ([`crate::rank::query_time`]).
+    newest_event: Timestamp,
 }
 
 impl Inner {
-    fn new(data: Data) -> Self {
+    fn new(data: Data, max_rankings: usize) -> Self {
         let mut inner = Inner {
             data,
-            rankings: Rankings::default(),
+            rankings: Rankings::new(max_rankings),
             newest: BTreeSet::new(),
             published: HashMap::new(),
             cursors: HashMap::new(),
             cursor_order: VecDeque::new(),
             cursor_salt: rand::random(),
             next_cursor: 1,
+            newest_event: 0,
         };
+        // After a restart: the start of the newest hour holding anything.
+        inner.newest_event = (inner.data.articles.iter())
+            .filter_map(|a| a.buckets.last())
+            .map(|b| b.hour * 3600)
+            .max()
+            .unwrap_or(0);
         for idx in 0..inner.data.articles.len() as Idx {
             inner.track_newest(idx);
         }
@@ -118,6 +190,17 @@ impl Inner {
         match change {
             Change::Counted(idx) | Change::Meta(idx) => self.track_newest(idx),
             Change::None => {}
+        }
+    }
+
+    fn ranking_sizes(&self) -> RankingSizes {
+        let (rankings, entries) = self.rankings.sizes();
+        RankingSizes {
+            rankings,
+            entries,
+            window_cache_bytes: (self.data.articles.iter())
+                .map(|a| a.window_cache_bytes())
+                .sum(),
         }
     }
 
@@ -138,7 +221,7 @@ impl Inner {
         }
     }
 
-    fn remember_cursor(&mut self, snap: CursorSnap) -> u64 {
+    fn remember_cursor(&mut self, snap: Snapshot<RankKey>, now: Timestamp) -> u64 {
         while self.cursor_order.len() >= CURSOR_MAX {
             if let Some(old) = self.cursor_order.pop_front() {
                 self.cursors.remove(&old);
@@ -146,7 +229,7 @@ impl Inner {
         }
         let id = self.next_cursor ^ self.cursor_salt;
         self.next_cursor += 1;
-        self.cursors.insert(id, snap);
+        self.cursors.insert(id, CursorSnap { snap, touched: now });
         self.cursor_order.push_back(id);
         id
     }
@@ -158,37 +241,57 @@ impl Inner {
         self.cursor_order.retain(|id| live.contains_key(id));
     }
 
-    fn item(
-        &mut self,
-        rank: usize,
-        s: &Scored,
-        key: &RankKey,
+    /// The ranked items of a page, with metadata as it is now.
+    fn page_items(
+        &self,
+        items: &[SnapItem],
+        first_rank: usize,
+        model: ModelKind,
         models: &Models,
         explain: bool,
-        now: Timestamp,
-    ) -> RankedItem {
-        let a = self.data.article(s.idx);
-        RankedItem {
-            rank,
-            id: a.id.clone(),
-            score: s.score,
-            counters: s.counters,
-            meta: a.meta.clone(),
-            explain: explain.then(|| models.explain(key.model, &s.counters, &a.meta, now)),
-        }
+    ) -> Vec<RankedItem> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let meta = self
+                    .data
+                    .lookup(&s.id)
+                    .map(|idx| self.data.article(idx).meta.clone())
+                    .unwrap_or_default();
+                RankedItem {
+                    rank: first_rank + i,
+                    id: s.id.clone(),
+                    score: s.score,
+                    counters: s.counters,
+                    explain: explain.then(|| models.explain(model, &s.counters, &meta, s.at)),
+                    meta,
+                }
+            })
+            .collect()
     }
+}
+
+/// What the live rankings hold (the accounting behind the metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankingSizes {
+    pub rankings: usize,
+    /// Index entries over all rankings (about 100 bytes each).
+    pub entries: usize,
+    pub window_cache_bytes: usize,
 }
 
 pub struct EmbeddedStore {
     inner: Mutex<Inner>,
     wal: Option<Wal>,
     durability: Option<Durability>,
+    /// The data directory's lock, held for the store's lifetime.
+    _lock: Option<DirLock>,
     settings: StoreSettings,
-    records_since_snapshot: AtomicU64,
     last_snapshot: Mutex<Instant>,
     /// Seq of the newest snapshot on disk. The log is trimmed only up to
-    /// the one before it, so that if the newest turns out unreadable the
-    /// older one plus the log still rebuild everything.
+    /// the oldest snapshot kept, so that if the newest turns out unreadable
+    /// the older one plus the log still rebuild everything.
     snapshot_seq: Mutex<Option<u64>>,
     /// When retention last ran (store time).
     last_sweep: Mutex<Timestamp>,
@@ -204,11 +307,26 @@ impl std::fmt::Debug for EmbeddedStore {
     }
 }
 
+/// What `hotrank repair` kept, skipped and did.
+#[derive(Debug, Clone)]
+pub struct RepairReport {
+    /// The snapshot the repair started from.
+    pub snapshot_seq: Option<u64>,
+    /// Records kept, damaged spans skipped, seqs missing.
+    pub log: SalvageReport,
+    /// The snapshot written (`None`: the log was not damaged; nothing changed).
+    pub new_snapshot_seq: Option<u64>,
+    /// Where the old segments were moved.
+    pub moved_to: Option<PathBuf>,
+}
+
 /// Opening a data directory: how much was recovered.
 #[derive(Debug, Clone, Default)]
 pub struct RecoveryReport {
     pub snapshot_seq: Option<u64>,
     pub replayed_records: u64,
+    /// Highest seq in snapshot and log: the last record recovered.
+    pub last_seq: u64,
     pub truncated_bytes: u64,
     pub articles: usize,
     pub elapsed_ms: u128,
@@ -218,70 +336,121 @@ impl EmbeddedStore {
     /// A store that keeps nothing on disk (simulations, replays, benches).
     pub fn in_memory(settings: StoreSettings) -> Self {
         let data = Data::new(&settings);
-        Self::assemble(data, None, None, settings)
+        Self::assemble(data, None, None, None, settings)
     }
 
-    /// Opens (or creates) a data directory: newest valid snapshot, then
-    /// every log record after it.
+    /// Opens (or creates) a data directory: takes its lock, reads the newest
+    /// valid snapshot, then every log record after it. Refuses (naming the
+    /// file and byte offset) a log that is damaged anywhere but in a torn
+    /// tail; see [`EmbeddedStore::repair`].
     pub fn open(d: Durability, settings: StoreSettings) -> Result<(Self, RecoveryReport), String> {
         let started = Instant::now();
-        let snap_dir = d.dir.join("snapshots");
-        std::fs::create_dir_all(&snap_dir)
-            .map_err(|e| format!("cannot create {}: {e}", snap_dir.display()))?;
-        let (seq, mut data) = match read_latest_snapshot(&snap_dir)
-            .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?
-        {
-            Some((seq, bytes)) => {
-                let data: Data = postcard::from_bytes(&bytes).map_err(|e| {
-                    format!(
-                        "snapshot {seq} in {} does not decode: {e}",
-                        snap_dir.display()
-                    )
-                })?;
-                (Some(seq), data)
-            }
-            None => (None, Data::new(&settings)),
-        };
-        data.restore(&settings);
+        let lock = d.lock()?;
+        let (seq, mut data) = d.load_snapshot(&settings)?;
         let cfg = WalConfig {
-            dir: d.dir.join("wal"),
+            dir: d.wal_dir(),
             fsync: d.fsync,
             segment_bytes: d.segment_bytes,
+            payload_version: persist::STATE_VERSION,
+            storage: Arc::clone(&d.storage),
         };
-        let (wal, stats) = Wal::open(cfg, seq.unwrap_or(0), |_, payload| {
-            let rec: LogRecord = postcard::from_bytes(payload)
-                .map_err(|e| format!("log record does not decode: {e}"))?;
-            data.apply(&rec);
+        let (wal, stats) = Wal::open(cfg, seq.unwrap_or(0), |_, version, payload| {
+            data.apply(&persist::decode_record(version, payload)?);
             Ok(())
         })
-        .map_err(|e| format!("opening the log in {}: {e}", d.dir.join("wal").display()))?;
+        .map_err(|e| match e {
+            WalError::Corrupt { .. } => format!(
+                "the log in {} is damaged: {e}. To start anyway, run `hotrank repair --data-dir {}` (it keeps every intact record and reports what it skips)",
+                d.wal_dir().display(),
+                d.dir.display()
+            ),
+            e => format!("opening the log in {}: {e}", d.wal_dir().display()),
+        })?;
         let report = RecoveryReport {
             snapshot_seq: seq,
             replayed_records: stats.records,
+            last_seq: wal.last_appended_seq(),
             truncated_bytes: stats.truncated_bytes,
             articles: data.articles.len(),
             elapsed_ms: started.elapsed().as_millis(),
         };
-        let store = Self::assemble(data, Some(wal), Some(d), settings);
-        store
-            .records_since_snapshot
-            .store(stats.records, Ordering::Relaxed);
+        let store = Self::assemble(data, Some(wal), Some(d), Some(lock), settings);
         *store.snapshot_seq.lock() = seq;
         Ok((store, report))
+    }
+
+    /// `hotrank repair`: rebuilds a data directory whose log is damaged.
+    /// Reads the newest valid snapshot and every intact log record after it
+    /// (skipping damaged bytes up to the next intact record), writes the
+    /// result as a new snapshot, and moves the old segments aside into
+    /// `wal-damaged-<unix time>/` (nothing is deleted). A log that is not
+    /// damaged is left alone. Takes the directory's lock: stop the server
+    /// first.
+    pub fn repair(d: &Durability, settings: &StoreSettings) -> Result<RepairReport, String> {
+        let _lock = d.lock()?;
+        let (seq, mut data) = d.load_snapshot(settings)?;
+        let wal_dir = d.wal_dir();
+        d.storage
+            .create_dir_all(&wal_dir)
+            .map_err(|e| format!("cannot create {}: {e}", wal_dir.display()))?;
+        let after = seq.unwrap_or(0);
+        let log = salvage(&*d.storage, &wal_dir, after, |_, version, payload| {
+            data.apply(&persist::decode_record(version, payload)?);
+            Ok(())
+        })
+        .map_err(|e| format!("reading the log in {}: {e}", wal_dir.display()))?;
+        let mut report = RepairReport {
+            snapshot_seq: seq,
+            log,
+            new_snapshot_seq: None,
+            moved_to: None,
+        };
+        if report.log.skipped.is_empty() && report.log.missing.is_empty() {
+            return Ok(report);
+        }
+        let last = report.log.last_seq;
+        let bytes = persist::encode_state(&data)?;
+        let snap_dir = d.snapshot_dir();
+        write_snapshot(
+            &*d.storage,
+            &snap_dir,
+            last,
+            persist::STATE_VERSION,
+            &bytes,
+            SNAPSHOTS_KEPT,
+        )
+        .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_secs());
+        let aside = d.dir.join(format!("wal-damaged-{stamp}"));
+        let io = |e: std::io::Error| format!("moving the damaged log to {}: {e}", aside.display());
+        d.storage.create_dir_all(&aside).map_err(io)?;
+        for name in d.storage.list(&wal_dir).map_err(io)? {
+            d.storage
+                .rename(&wal_dir.join(&name), &aside.join(&name))
+                .map_err(io)?;
+        }
+        d.storage.sync_dir(&aside).map_err(io)?;
+        d.storage.sync_dir(&wal_dir).map_err(io)?;
+        report.new_snapshot_seq = Some(last);
+        report.moved_to = Some(aside);
+        Ok(report)
     }
 
     fn assemble(
         data: Data,
         wal: Option<Wal>,
         durability: Option<Durability>,
+        lock: Option<DirLock>,
         settings: StoreSettings,
     ) -> Self {
         EmbeddedStore {
-            inner: Mutex::new(Inner::new(data)),
+            inner: Mutex::new(Inner::new(data, settings.max_rankings)),
             wal,
             durability,
+            _lock: lock,
             settings,
-            records_since_snapshot: AtomicU64::new(0),
             last_snapshot: Mutex::new(Instant::now()),
             snapshot_seq: Mutex::new(None),
             last_sweep: Mutex::new(i64::MIN / 2),
@@ -301,6 +470,9 @@ impl EmbeddedStore {
             ));
         }
         let mut inner = self.inner.lock();
+        if let LogRecord::Event { ev, .. } = rec {
+            inner.newest_event = inner.newest_event.max(ev.ts);
+        }
         let change = inner.data.apply(rec);
         inner.on_change(change);
         Ok(())
@@ -318,10 +490,11 @@ impl EmbeddedStore {
         settings: &StoreSettings,
         records: &[crate::store::dump::Record],
     ) -> Result<u64, String> {
-        let snap_dir = d.dir.join("snapshots");
-        let wal_dir = d.dir.join("wal");
+        let _lock = d.lock()?;
+        let snap_dir = d.snapshot_dir();
+        let wal_dir = d.wal_dir();
         for dir in [&snap_dir, &wal_dir] {
-            if std::fs::read_dir(dir).is_ok_and(|mut it| it.next().is_some()) {
+            if d.storage.list(dir).is_ok_and(|names| !names.is_empty()) {
                 return Err(format!(
                     "{} is not empty: import only into a new data directory",
                     dir.display()
@@ -330,19 +503,48 @@ impl EmbeddedStore {
         }
         let data = Data::import(records, settings)?;
         let n = data.articles.len() as u64;
-        let bytes = postcard::to_allocvec(&data).map_err(|e| format!("encoding: {e}"))?;
-        std::fs::create_dir_all(&snap_dir)
-            .map_err(|e| format!("cannot create {}: {e}", snap_dir.display()))?;
-        write_snapshot(&snap_dir, 0, &bytes, 2)
-            .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
+        let bytes = persist::encode_state(&data)?;
+        write_snapshot(
+            &*d.storage,
+            &snap_dir,
+            0,
+            persist::STATE_VERSION,
+            &bytes,
+            SNAPSHOTS_KEPT,
+        )
+        .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
         Ok(n)
+    }
+
+    /// What the live rankings and window caches hold now.
+    pub fn ranking_sizes(&self) -> RankingSizes {
+        self.inner.lock().ranking_sizes()
+    }
+
+    /// The gate's state entries: dedupe pairs, eventIds, rate-limit and
+    /// behaviour keys (also the `hotrank_*_entries` gauges).
+    pub fn gate_sizes(&self) -> (usize, usize, usize) {
+        self.inner.lock().data.gate_sizes()
     }
 
     pub fn data_dir(&self) -> Option<&Path> {
         self.durability.as_ref().map(|d| d.dir.as_path())
     }
 
-    /// Appends a record under the state lock and applies it.
+    /// Refuses a write while the log cannot take records (it is stalled
+    /// or closed); called under the state lock before anything of a request
+    /// is applied, so a refused request changes nothing.
+    fn writable(&self) -> Result<(), StoreError> {
+        match &self.wal {
+            Some(wal) => wal
+                .writable()
+                .map_err(|e| StoreError::Unavailable(format!("write-ahead log: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands a record to the log, then applies it (under the state lock,
+    /// after [`Self::writable`]).
     fn log_and_apply(&self, inner: &mut Inner, rec: &LogRecord, buf: &mut Vec<u8>) -> Option<u64> {
         let seq = self.wal.as_ref().map(|wal| {
             buf.clear();
@@ -357,10 +559,8 @@ impl EmbeddedStore {
         seq
     }
 
-    async fn durable(&self, seq: Option<u64>, records: u64) -> Result<(), StoreError> {
+    async fn durable(&self, seq: Option<u64>) -> Result<(), StoreError> {
         if let (Some(wal), Some(seq)) = (&self.wal, seq) {
-            self.records_since_snapshot
-                .fetch_add(records, Ordering::Relaxed);
             wal.wait_durable(seq)
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("write-ahead log: {e}")))?;
@@ -368,7 +568,27 @@ impl EmbeddedStore {
         Ok(())
     }
 
-    /// Writes a snapshot of the current state and drops the log it covers.
+    /// Records appended since the newest snapshot.
+    fn records_since_snapshot(&self) -> u64 {
+        match &self.wal {
+            Some(wal) => wal
+                .last_appended_seq()
+                .saturating_sub(self.snapshot_seq.lock().unwrap_or(0)),
+            None => 0,
+        }
+    }
+
+    /// Seqs of the log: (last appended, durable, synced). For tests.
+    #[doc(hidden)]
+    pub fn log_seqs(&self) -> Option<(u64, u64, u64)> {
+        self.wal
+            .as_ref()
+            .map(|w| (w.last_appended_seq(), w.durable_seq(), w.synced_seq()))
+    }
+
+    /// Writes a snapshot of the current state and drops the log that the
+    /// oldest snapshot kept no longer needs. Does nothing if no record was
+    /// appended since the newest snapshot (two snapshots never share a seq).
     pub async fn snapshot(&self) -> Result<(), StoreError> {
         let (Some(wal), Some(d)) = (&self.wal, &self.durability) else {
             return Ok(());
@@ -376,30 +596,46 @@ impl EmbeddedStore {
         let _one = self.snapshot_lock.lock().await;
         let (seq, bytes) = {
             let inner = self.inner.lock();
+            // Appends happen under this lock: `seq` is exactly what `bytes` holds.
             let seq = wal.last_appended_seq();
-            let bytes = postcard::to_allocvec(&inner.data)
-                .map_err(|e| StoreError::Internal(format!("snapshot encoding: {e}")))?;
+            if *self.snapshot_seq.lock() == Some(seq) {
+                return Ok(());
+            }
+            let bytes = persist::encode_state(&inner.data).map_err(StoreError::Internal)?;
             (seq, bytes)
         };
         // Everything up to `seq` is in `bytes`; it must be durable in the
         // log too, or the snapshot would hold unacknowledged-yet state that
-        // a crash before its own fsync could lose. Waiting keeps it simple.
+        // a crash before its own sync could lose. Waiting keeps it simple.
         wal.wait_durable(seq)
             .await
             .map_err(|e| StoreError::Unavailable(format!("write-ahead log: {e}")))?;
-        let dir = d.dir.join("snapshots");
+        let dir = d.snapshot_dir();
+        let storage = Arc::clone(&d.storage);
         let started = Instant::now();
         let size = bytes.len();
-        tokio::task::spawn_blocking(move || write_snapshot(&dir, seq, &bytes, 2))
-            .await
-            .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?
-            .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
-        let previous = self.snapshot_seq.lock().replace(seq);
-        if let Some(previous) = previous {
-            wal.remove_through(previous)
+        let kept = tokio::task::spawn_blocking(move || {
+            write_snapshot(
+                &*storage,
+                &dir,
+                seq,
+                persist::STATE_VERSION,
+                &bytes,
+                SNAPSHOTS_KEPT,
+            )?;
+            list_snapshots(&*storage, &dir)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?
+        .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
+        *self.snapshot_seq.lock() = Some(seq);
+        // The log is needed from the oldest snapshot kept on disk on.
+        if kept.len() >= SNAPSHOTS_KEPT
+            && let Some(&(oldest, _)) = kept.last()
+        {
+            wal.remove_through(oldest)
                 .map_err(|e| StoreError::Unavailable(format!("trimming the log: {e}")))?;
         }
-        self.records_since_snapshot.store(0, Ordering::Relaxed);
         *self.last_snapshot.lock() = Instant::now();
         metrics::histogram!("hotrank_snapshot_seconds").record(started.elapsed().as_secs_f64());
         metrics::gauge!("hotrank_snapshot_bytes").set(size as f64);
@@ -421,9 +657,7 @@ impl EmbeddedStore {
             } else {
                 q.range
             },
-            category: q.category.clone(),
-            kind: q.kind.clone(),
-            group: q.group.clone(),
+            filter: Filter::of(q),
         }
     }
 }
@@ -440,14 +674,24 @@ impl Store for EmbeddedStore {
         let mut out = Vec::with_capacity(n);
         let mut last = None;
         let mut buf = Vec::with_capacity(128);
+        let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
         {
             let mut inner = self.inner.lock();
-            for ev in events {
-                if !inner.data.accepts(&ev.article, &self.settings) {
-                    out.push(Err(IngestReject::UnknownArticle));
+            self.writable()?;
+            for mut ev in events {
+                ev.clamp_to_arrival();
+                inner.newest_event = inner.newest_event.max(ev.ts);
+                if let Err(reject) = inner.data.accepts(&ev, &self.settings) {
+                    refused += u64::from(reject == IngestReject::TooManyArticles);
+                    out.push(Err(reject));
                     continue;
                 }
                 let verdict = inner.data.judge(&ev, &self.settings);
+                if verdict == Verdict::Bot && !ev.bot {
+                    behaviour[0] += 1;
+                    behaviour[1] +=
+                        u64::from(inner.data.behaviour_bot(&ev, &self.settings) == Some(true));
+                }
                 let rec = LogRecord::Event { ev, verdict };
                 last = self.log_and_apply(&mut inner, &rec, &mut buf).or(last);
                 let LogRecord::Event { ev, .. } = &rec else {
@@ -463,7 +707,8 @@ impl Store for EmbeddedStore {
                 out.push(Ok(Outcome { verdict, pv, uv }));
             }
         }
-        self.durable(last, n as u64).await?;
+        crate::store::gate_metrics::record(refused, behaviour[0], behaviour[1]);
+        self.durable(last).await?;
         Ok(out)
     }
 
@@ -475,6 +720,7 @@ impl Store for EmbeddedStore {
     ) -> Result<PutOutcome, StoreError> {
         let (seq, created) = {
             let mut inner = self.inner.lock();
+            self.writable()?;
             let created = inner.data.lookup(&id).is_none_or(|i| {
                 let a = inner.data.article(i);
                 a.deleted || !a.known
@@ -485,7 +731,7 @@ impl Store for EmbeddedStore {
                 created,
             )
         };
-        self.durable(seq, 1).await?;
+        self.durable(seq).await?;
         Ok(if created {
             PutOutcome::Created
         } else {
@@ -529,6 +775,7 @@ impl Store for EmbeddedStore {
     async fn delete_article(&self, id: &ArticleId, _now: Timestamp) -> Result<bool, StoreError> {
         let seq = {
             let mut inner = self.inner.lock();
+            self.writable()?;
             match inner.data.lookup(id) {
                 Some(idx) if !inner.data.article(idx).deleted => {}
                 _ => return Ok(false),
@@ -536,54 +783,64 @@ impl Store for EmbeddedStore {
             let rec = LogRecord::Delete { id: id.clone() };
             self.log_and_apply(&mut inner, &rec, &mut Vec::new())
         };
-        self.durable(seq, 1).await?;
+        self.durable(seq).await?;
         Ok(true)
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
         let models = &self.settings.models;
         let cap = self.settings.ranking_cap;
+        let key = Self::rank_key(q);
+        // A ranking asked for the first time is built one chunk per hold
+        // of the lock, so ingest never waits for a whole build.
+        loop {
+            let built = {
+                let mut guard = self.inner.lock();
+                let i = &mut *guard;
+                let chunk = self.settings.build_chunk;
+                (i.rankings).build(&key, &mut i.data, models, now, i.newest_event, chunk)
+            };
+            if built {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         let (snap_id, offset) = match &q.cursor {
             None => {
-                let key = Self::rank_key(q);
-                let want = (q.offset + q.limit).min(cap);
-                let depth = (q.offset + q.limit * CURSOR_PAGES_AHEAD).min(cap);
-                let items =
-                    inner
-                        .rankings
-                        .top(&key, depth + 1, q.per_author, &mut inner.data, models, now);
-                let complete = items.len() <= depth;
-                let mut items = items;
-                items.truncate(depth);
-                if q.offset >= want || items.len() <= q.offset + q.limit && complete {
-                    // One page says it all: no snapshot needed.
-                    let page = page_items(
-                        inner, &items, q.offset, q.limit, &key, models, q.explain, now,
-                    );
-                    return Ok(HotPage {
-                        items: page,
-                        generated_at: now,
-                        cursor: None,
-                    });
+                let walk = pages::first_walk(q, cap);
+                let (items, at) = inner.rankings.top(
+                    &key,
+                    walk,
+                    &mut inner.data,
+                    models,
+                    now,
+                    inner.newest_event,
+                );
+                match pages::first(key.clone(), q, cap, items, at) {
+                    First::Page(items) => {
+                        return Ok(HotPage {
+                            items: inner.page_items(
+                                &items,
+                                q.offset + 1,
+                                q.model,
+                                models,
+                                q.explain,
+                            ),
+                            generated_at: at,
+                            cursor: None,
+                        });
+                    }
+                    First::Snapshot(snap) => (inner.remember_cursor(snap, now), q.offset),
                 }
-                let id = inner.remember_cursor(CursorSnap {
-                    key,
-                    per_author: q.per_author,
-                    generated_at: now,
-                    items,
-                    complete,
-                    touched: now,
-                });
-                (id, q.offset)
             }
             Some(c) => {
                 let (id, off) = cursor::parse_snapshot(c)?;
                 let snap = inner.cursors.get(&id).ok_or_else(|| {
                     StoreError::InvalidCursor("cursor expired; start from the first page".into())
                 })?;
-                if snap.key != Self::rank_key(q) || snap.per_author != q.per_author {
+                if !snap.snap.fits(&key, q.per_author) {
                     return Err(StoreError::InvalidCursor(
                         "cursor belongs to a query with other parameters".into(),
                     ));
@@ -591,53 +848,23 @@ impl Store for EmbeddedStore {
                 (id, off)
             }
         };
-        // Deepen the snapshot if the page runs past it.
-        let snap = inner.cursors.get(&snap_id).expect("just checked");
-        if offset + q.limit > snap.items.len() && !snap.complete && snap.items.len() < cap {
-            let key = snap.key.clone();
-            let per_author = snap.per_author;
-            let depth = (offset + q.limit * CURSOR_PAGES_AHEAD).min(cap);
-            let fresh =
+        let mut c = inner.cursors.remove(&snap_id).expect("just checked");
+        c.touched = now;
+        if let Some((walk, need)) = c.snap.extension(offset, q.limit, cap) {
+            let (fresh, _) =
                 inner
                     .rankings
-                    .top(&key, depth + 1, per_author, &mut inner.data, models, now);
-            let snap = inner.cursors.get_mut(&snap_id).expect("present");
-            let seen: HashSet<Idx> = snap.items.iter().map(|s| s.idx).collect();
-            let before = snap.items.len();
-            snap.items
-                .extend(fresh.iter().filter(|s| !seen.contains(&s.idx)).cloned());
-            snap.complete = fresh.len() <= depth;
-            if snap.items.len() > cap {
-                snap.items.truncate(cap);
-                snap.complete = true;
-            }
-            if snap.items.len() == before {
-                snap.complete = true;
-            }
+                    .top(&key, walk, &mut inner.data, models, now, inner.newest_event);
+            c.snap.extend(fresh, need, cap);
         }
-        let snap = inner.cursors.get_mut(&snap_id).expect("present");
-        snap.touched = now;
-        let generated_at = snap.generated_at;
-        let key = snap.key.clone();
-        let items = std::mem::take(&mut snap.items);
-        let complete = snap.complete;
-        let page = page_items(
-            inner,
-            &items,
-            offset,
-            q.limit,
-            &key,
-            models,
-            q.explain,
-            generated_at,
-        );
-        let more = offset + q.limit < items.len() || (!complete && items.len() < cap);
-        inner.cursors.get_mut(&snap_id).expect("present").items = items;
-        Ok(HotPage {
-            items: page,
-            generated_at,
+        let (items, more) = c.snap.page(offset, q.limit, cap);
+        let page = HotPage {
+            items: inner.page_items(items, offset + 1, q.model, models, q.explain),
+            generated_at: c.snap.generated_at,
             cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
-        })
+        };
+        inner.cursors.insert(snap_id, c);
+        Ok(page)
     }
 
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
@@ -667,7 +894,7 @@ impl Store for EmbeddedStore {
         for (_, id) in iter {
             let idx = inner.data.lookup(id).expect("indexed");
             let a = inner.data.article(idx);
-            if !key.matches(&a.meta) {
+            if !key.filter.matches(&a.meta) {
                 continue;
             }
             match picker.offer(a.meta.author.as_deref()) {
@@ -712,7 +939,7 @@ impl Store for EmbeddedStore {
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         let inner = self.inner.lock();
         let d = &inner.data;
-        let first = hour_of(now) - i64::from(hours) + 1;
+        let first = *crate::time::last_hours(hour_of(now), hours).start();
         Ok(Stats {
             articles: d.live_articles() as u64,
             counted: d.counted,
@@ -740,7 +967,10 @@ impl Store for EmbeddedStore {
             return Ok(None);
         }
         let last = hour_of(now);
-        Ok(Some(a.hourly(last - i64::from(hours) + 1, last)))
+        Ok(Some(a.hourly(
+            *crate::time::last_hours(last, hours).start(),
+            last,
+        )))
     }
 
     async fn post_article(
@@ -752,6 +982,7 @@ impl Store for EmbeddedStore {
         meta.published_at = now;
         let (seq, id) = {
             let mut inner = self.inner.lock();
+            self.writable()?;
             let id = inner.data.next_post_id();
             let rec = LogRecord::Post {
                 id: id.clone(),
@@ -760,7 +991,7 @@ impl Store for EmbeddedStore {
             };
             (self.log_and_apply(&mut inner, &rec, &mut Vec::new()), id)
         };
-        self.durable(seq, 1).await?;
+        self.durable(seq).await?;
         Ok(id)
     }
 
@@ -773,6 +1004,7 @@ impl Store for EmbeddedStore {
     ) -> Result<VoteOutcome, StoreError> {
         let (seq, outcome) = {
             let mut inner = self.inner.lock();
+            self.writable()?;
             match inner
                 .data
                 .judge_vote(id, user, direction, now, &self.settings)
@@ -799,17 +1031,12 @@ impl Store for EmbeddedStore {
                 }
             }
         };
-        self.durable(seq, 1).await?;
+        self.durable(seq).await?;
         Ok(outcome)
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
-        if let Some(wal) = &self.wal
-            && let Err(e) = wal.health()
-        {
-            return Err(StoreError::Unavailable(format!("write-ahead log: {e}")));
-        }
-        Ok(())
+        self.writable()
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
@@ -828,20 +1055,21 @@ impl Store for EmbeddedStore {
             inner.data.expire(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);
             inner.expire_cursors(now);
-            let (rankings, entries, rebuilds) = inner.rankings.sizes();
+            let sizes = inner.ranking_sizes();
             let (dedupe, event_ids, limiter_keys) = inner.data.gate_sizes();
             metrics::gauge!("hotrank_articles").set(inner.data.live_articles() as f64);
-            metrics::gauge!("hotrank_rankings").set(rankings as f64);
-            metrics::gauge!("hotrank_ranking_entries").set(entries as f64);
-            metrics::gauge!("hotrank_ranking_rebuilds").set(rebuilds as f64);
+            metrics::gauge!("hotrank_rankings").set(sizes.rankings as f64);
+            metrics::gauge!("hotrank_ranking_entries").set(sizes.entries as f64);
+            metrics::gauge!("hotrank_window_cache_bytes").set(sizes.window_cache_bytes as f64);
             metrics::gauge!("hotrank_dedupe_entries").set(dedupe as f64);
             metrics::gauge!("hotrank_event_ids").set(event_ids as f64);
             metrics::gauge!("hotrank_rate_limit_keys").set(limiter_keys as f64);
         }
         metrics::histogram!("hotrank_maintenance_seconds").record(started.elapsed().as_secs_f64());
         if let (Some(wal), Some(d)) = (&self.wal, &self.durability) {
+            wal.publish_metrics();
             metrics::gauge!("hotrank_wal_bytes").set(wal.size_bytes() as f64);
-            let records = self.records_since_snapshot.load(Ordering::Relaxed);
+            let records = self.records_since_snapshot();
             let age = self.last_snapshot.lock().elapsed().as_secs();
             if records >= d.snapshot_every_records
                 || (records > 0 && age >= d.snapshot_interval_secs)
@@ -854,7 +1082,7 @@ impl Store for EmbeddedStore {
 
     async fn shutdown(&self) -> Result<(), StoreError> {
         if let Some(wal) = &self.wal {
-            if self.records_since_snapshot.load(Ordering::Relaxed) > 0 {
+            if self.records_since_snapshot() > 0 {
                 self.snapshot().await?;
             }
             wal.close()
@@ -862,24 +1090,4 @@ impl Store for EmbeddedStore {
         }
         Ok(())
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn page_items(
-    inner: &mut Inner,
-    items: &[Scored],
-    offset: usize,
-    limit: usize,
-    key: &RankKey,
-    models: &Models,
-    explain: bool,
-    at: Timestamp,
-) -> Vec<RankedItem> {
-    items
-        .iter()
-        .enumerate()
-        .skip(offset)
-        .take(limit)
-        .map(|(i, s)| inner.item(i + 1, s, key, models, explain, at))
-        .collect()
 }

@@ -1,17 +1,7 @@
-//! Rankings that are exact at query time.
-//!
-//! A score that decays with time goes stale the moment it is stored. Each
-//! model gives, with every score, a bound of its score at any later time
-//! while the article gets no events ([`Models::upper_bound`]: the score
-//! itself for models that only decay). Each ranking keeps its articles
-//! ordered by such bounds, and a query:
-//!
-//! 1. re-scores the articles that changed since the last query (`dirty`);
-//! 2. walks the order from the top, re-scoring each article exactly at
-//!    `now`, and stops as soon as the next bound is below the k-th exact
-//!    score found: nothing further down can beat it (Fagin's threshold
-//!    algorithm);
-//! 3. writes the exact scores back as the new, tighter bounds.
+//! The embedded store's ranking indexes: for every ranking queries asked
+//! for, the articles active in its window ordered by an upper bound of
+//! their score, walked by the shared core ([`crate::rank`]) that keeps
+//! every answer exact at query time.
 //!
 //! The index holds every article active in the ranking's window, not just
 //! the top `ranking_cap` that queries may reach: a capped index must rebuild
@@ -19,12 +9,14 @@
 //! k-th (with near-equal scores decaying together, that is every second).
 //! Indexing all active articles costs about 100 bytes per article and
 //! ranking, and makes every answer exact without a rebuild. docs/design.md
-//! ("Freshness") has the argument in full. docs/design.md ("Freshness") has the argument in full.
+//! ("Freshness") has the argument in full.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::model::{ArticleId, ArticleMeta, Counters, RangeSpec, Timestamp};
+use crate::model::{ArticleId, Counters, RangeSpec, Timestamp};
+use crate::rank::pages::SnapItem;
+use crate::rank::{self, Filter, Walk};
 use crate::score::{ModelKind, Models};
 
 use super::state::{Change, Data, Idx};
@@ -34,30 +26,7 @@ use super::state::{Change, Data, Idx};
 pub struct RankKey {
     pub model: ModelKind,
     pub range: RangeSpec,
-    pub category: Option<String>,
-    pub kind: Option<String>,
-    pub group: Option<String>,
-}
-
-impl RankKey {
-    pub fn matches(&self, meta: &ArticleMeta) -> bool {
-        self.category
-            .as_ref()
-            .is_none_or(|c| meta.category.as_ref() == Some(c))
-            && self
-                .kind
-                .as_ref()
-                .is_none_or(|k| meta.kind.as_ref() == Some(k))
-            && self.group.as_ref().is_none_or(|g| meta.groups.contains(g))
-    }
-}
-
-/// One ranked article with its exact score and window counters.
-#[derive(Debug, Clone)]
-pub struct Scored {
-    pub idx: Idx,
-    pub score: f64,
-    pub counters: Counters,
+    pub filter: Filter,
 }
 
 #[derive(Debug, Clone)]
@@ -67,31 +36,9 @@ struct Entry {
     idx: Idx,
 }
 
-impl Entry {
-    fn key(&self) -> (Desc, &ArticleId) {
-        (Desc(self.bound), &self.id)
-    }
-}
-
-/// Scores sort high to low; equal scores by article id, ascending.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Desc(f64);
-
-impl Eq for Desc {}
-impl PartialOrd for Desc {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Desc {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.0.total_cmp(&self.0)
-    }
-}
-
 impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.cmp(other) == Ordering::Equal
     }
 }
 impl Eq for Entry {}
@@ -102,15 +49,8 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(&other.key())
+        rank::order(self.bound, &self.id, other.bound, &other.id)
     }
-}
-
-/// Orders two scored articles as a ranking lists them.
-fn rank_order(data: &Data, a: &Scored, b: &Scored) -> Ordering {
-    Desc(a.score)
-        .cmp(&Desc(b.score))
-        .then_with(|| data.article(a.idx).id.cmp(&data.article(b.idx).id))
 }
 
 /// One article's standing in one ranking at `now`.
@@ -133,7 +73,7 @@ pub fn exact(
     now: Timestamp,
 ) -> Option<Exact> {
     let a = data.article_mut(idx);
-    if a.deleted || !key.matches(&a.meta) {
+    if a.deleted || !key.filter.matches(&a.meta) {
         return None;
     }
     let c = a.window(key.range, now);
@@ -147,15 +87,33 @@ pub fn exact(
     })
 }
 
+fn listed(data: &Data, idx: Idx, ex: &Exact, at: Timestamp) -> SnapItem {
+    let a = data.article(idx);
+    SnapItem {
+        id: a.id.clone(),
+        score: ex.score,
+        counters: ex.counters,
+        author: a.meta.author.clone(),
+        at,
+    }
+}
+
 pub struct Ranking {
     key: RankKey,
     order: BTreeSet<Entry>,
     bounds: HashMap<Idx, f64>,
     dirty: HashSet<Idx>,
-    /// Never built yet: the first query builds it from all counters.
-    built: bool,
+    /// While the first build runs: the next article to index. A build
+    /// takes the store's lock for one chunk of articles at a time, so
+    /// ingest never waits for a whole build; changes meanwhile mark
+    /// articles dirty as usual.
+    build_next: Option<Idx>,
+    /// The newest time bounds were computed at: they hold from then on.
+    bounds_at: Option<Timestamp>,
     last_used: Timestamp,
-    /// Full rebuilds so far (for metrics and tests).
+    /// Use counter at the last query, for least-recently-used eviction.
+    used: u64,
+    /// Full builds so far (for metrics and tests).
     pub rebuilds: u64,
 }
 
@@ -166,8 +124,10 @@ impl Ranking {
             order: BTreeSet::new(),
             bounds: HashMap::new(),
             dirty: HashSet::new(),
-            built: false,
+            build_next: Some(0),
+            bounds_at: None,
             last_used: 0,
+            used: 0,
             rebuilds: 0,
         }
     }
@@ -196,18 +156,37 @@ impl Ranking {
         });
     }
 
-    /// Re-scores every matching article.
-    fn rebuild(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
-        self.order.clear();
-        self.bounds.clear();
-        self.dirty.clear();
-        for idx in 0..data.articles.len() as Idx {
-            if let Some(ex) = exact(data, idx, &self.key, models, now) {
+    /// Indexes the next `chunk` articles of a first build; `true` once
+    /// every article is indexed.
+    fn build_step(
+        &mut self,
+        data: &mut Data,
+        models: &Models,
+        at: Timestamp,
+        chunk: usize,
+    ) -> bool {
+        let Some(from) = self.build_next else {
+            return true;
+        };
+        let end = (from as usize)
+            .saturating_add(chunk)
+            .min(data.articles.len()) as Idx;
+        for idx in from..end {
+            if let Some(ex) = exact(data, idx, &self.key, models, at) {
+                self.remove(idx, data);
                 self.insert(idx, ex.bound, data);
             }
         }
-        self.built = true;
-        self.rebuilds += 1;
+        self.bounds_at = Some(self.bounds_at.map_or(at, |b| b.max(at)));
+        if end as usize >= data.articles.len() {
+            self.build_next = None;
+            self.rebuilds += 1;
+            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
+            true
+        } else {
+            self.build_next = Some(end);
+            false
+        }
     }
 
     fn refresh_dirty(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
@@ -219,101 +198,58 @@ impl Ranking {
         }
     }
 
-    /// The threshold algorithm; returns the accepted items in rank order.
+    /// Drives the threshold walk over the index at `at`, then writes the
+    /// exact bounds back: bounds computed now are the tightest there are.
     fn walk(
         &mut self,
-        depth: usize,
-        per_author: Option<usize>,
+        mut walk: Walk<SnapItem>,
         data: &mut Data,
         models: &Models,
-        now: Timestamp,
-    ) -> Vec<Scored> {
-        let mut scored: Vec<Scored> = Vec::new();
-        let mut rescored: Vec<(Idx, f64, Option<f64>)> = Vec::new();
-        // The k-th accepted item so far, as an entry: anything that ranks
-        // after it by (bound, id) ranks after it by (exact score, id) too.
-        let mut threshold: Option<Entry> = None;
-        let mut checkpoint = depth.max(1);
+        at: Timestamp,
+    ) -> Vec<SnapItem> {
+        let mut rescored: Vec<(Entry, Option<f64>)> = Vec::new();
         for e in &self.order {
-            if threshold.as_ref().is_some_and(|t| e > t) {
+            if !walk.wants(e.bound, &e.id) {
                 break;
             }
-            let ex = exact(data, e.idx, &self.key, models, now);
-            rescored.push((e.idx, e.bound, ex.map(|x| x.bound)));
-            if let Some(ex) = ex {
-                scored.push(Scored {
-                    idx: e.idx,
-                    score: ex.score,
-                    counters: ex.counters,
-                });
+            if walk.skips(&e.id) {
+                continue;
             }
-            if scored.len() >= checkpoint {
-                scored.sort_by(|a, b| rank_order(data, a, b));
-                let accepted = accept(data, &scored, per_author, depth);
-                if accepted.len() >= depth {
-                    let kth = &scored[accepted[depth - 1]];
-                    threshold = Some(Entry {
-                        bound: kth.score,
-                        id: data.article(kth.idx).id.clone(),
-                        idx: kth.idx,
-                    });
-                }
-                checkpoint *= 2;
+            let ex = exact(data, e.idx, &self.key, models, at);
+            if let Some(ex) = &ex {
+                walk.offer(listed(data, e.idx, ex, at), Some(e.bound));
             }
+            rescored.push((e.clone(), ex.map(|x| x.bound)));
         }
-        // Bounds computed now are the tightest there are.
-        for (idx, old, new) in rescored {
-            let e = Entry {
-                bound: old,
-                id: data.article(idx).id.clone(),
-                idx,
-            };
+        for (e, new) in rescored {
             self.order.remove(&e);
-            self.bounds.remove(&idx);
+            self.bounds.remove(&e.idx);
             if let Some(bound) = new {
-                self.bounds.insert(idx, bound);
-                self.order.insert(Entry { bound, ..e });
+                self.insert(e.idx, bound, data);
             }
         }
-        scored.sort_by(|a, b| rank_order(data, a, b));
-        let accepted = accept(data, &scored, per_author, depth);
-        accepted.into_iter().map(|i| scored[i].clone()).collect()
+        self.bounds_at = Some(self.bounds_at.map_or(at, |b| b.max(at)));
+        walk.finish()
     }
 }
 
-/// Indexes (into `scored`, in rank order) of the items a page may show:
-/// at most `per_author` per author, at most `depth` in all.
-fn accept(data: &Data, scored: &[Scored], per_author: Option<usize>, depth: usize) -> Vec<usize> {
-    let Some(cap) = per_author else {
-        return (0..scored.len().min(depth)).collect();
-    };
-    let mut per: HashMap<&str, usize> = HashMap::new();
-    let mut out = Vec::new();
-    for (i, s) in scored.iter().enumerate() {
-        if out.len() >= depth {
-            break;
-        }
-        match data.article(s.idx).meta.author.as_deref() {
-            Some(author) => {
-                let n = per.entry(author).or_default();
-                if *n < cap {
-                    *n += 1;
-                    out.push(i);
-                }
-            }
-            None => out.push(i),
-        }
-    }
-    out
-}
-
-/// Every ranking that queries have asked for, created on first use.
-#[derive(Default)]
+/// Every ranking that queries have asked for, created on first use, at
+/// most `max_live` of them (the least recently used goes first).
 pub struct Rankings {
     map: HashMap<RankKey, Ranking>,
+    max_live: usize,
+    uses: u64,
 }
 
 impl Rankings {
+    pub fn new(max_live: usize) -> Self {
+        Rankings {
+            map: HashMap::new(),
+            max_live: max_live.max(1),
+            uses: 0,
+        }
+    }
+
     /// Follows a change: the article is re-scored at the next query.
     pub fn on_change(&mut self, change: Change, data: &Data) {
         match change {
@@ -321,7 +257,7 @@ impl Rankings {
             Change::Counted(idx) => {
                 let meta = &data.article(idx).meta;
                 for r in self.map.values_mut() {
-                    if r.key.matches(meta) {
+                    if r.key.filter.matches(meta) {
                         r.dirty.insert(idx);
                     }
                 }
@@ -335,30 +271,67 @@ impl Rankings {
         }
     }
 
-    /// The exact top `depth` of a ranking at `now`.
-    pub fn top(
-        &mut self,
-        key: &RankKey,
-        depth: usize,
-        per_author: Option<usize>,
-        data: &mut Data,
-        models: &Models,
-        now: Timestamp,
-    ) -> Vec<Scored> {
-        let started = std::time::Instant::now();
+    fn get(&mut self, key: &RankKey, now: Timestamp) -> &mut Ranking {
+        self.uses += 1;
+        if !self.map.contains_key(key) && self.map.len() >= self.max_live {
+            // Rankings still being built are kept (a query is waiting on
+            // each), so the map may exceed the cap by the builds under way.
+            let oldest = (self.map.iter())
+                .filter(|(_, r)| r.build_next.is_none())
+                .min_by_key(|(_, r)| r.used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                self.map.remove(&k);
+                metrics::counter!("hotrank_ranking_evictions_total").increment(1);
+            }
+        }
         let r = self
             .map
             .entry(key.clone())
             .or_insert_with(|| Ranking::new(key.clone()));
         r.last_used = now;
-        if !r.built {
-            r.rebuild(data, models, now);
-        } else {
-            r.refresh_dirty(data, models, now);
-        }
-        let items = r.walk(depth, per_author, data, models, now);
+        r.used = self.uses;
+        r
+    }
+
+    /// Advances the first build of a ranking by one chunk of articles;
+    /// `true` once the ranking is built (then [`Rankings::top`] is cheap).
+    pub fn build(
+        &mut self,
+        key: &RankKey,
+        data: &mut Data,
+        models: &Models,
+        now: Timestamp,
+        newest_event: Timestamp,
+        chunk: usize,
+    ) -> bool {
+        let r = self.get(key, now);
+        let at = rank::query_time(now, r.bounds_at, newest_event);
+        r.build_step(data, models, at, chunk)
+    }
+
+    /// Runs `walk` over a ranking at `now` (or later: [`rank::query_time`],
+    /// with `newest_event` the newest event time counted): the exact items
+    /// the walk asked for, and the time they are exact at.
+    pub fn top(
+        &mut self,
+        key: &RankKey,
+        walk: Walk<SnapItem>,
+        data: &mut Data,
+        models: &Models,
+        now: Timestamp,
+        newest_event: Timestamp,
+    ) -> (Vec<SnapItem>, Timestamp) {
+        let started = std::time::Instant::now();
+        let r = self.get(key, now);
+        let at = rank::query_time(now, r.bounds_at, newest_event);
+        // Built by `build` in chunks before; whatever is left (a ranking
+        // evicted between two pages of a cursor) is finished here.
+        r.build_step(data, models, at, usize::MAX);
+        r.refresh_dirty(data, models, at);
+        let items = r.walk(walk, data, models, at);
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        items
+        (items, at)
     }
 
     /// Drops rankings nobody asked for since `before`.
@@ -366,10 +339,10 @@ impl Rankings {
         self.map.retain(|_, r| r.last_used >= before);
     }
 
-    /// Sizes for metrics: (rankings, entries, rebuilds so far).
-    pub fn sizes(&self) -> (usize, usize, u64) {
-        self.map.values().fold((0, 0, 0), |(n, e, b), r| {
-            (n + 1, e + r.len(), b + r.rebuilds)
-        })
+    /// Sizes for metrics: (rankings, entries).
+    pub fn sizes(&self) -> (usize, usize) {
+        self.map
+            .values()
+            .fold((0, 0), |(n, e), r| (n + 1, e + r.len()))
     }
 }

@@ -16,7 +16,40 @@ use crate::model::{
     VoteDirection, VoteOutcome, hour_of,
 };
 use crate::sketch::{HLL_SEED, Hll, murmur64a};
-use crate::store::{HourlyRow, StoreSettings};
+use crate::store::{HourlyRow, IngestReject, StoreSettings};
+
+/// The behaviour rule's window: distinct articles viewed in any 60 s.
+const BEHAVIOUR_MS: i64 = 60_000;
+
+/// Per-visitor state of the behaviour rule (`gate.bot_articles_per_minute`).
+/// Derived from counted views (rebuilt by log replay, not kept in
+/// snapshots): a restart from a snapshot forgets who was quarantined.
+#[derive(Debug, Clone, Default)]
+struct Behaviour {
+    /// Quarantined as `bot` until this rate-clock time (ms); 0: not.
+    bot_until_ms: i64,
+    /// (rate clock ms, article) of counted views in the last 60 s, one
+    /// entry per article.
+    views: Vec<(i64, Idx)>,
+}
+
+impl Behaviour {
+    fn flagged(&self, clock: i64) -> bool {
+        clock < self.bot_until_ms
+    }
+
+    /// Distinct articles viewed in the 60 s before `clock`, besides `idx`.
+    fn others(&self, clock: i64, idx: Option<Idx>) -> usize {
+        self.views
+            .iter()
+            .filter(|&&(t, a)| t > clock - BEHAVIOUR_MS && Some(a) != idx)
+            .count()
+    }
+
+    fn live(&self, clock: i64) -> bool {
+        self.flagged(clock) || self.views.iter().any(|&(t, _)| t > clock - BEHAVIOUR_MS)
+    }
+}
 
 /// Dense article handle, stable for the life of the process.
 pub type Idx = u32;
@@ -85,6 +118,11 @@ impl Bucket {
         c.dwell_seconds += self.dwell_seconds;
     }
 }
+
+/// Most windows (ranges) cached per article: each live ranking over a
+/// range keeps its articles' window counters and sketch warm; a fifth range
+/// evicts the least recently used (rebuilt from the buckets when needed).
+pub const WINDOW_CACHES: usize = 4;
 
 /// Cached counters of one article over one window, valid while `end_hour`
 /// is the current hour. Counted events inside the window update it in
@@ -167,7 +205,7 @@ impl Article {
             BucketRef::Counters(&mut self.lifetime, &mut self.lifetime_uv),
         );
         for w in &mut self.windows {
-            if hour <= w.end_hour && hour > w.end_hour - i64::from(w.hours) {
+            if crate::time::last_hours(w.end_hour, w.hours).contains(&hour) {
                 bump(ev, hash, BucketRef::Window(w));
             }
         }
@@ -178,6 +216,13 @@ impl Article {
         self.bucket_mut(hour_of(ts)).quarantine.add(v, 1);
     }
 
+    /// Bytes held by this article's window caches (counters and sketches).
+    pub fn window_cache_bytes(&self) -> usize {
+        (self.windows.iter())
+            .map(|w| std::mem::size_of::<WindowAgg>() + w.sketch.byte_len())
+            .sum()
+    }
+
     /// Counters inside `range` at `now`, UV included.
     pub fn window(&mut self, range: RangeSpec, now: Timestamp) -> Counters {
         let RangeSpec::Hours(hours) = range else {
@@ -186,22 +231,21 @@ impl Article {
             return c;
         };
         let end_hour = hour_of(now);
-        let pos = match self.windows.iter().position(|w| w.hours == hours) {
-            Some(i) if self.windows[i].end_hour == end_hour => i,
-            found => {
-                let agg = self.build_window(hours, end_hour);
-                match found {
-                    Some(i) => {
-                        self.windows[i] = agg;
-                        i
-                    }
-                    None => {
-                        self.windows.push(agg);
-                        self.windows.len() - 1
-                    }
+        // Most recently used first; at most WINDOW_CACHES per article.
+        match self.windows.iter().position(|w| w.hours == hours) {
+            Some(i) => {
+                self.windows[..=i].rotate_right(1);
+                if self.windows[0].end_hour != end_hour {
+                    self.windows[0] = self.build_window(hours, end_hour);
                 }
             }
-        };
+            None => {
+                let agg = self.build_window(hours, end_hour);
+                self.windows.truncate(WINDOW_CACHES - 1);
+                self.windows.insert(0, agg);
+            }
+        }
+        let pos = 0;
         let w = &mut self.windows[pos];
         let uv = *w.uv.get_or_insert_with(|| w.sketch.count());
         Counters {
@@ -213,7 +257,7 @@ impl Article {
     }
 
     fn build_window(&self, hours: u32, end_hour: i64) -> WindowAgg {
-        let first = end_hour - i64::from(hours) + 1;
+        let first = *crate::time::last_hours(end_hour, hours).start();
         let start = self.buckets.partition_point(|b| b.hour < first);
         let mut counters = Counters::default();
         let mut sketch = Hll::new();
@@ -332,6 +376,12 @@ pub struct Data {
     next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
+    /// The behaviour rule's per-visitor state (derived, not snapshotted).
+    #[serde(skip)]
+    behaviour: HashMap<u128, Behaviour>,
+    /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
+    #[serde(skip)]
+    bot_quarantine_ms: i64,
 }
 
 /// What `apply` changed, for the rankings to follow.
@@ -342,6 +392,14 @@ pub enum Change {
     Counted(Idx),
     /// Metadata (or liveness) of this article changed.
     Meta(Idx),
+}
+
+fn bot_quarantine_ms(s: &StoreSettings) -> i64 {
+    if s.bot_articles_per_minute == 0 {
+        0
+    } else {
+        i64::from(s.bot_quarantine_secs) * 1000
+    }
 }
 
 impl Data {
@@ -357,6 +415,8 @@ impl Data {
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
             index: HashMap::new(),
+            behaviour: HashMap::new(),
+            bot_quarantine_ms: bot_quarantine_ms(s),
         }
     }
 
@@ -371,6 +431,7 @@ impl Data {
             .collect();
         self.visitor_limits.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
+        self.bot_quarantine_ms = bot_quarantine_ms(s);
     }
 
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
@@ -389,9 +450,43 @@ impl Data {
         self.articles.iter().filter(|a| !a.deleted).count()
     }
 
-    /// Whether an event for this article may be taken at all.
-    pub fn accepts(&self, id: &ArticleId, s: &StoreSettings) -> bool {
-        !s.require_known_articles || self.lookup(id).is_some_and(|i| self.article(i).known)
+    /// Whether an event may be taken at all: with `require_known_articles`
+    /// only for articles created by `PUT`; past `max_articles`, untrusted
+    /// events only for articles the store already holds. A refused event
+    /// changes nothing.
+    pub fn accepts(&self, ev: &Event, s: &StoreSettings) -> Result<(), IngestReject> {
+        let found = self.lookup(&ev.article);
+        if s.require_known_articles && !found.is_some_and(|i| self.article(i).known) {
+            return Err(IngestReject::UnknownArticle);
+        }
+        if found.is_none()
+            && !ev.trusted
+            && s.max_articles > 0
+            && self.articles.len() as u64 >= s.max_articles
+        {
+            return Err(IngestReject::TooManyArticles);
+        }
+        Ok(())
+    }
+
+    /// Whether the behaviour rule quarantines this event's visitor: already
+    /// quarantined (`Some(false)`), or this view would be its
+    /// `bot_articles_per_minute + 1`-th distinct article in 60 s
+    /// (`Some(true)`). Pure.
+    pub fn behaviour_bot(&self, ev: &Event, s: &StoreSettings) -> Option<bool> {
+        if s.bot_articles_per_minute == 0 {
+            return None;
+        }
+        let clock = ev.rate_clock_ms();
+        let b = self.behaviour.get(&ev.visitor);
+        if b.is_some_and(|b| b.flagged(clock)) {
+            return Some(false);
+        }
+        if ev.kind != EventType::View {
+            return None;
+        }
+        let others = b.map_or(0, |b| b.others(clock, self.lookup(&ev.article)));
+        (others >= s.bot_articles_per_minute as usize).then_some(true)
     }
 
     /// The gate's stateful checks, in order. Pure: `apply` records.
@@ -402,7 +497,7 @@ impl Data {
         {
             return Verdict::Replayed;
         }
-        if ev.bot {
+        if ev.bot || self.behaviour_bot(ev, s) == Some(false) {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();
@@ -417,16 +512,32 @@ impl Data {
         {
             return Verdict::Duplicate;
         }
+        if self.behaviour_bot(ev, s) == Some(true) {
+            return Verdict::Bot;
+        }
         Verdict::Counted
     }
 
     /// Records an event with its verdict. Live ingest and log replay both
     /// come through here.
+    ///
+    /// Only a counted event leaves its `eventId` behind: a refused one
+    /// (duplicate, rate limited, bot, replayed) changed nothing, so a retry
+    /// of it is refused again on its own merits and costs no memory.
     pub fn apply_event(&mut self, ev: &Event, verdict: Verdict) -> Change {
         if let Some(key) = ev.event_id
-            && verdict != Verdict::Replayed
+            && verdict == Verdict::Counted
         {
             self.event_ids.insert(key, ev.arrival_ms / 1000);
+        }
+        if verdict == Verdict::Bot && !ev.bot && self.bot_quarantine_ms > 0 {
+            // Quarantined by behaviour: from now on, for this visitor.
+            let clock = ev.rate_clock_ms();
+            let b = self.behaviour.entry(ev.visitor).or_default();
+            if !b.flagged(clock) {
+                b.bot_until_ms = clock.saturating_add(self.bot_quarantine_ms);
+                b.views = Vec::new();
+            }
         }
         if matches!(verdict, Verdict::Counted | Verdict::Duplicate) {
             let clock = ev.rate_clock_ms();
@@ -462,6 +573,13 @@ impl Data {
                 .entry((idx, ev.visitor, ev.kind as u8))
                 .or_insert(ev.ts);
             *last = (*last).max(ev.ts);
+        }
+        if ev.kind == EventType::View && self.bot_quarantine_ms > 0 {
+            let clock = ev.rate_clock_ms();
+            let b = self.behaviour.entry(ev.visitor).or_default();
+            b.views
+                .retain(|&(t, a)| t > clock - BEHAVIOUR_MS && a != idx);
+            b.views.push((clock, idx));
         }
         self.counted += 1;
         let hash = murmur64a(&ev.visitor_element(), HLL_SEED);
@@ -593,13 +711,16 @@ impl Data {
         self.event_ids.retain(|_, &mut seen| seen > horizon);
         self.visitor_limits.sweep(now * 1000);
         self.ip_limits.sweep(now * 1000);
+        self.behaviour.retain(|_, b| b.live(now * 1000));
     }
 
+    /// Entries of the gate's state: dedupe pairs, eventIds, and rate-limit
+    /// plus behaviour keys.
     pub fn gate_sizes(&self) -> (usize, usize, usize) {
         (
             self.dedupe.len(),
             self.event_ids.len(),
-            self.visitor_limits.keys() + self.ip_limits.keys(),
+            self.visitor_limits.keys() + self.ip_limits.keys() + self.behaviour.len(),
         )
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Export walks the prefix with `SCAN` once, classifies keys by name and
 //! reads values in pipelined chunks. Hourly buckets are exported for the
-//! hours Redis still keeps whole (from the hourly horizon on); daily
-//! buckets for the days before it. Import writes the same keys with TTLs
+//! hours Redis still keeps (after [`oldest_hour`]); daily
+//! buckets for the days before the hourly horizon. Import writes the same keys with TTLs
 //! relative to `now`, derives daily buckets from hourly ones where the dump
 //! has none (the embedded store keeps only hours), and leaves rankings to
 //! be rebuilt by their first query.
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use redis::Value;
 
-use super::keys::day_of;
+use super::keys::{day_of, oldest_hour};
 use super::{RedisStore, meta_pairs, parse_meta, store_err, v_i64};
 use crate::model::{ArticleId, Timestamp};
 use crate::sketch::Hll;
@@ -32,9 +32,78 @@ struct Found {
     hours: HashMap<ArticleId, Vec<i64>>,
     days: HashMap<ArticleId, Vec<i64>>,
     q_hours: Vec<i64>,
+    /// Slotted gate hashes: (family, slot, key).
+    gate: Vec<(GateFamily, i64, String)>,
+    /// Dedupe keys: (key, article, kind, visitor).
     dedupe: Vec<(String, ArticleId, char, String)>,
-    eids: Vec<(String, String)>,
-    rates: Vec<(String, RateScope, String)>,
+}
+
+/// The slotted gate hashes `gate:<family>:<slot>` (ingest.lua).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum GateFamily {
+    EventId,
+    Visitor,
+    Ip,
+}
+
+impl GateFamily {
+    const ALL: [GateFamily; 3] = [GateFamily::EventId, GateFamily::Visitor, GateFamily::Ip];
+
+    fn name(self) -> &'static str {
+        match self {
+            GateFamily::EventId => "gate:eid",
+            GateFamily::Visitor => "gate:rl:v",
+            GateFamily::Ip => "gate:rl:ip",
+        }
+    }
+
+    fn of(parts: &[&str]) -> Option<Self> {
+        Some(match parts {
+            ["eid"] => GateFamily::EventId,
+            ["rl", "v"] => GateFamily::Visitor,
+            ["rl", "ip"] => GateFamily::Ip,
+            _ => return None,
+        })
+    }
+
+    /// The slot length S (ingest.lua's `family(name, S)`).
+    fn slot_secs(self, s: &StoreSettings) -> i64 {
+        match self {
+            GateFamily::EventId => i64::from(s.event_id_ttl_secs.max(1)),
+            GateFamily::Visitor | GateFamily::Ip => 120,
+        }
+    }
+
+    /// One field as a dump record. A visitor's record is its rate log,
+    /// then `|` and behaviour state (not exported: the embedded store does
+    /// not snapshot it).
+    fn record(self, field: &str, value: &str) -> Option<Record> {
+        let rate_log = |v: &str| -> Option<Vec<i64>> {
+            let log = v.split('|').next()?;
+            let log: Vec<i64> = log
+                .as_bytes()
+                .chunks(RATE_W)
+                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                .collect();
+            (!log.is_empty()).then_some(log)
+        };
+        Some(match self {
+            GateFamily::EventId => Record::EventId {
+                key: field.to_string(),
+                seen: value.parse().ok()?,
+            },
+            GateFamily::Visitor => Record::Rate {
+                scope: RateScope::Visitor,
+                key: field.to_string(),
+                log: rate_log(value)?,
+            },
+            GateFamily::Ip => Record::Rate {
+                scope: RateScope::Ip,
+                key: field.to_string(),
+                log: rate_log(value)?,
+            },
+        })
+    }
 }
 
 fn classify(found: &mut Found, key: &str, rest: &str) {
@@ -58,16 +127,10 @@ fn classify(found: &mut Found, key: &str, rest: &str) {
                 found.dedupe.push((key.to_string(), a, k, v.to_string()));
             }
         }
-        ["gate", "eid", e] => found.eids.push((key.to_string(), e.to_string())),
-        ["gate", "rl", "v", v] => {
-            found
-                .rates
-                .push((key.to_string(), RateScope::Visitor, v.to_string()))
-        }
-        ["gate", "rl", "ip", v] => {
-            found
-                .rates
-                .push((key.to_string(), RateScope::Ip, v.to_string()))
+        ["gate", rest @ .., slot] => {
+            if let (Some(f), Ok(slot)) = (GateFamily::of(rest), slot.parse()) {
+                found.gate.push((f, slot, key.to_string()));
+            }
         }
         _ => {}
     }
@@ -157,6 +220,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         cursor = next;
     }
     let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
+    let oldest = oldest_hour(now, store.options().hourly_days);
     let mut out = vec![Record::Header {
         version: DUMP_VERSION,
         source: "redis".into(),
@@ -171,7 +235,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
                 .get(keys.uv(id))
                 .smembers(keys.voted(id));
             let mut hours = found.hours.get(id).cloned().unwrap_or_default();
-            hours.retain(|h| *h >= horizon);
+            hours.retain(|h| *h > oldest);
             hours.sort();
             for h in &hours {
                 pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
@@ -198,7 +262,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
                 .collect();
             let mut hours_out = Vec::new();
             let mut hours = found.hours.get(id).cloned().unwrap_or_default();
-            hours.retain(|h| *h >= horizon);
+            hours.retain(|h| *h > oldest);
             hours.sort();
             for h in hours {
                 let b = next()?;
@@ -289,7 +353,8 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             .map(|(h, v)| (*h, q_of(v)))
             .collect(),
     });
-    // Gate state.
+    // Gate state: dedupe keys, then every field of every slot of the other
+    // families, the newer slot winning.
     for part in found.dedupe.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         for (k, ..) in part {
@@ -307,39 +372,31 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             }
         }
     }
-    for part in found.eids.chunks(CHUNK) {
-        let mut pipe = redis::pipe();
-        for (k, _) in part {
-            pipe.get(k);
-        }
-        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        for ((_, e), seen) in part.iter().zip(got) {
-            if let Some(seen) = seen {
-                out.push(Record::EventId {
-                    key: e.clone(),
-                    seen,
-                });
+    found.gate.sort();
+    let mut latest: BTreeMap<(GateFamily, String), String> = BTreeMap::new();
+    for (family, _, key) in &found.gate {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, pairs): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                .arg(key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut con)
+                .await
+                .map_err(store_err)?;
+            for (field, value) in pairs {
+                latest.insert((*family, field), value);
             }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
     }
-    for part in found.rates.chunks(CHUNK) {
-        let mut pipe = redis::pipe();
-        for (k, ..) in part {
-            pipe.get(k);
-        }
-        let got: Vec<Option<String>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        for ((_, scope, key), log) in part.iter().zip(got) {
-            let Some(log) = log else { continue };
-            let log: Vec<i64> = log
-                .as_bytes()
-                .chunks(RATE_W)
-                .filter_map(|c| std::str::from_utf8(c).ok()?.parse().ok())
-                .collect();
-            out.push(Record::Rate {
-                scope: *scope,
-                key: key.clone(),
-                log,
-            });
+    for ((family, field), value) in latest {
+        if let Some(r) = family.record(&field, &value) {
+            out.push(r);
         }
     }
     Ok(out)
@@ -396,7 +453,19 @@ pub async fn load_redis(
     let hkeep = (i64::from(store.options().hourly_days) + 1) * super::keys::DAY;
     let dkeep = settings.retention_secs + super::keys::DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
-    let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
+    // Gate entries go into the slot of `now` of their family's hash.
+    let slot_secs = |f: GateFamily| f.slot_secs(settings);
+    let mut gate_keys: BTreeMap<GateFamily, (String, i64)> = BTreeMap::new();
+    for f in GateFamily::ALL {
+        let secs = slot_secs(f);
+        let k = now.div_euclid(secs);
+        gate_keys.insert(f, (keys.gate_slot(f.name(), k), ttl((k + 2) * secs)));
+    }
+    let gate_put = |pipe: &mut redis::Pipeline, f: GateFamily, field: &str, v: String| {
+        let (key, life) = &gate_keys[&f];
+        pipe.hset(key, field, v).expire(key, *life);
+    };
+    let oldest = oldest_hour(now, store.options().hourly_days);
     let mut articles = 0u64;
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
@@ -468,7 +537,7 @@ pub async fn load_redis(
                     if b.c.pv > 0 {
                         e.1.merge(&hll_from_b64(&b.c.uv)?);
                     }
-                    if b.at < horizon {
+                    if b.at <= oldest {
                         continue;
                     }
                     let exp = ttl((b.at + 1) * 3600 + hkeep);
@@ -562,19 +631,26 @@ pub async fn load_redis(
             }
             Record::EventId { key, seen } => {
                 let k = crate::store::dump::parse_u128(key)?;
-                pipe.cmd("SET")
-                    .arg(keys.event_id(k))
-                    .arg(*seen)
-                    .arg("EX")
-                    .arg(settings.event_id_ttl_secs.max(1));
+                gate_put(
+                    &mut pipe,
+                    GateFamily::EventId,
+                    &format!("{k:032x}"),
+                    seen.to_string(),
+                );
             }
             Record::Rate { scope, key, log } => {
-                let k = match scope {
-                    RateScope::Visitor => keys.rate_visitor(crate::store::dump::parse_u128(key)?),
-                    RateScope::Ip => keys.rate_ip(crate::store::dump::parse_u64(key)?),
-                };
                 let text: String = log.iter().map(|t| format!("{t:015}")).collect();
-                pipe.cmd("SET").arg(k).arg(text).arg("PX").arg(120_000);
+                let (family, field) = match scope {
+                    RateScope::Visitor => (
+                        GateFamily::Visitor,
+                        format!("{:032x}", crate::store::dump::parse_u128(key)?),
+                    ),
+                    RateScope::Ip => (
+                        GateFamily::Ip,
+                        format!("{:016x}", crate::store::dump::parse_u64(key)?),
+                    ),
+                };
+                gate_put(&mut pipe, family, &field, text);
             }
         }
         queued += 1;
@@ -588,6 +664,7 @@ pub async fn load_redis(
     }
     // Rankings and node caches start over from the imported counters.
     pipe.incr(keys.changes_seq(), 1);
+    pipe.set(keys.articles_count(), articles);
     pipe.query_async::<()>(&mut con)
         .await
         .map_err(|e| err(store_err(e)))?;

@@ -9,12 +9,7 @@ use crate::model::{ArticleId, HOUR, RangeSpec, Timestamp, hour_of};
 use crate::score::ModelKind;
 use crate::sketch::murmur64a;
 
-pub const DAY: i64 = 86_400;
-
-/// The day bucket (days since the epoch) of a timestamp.
-pub fn day_of(ts: Timestamp) -> i64 {
-    ts.div_euclid(DAY)
-}
+pub use crate::time::{DAY, day_of};
 
 /// Builds key names under one prefix.
 #[derive(Debug, Clone)]
@@ -66,6 +61,10 @@ impl Keys {
     pub fn newest(&self) -> String {
         self.k(format_args!("articles:new"))
     }
+    /// Articles ever registered (events, `PUT`, posts): `max_articles`.
+    pub fn articles_count(&self) -> String {
+        self.k(format_args!("stats:articles"))
+    }
     pub fn counted(&self) -> String {
         self.k(format_args!("stats:counted"))
     }
@@ -93,14 +92,11 @@ impl Keys {
     pub fn dedupe(&self, id: &ArticleId, kind: char, visitor: u128) -> String {
         self.k(format_args!("gate:dd:{id}:{kind}:{visitor:032x}"))
     }
-    pub fn event_id(&self, key: u128) -> String {
-        self.k(format_args!("gate:eid:{key:032x}"))
-    }
-    pub fn rate_visitor(&self, visitor: u128) -> String {
-        self.k(format_args!("gate:rl:v:{visitor:032x}"))
-    }
-    pub fn rate_ip(&self, ip: u64) -> String {
-        self.k(format_args!("gate:rl:ip:{ip:016x}"))
+
+    /// One slot of a gate family's hash (`gate:eid`, `gate:rl:v`,
+    /// `gate:rl:ip`, `gate:bot`; see ingest.lua).
+    pub fn gate_slot(&self, family: &str, slot: i64) -> String {
+        self.k(format_args!("{family}:{slot}"))
     }
 
     /// Seed 003's voter set of an article.
@@ -154,33 +150,466 @@ pub fn ranking_state(zkey: &str) -> String {
 }
 
 /// Which buckets hold a window: hourly buckets back to the hourly horizon,
-/// daily buckets before it (the oldest day whole).
+/// daily buckets before it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowPlan {
     pub hours: std::ops::RangeInclusive<i64>,
     pub days: std::ops::RangeInclusive<i64>,
 }
 
+/// The oldest hour whose bucket still exists at `now`: hourly buckets live
+/// `hourly_days + 1` days after their hour ends (`RedisStore::keeps`).
+pub fn oldest_hour(now: Timestamp, hourly_days: u32) -> i64 {
+    hour_of(now) - (i64::from(hourly_days) + 1) * 24
+}
+
 /// `hourly_days`: how many whole days before today hourly buckets are
 /// kept (they live until their day is that old, plus one day).
+///
+/// A window is hour-exact whenever every hour it covers still has its
+/// bucket (up to `(hourly_days + 1) * 24` hours: 192 by default). A longer
+/// one takes hourly buckets from the start of the day `hourly_days` before
+/// today and whole daily buckets before that, the oldest (partial) day
+/// counted whole; its counts only fall with time alone (the oldest day
+/// leaves at midnight), never rise.
 pub fn window_plan(range: RangeSpec, now: Timestamp, hourly_days: u32) -> Option<WindowPlan> {
     let RangeSpec::Hours(n) = range else {
         return None;
     };
     let last = hour_of(now);
-    let first = last - i64::from(n) + 1;
-    let horizon = (day_of(now) - i64::from(hourly_days)) * 24;
-    if first >= horizon {
+    let first = *crate::time::last_hours(last, n).start();
+    if first > oldest_hour(now, hourly_days) {
         return Some(WindowPlan {
             hours: first..=last,
             #[allow(clippy::reversed_empty_ranges)]
             days: 1..=0,
         });
     }
+    let horizon = (day_of(now) - i64::from(hourly_days)) * 24;
     let first_day = day_of(first * HOUR);
     Some(WindowPlan {
         hours: horizon..=last,
         days: first_day..=(horizon / 24 - 1),
+    })
+}
+
+/// Whether a key carries a TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// Lives until deleted.
+    None,
+    /// Always has an expiry, set by the script that creates it.
+    Expires,
+}
+
+/// One row of the key table: docs/redis-keys.md renders these rows
+/// ([`render_key_table`]) and a test checks every key a mixed load leaves
+/// in Redis against them (type and TTL).
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec {
+    /// The docs section the row belongs to.
+    pub section: &'static str,
+    /// The key as documented (`<id>` etc. are placeholders).
+    pub pattern: &'static str,
+    /// A regular expression the key (without prefix) matches.
+    pub regex: &'static str,
+    /// Redis type (`TYPE`).
+    pub kind: &'static str,
+    pub holds: &'static str,
+    pub ttl: Ttl,
+    pub ttl_text: &'static str,
+    pub writer: &'static str,
+}
+
+macro_rules! key_spec {
+    ($section:expr, $pattern:expr, $regex:expr, $kind:expr, $holds:expr, $ttl:expr, $ttl_text:expr, $writer:expr) => {
+        KeySpec {
+            section: $section,
+            pattern: $pattern,
+            regex: $regex,
+            kind: $kind,
+            holds: $holds,
+            ttl: $ttl,
+            ttl_text: $ttl_text,
+            writer: $writer,
+        }
+    };
+}
+
+/// Every key the Redis store writes.
+pub const KEY_TABLE: &[KeySpec] = &[
+    key_spec!(
+        "seed000",
+        "counter:views:<id>",
+        r"^counter:views:[A-Za-z0-9_-]{1,64}$",
+        "string",
+        "lifetime PV (counted views only), `INCRBY`",
+        Ttl::None,
+        "none",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "seed000",
+        "hll:uv:<id>",
+        r"^hll:uv:[A-Za-z0-9_-]{1,64}$",
+        "string",
+        "lifetime UV sketch (HLL); `PFADD` of exactly the 16 bytes `Event::visitor_element()`, so its byte image equals the embedded store's sketch",
+        Ttl::None,
+        "none",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "seed000",
+        "meta:article:<id>",
+        r"^meta:article:[A-Za-z0-9_-]{1,64}$",
+        "hash",
+        "`publishedAt` (Unix s), `known` (1 = created by `PUT`), `deleted` (1/0), and when set `title`, `url`, `author`, `category`, `kind`, `summary`, `cover`, `groups` (JSON array)",
+        Ttl::None,
+        "none",
+        "put.lua, post.lua, delete.lua, ingest.lua (first counted event)"
+    ),
+    key_spec!(
+        "seed000",
+        "hot:score",
+        r"^hot:score$",
+        "zset",
+        "the default ranking (gravity, `range=72h`, no filter): member = article id, score = gravity score (an upper bound, see Freshness)",
+        Ttl::None,
+        "none",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "article:",
+        r"^article:$",
+        "string",
+        "the post counter (`INCR`); ids already taken are skipped",
+        Ttl::None,
+        "none",
+        "post.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "voted:<id>",
+        r"^voted:[A-Za-z0-9_-]{1,64}$",
+        "set",
+        "who voted (32 hex digits of the keyed user hash), the poster included",
+        Ttl::Expires,
+        "until voting closes",
+        "post.lua, vote.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "time:",
+        r"^time:$",
+        "zset",
+        "posted or voted articles, score = `publishedAt`",
+        Ttl::None,
+        "none",
+        "post.lua, vote.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "score:",
+        r"^score:$",
+        "zset",
+        "the seed's vote score `publishedAt + 432·(ups − downs)`",
+        Ttl::None,
+        "none",
+        "post.lua, vote.lua"
+    ),
+    key_spec!(
+        "counters",
+        "counter:article:<id>",
+        r"^counter:article:[A-Za-z0-9_-]{1,64}$",
+        "hash",
+        "lifetime `likes`, `comments`, `favorites`, `shares`, `dwell_s`, `dwell_n`, votes `ups`, `downs`, quarantine tallies `q_dup`, `q_rl`, `q_bot`, `q_rep`",
+        Ttl::None,
+        "none",
+        "ingest.lua, vote.lua"
+    ),
+    key_spec!(
+        "counters",
+        "bucket:h:<id>:<hour>",
+        r"^bucket:h:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "hash",
+        "the hour's `pv`, `likes`, `comments`, `favorites`, `shares`, `dwell_s`, `dwell_n`, `q_dup`, `q_rl`, `q_bot`, `q_rep`",
+        Ttl::Expires,
+        "hour end + `redis.hourly_days` + 1 day",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "hll:uv:h:<id>:<hour>",
+        r"^hll:uv:h:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "string",
+        "the hour's UV sketch",
+        Ttl::Expires,
+        "as its bucket (set after the `PFADD` that creates it)",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "bucket:d:<id>:<day>",
+        r"^bucket:d:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "hash",
+        "the day's counters (no quarantine)",
+        Ttl::Expires,
+        "day end + `retention.hourly_days` + 1 day",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "hll:uv:d:<id>:<day>",
+        r"^hll:uv:d:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "string",
+        "the day's UV sketch",
+        Ttl::Expires,
+        "as its bucket (set after the `PFADD` that creates it)",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "active:h:<hour>",
+        r"^active:h:-?[0-9]+$",
+        "set",
+        "ids with a counted event in the hour (ranking builds)",
+        Ttl::Expires,
+        "as hourly buckets",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "active:d:<day>",
+        r"^active:d:-?[0-9]+$",
+        "set",
+        "ids with a counted event in the day",
+        Ttl::Expires,
+        "as daily buckets",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "articles:new",
+        r"^articles:new$",
+        "zset",
+        "live (not deleted) articles, score = `publishedAt` (`GET /api/new`; `ZCARD` = live articles)",
+        Ttl::None,
+        "none",
+        "put/post/delete/ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:articles",
+        r"^stats:articles$",
+        "string",
+        "articles ever registered (deleted ones included): what `max_articles` bounds",
+        Ttl::None,
+        "none",
+        "put/post/ingest.lua, import"
+    ),
+    key_spec!(
+        "counters",
+        "stats:counted",
+        r"^stats:counted$",
+        "string",
+        "counted events, all articles",
+        Ttl::None,
+        "none",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:quarantine",
+        r"^stats:quarantine$",
+        "hash",
+        "`q_dup`, `q_rl`, `q_bot`, `q_rep` totals",
+        Ttl::None,
+        "none",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:quarantine:h:<hour>",
+        r"^stats:quarantine:h:-?[0-9]+$",
+        "hash",
+        "the same per hour",
+        Ttl::Expires,
+        "hour end + retention + 1 day",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:eid:<slot>",
+        r"^gate:eid:-?[0-9]+$",
+        "hash",
+        "field = eventId hash (32 hex digits), value = arrival second, for **counted** events only (refused ones leave nothing); slot = arrival ÷ `gate.event_id_ttl_secs`",
+        Ttl::Expires,
+        "end of the next slot",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:dd:<id>:<k>:<vhex>",
+        r"^gate:dd:[A-Za-z0-9_-]{1,64}:[vlfs]:[0-9a-f]{32}$",
+        "string",
+        "last counted event time of (article, visitor, kind `v`/`l`/`f`/`s`): the dedupe window",
+        Ttl::Expires,
+        "window + 1 h",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:rl:v:<slot>",
+        r"^gate:rl:v:-?[0-9]+$",
+        "hash",
+        "field = visitor (32 hex digits), value = its sliding rate log (its last N admission times in ms, 15-digit fixed width, oldest first), then a bar (`\\|`) and `<ms>,<id>;` per article it viewed in the last 60 s (the behaviour rule); slot = arrival ÷ 120 s",
+        Ttl::Expires,
+        "end of the next slot",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:rl:ip:<slot>",
+        r"^gate:rl:ip:-?[0-9]+$",
+        "hash",
+        "field = client IP hash (16 hex digits), value = its rate log; slot = arrival ÷ 120 s",
+        Ttl::Expires,
+        "end of the next slot",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:bot:<slot>",
+        r"^gate:bot:-?[0-9]+$",
+        "hash",
+        "field = visitor quarantined by the behaviour rule, value = until when (rate clock, ms); slot = arrival ÷ `gate.bot_quarantine_secs`",
+        Ttl::Expires,
+        "end of the next slot",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:batch:<hex>",
+        r"^gate:batch:[0-9a-f]{32}$",
+        "string",
+        "the answer of one ingest.lua call (verdicts), so a call retried after a lost reply applies nothing twice",
+        Ttl::Expires,
+        "2 min",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "hot:<model>:<range>:<filter>",
+        r"^hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})$",
+        "zset",
+        "one ranking: member = id, score = an upper bound of its score (exact for the entries the last query visited); `<filter>` = `all` or a 64-bit hash of category/kind/group",
+        Ttl::Expires,
+        "1 h unused",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "hot:score:state",
+        r"^hot:score:state$",
+        "hash",
+        "`seq` (change seq the ranking has taken in), `now` (time of its newest scores)",
+        Ttl::None,
+        "none",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "hot:<model>:<range>:<filter>:state",
+        r"^hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
+        "hash",
+        "the same for another ranking",
+        Ttl::Expires,
+        "as its ranking",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "hot:index",
+        r"^hot:index$",
+        "set",
+        "names of live rankings (at most `rankings.max_live`; the least recently used is dropped)",
+        Ttl::None,
+        "none",
+        "writeback.lua, maintenance"
+    ),
+    key_spec!(
+        "rankings",
+        "changes",
+        r"^changes$",
+        "zset",
+        "member = article id, score = seq of its latest change (counted event, `PUT`, delete, vote)",
+        Ttl::None,
+        "none (entries older than every ranking's `seq` are removed each minute)",
+        "ingest/put/post/vote/delete.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "changes:seq",
+        r"^changes:seq$",
+        "string",
+        "the change sequence",
+        Ttl::None,
+        "none",
+        "ingest/put/post/vote/delete.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "clock",
+        r"^clock$",
+        "string",
+        "the newest arrival time (s) any ingest call carried: queries never run before it",
+        Ttl::None,
+        "none",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "changes:floor",
+        r"^changes:floor$",
+        "string",
+        "entries at or below were collected",
+        Ttl::None,
+        "none",
+        "maintenance"
+    ),
+    key_spec!(
+        "rankings",
+        "cursor:<16 hex>",
+        r"^cursor:[0-9a-f]{16}$",
+        "string",
+        "a cursor's snapshot (ids, exact scores, counters, `generatedAt`)",
+        Ttl::Expires,
+        "10 min unused",
+        "any node"
+    ),
+];
+
+/// The markdown table of one docs section, as docs/redis-keys.md holds it
+/// between `<!-- keys:<section> -->` and `<!-- /keys -->`.
+pub fn render_key_table(section: &str) -> String {
+    let mut out =
+        String::from("| key | type | holds | TTL | written by |\n|---|---|---|---|---|\n");
+    for k in KEY_TABLE.iter().filter(|k| k.section == section) {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            k.pattern, k.kind, k.holds, k.ttl_text, k.writer
+        ));
+    }
+    out
+}
+
+/// The row a key (without its prefix) belongs to.
+pub fn key_spec_of(key: &str) -> Option<&'static KeySpec> {
+    KEY_TABLE.iter().find(|k| {
+        regex::Regex::new(k.regex)
+            .map(|r| r.is_match(key))
+            .unwrap_or(false)
     })
 }
 
@@ -199,6 +628,47 @@ mod tests {
         assert_eq!(*p.days.end(), day_of(now) - 8);
         assert_eq!(*p.days.start(), day_of((hour_of(now) - 719) * HOUR));
         assert!(window_plan(RangeSpec::All, now, 7).is_none());
+        // Up to 8 days (the hourly keep) the plan is hourly only.
+        let p = window_plan(RangeSpec::Hours(192), now, 7).unwrap();
+        assert_eq!(p.hours.clone().count(), 192);
+        assert!(p.days.is_empty());
+    }
+
+    /// Issue 11 item 2: windows of 169-191 h counted the oldest partial day
+    /// hour by hour before midnight and whole after it. With no events,
+    /// a window's buckets may only lose hours as time passes.
+    #[test]
+    fn windows_never_gain_buckets_with_time_alone() {
+        let midnight = 1_763_769_600; // a UTC midnight
+        assert_eq!(midnight % DAY, 0);
+        let covered = |p: &WindowPlan| -> std::collections::BTreeSet<i64> {
+            let mut hours: std::collections::BTreeSet<i64> = p.hours.clone().collect();
+            for d in p.days.clone() {
+                hours.extend(d * 24..d * 24 + 24);
+            }
+            hours
+        };
+        for n in (1..=400).chain([720, 2160]) {
+            let mut prev: Option<std::collections::BTreeSet<i64>> = None;
+            for step in -30..30 {
+                let now = midnight + step * HOUR + 1800;
+                let p = window_plan(RangeSpec::Hours(n), now, 7).unwrap();
+                let cur = covered(&p);
+                // Past hours covered now were covered an hour ago too.
+                if let Some(prev) = &prev {
+                    let past: Vec<_> = cur.iter().filter(|h| **h < hour_of(now)).collect();
+                    for h in past {
+                        assert!(prev.contains(h), "n={n} at {step}: hour {h} joined");
+                    }
+                }
+                if n <= 192 {
+                    assert!(p.days.is_empty(), "n={n}");
+                    assert_eq!(cur.len(), n as usize);
+                    assert!(*p.hours.start() >= oldest_hour(now, 7));
+                }
+                prev = Some(cur);
+            }
+        }
     }
 
     #[test]

@@ -26,7 +26,9 @@ mod keys;
 mod rank;
 
 pub use dump::{dump_redis, load_redis};
-pub use keys::{Keys, day_of, window_plan};
+pub use keys::{
+    KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
+};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -88,13 +90,7 @@ impl RedisOptions {
     }
 }
 
-/// A prefix may hold `[A-Za-z0-9_:.-]`, so that it never needs escaping
-/// in a key or a `SCAN` pattern.
-pub fn valid_prefix(p: &str) -> bool {
-    p.len() <= 64
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b':' | b'.' | b'-'))
-}
+pub use crate::config::valid_redis_prefix as valid_prefix;
 
 struct Scripts {
     ingest: Script,
@@ -261,7 +257,7 @@ fn verdict_of(code: i64) -> Option<Verdict> {
         0 => Verdict::Counted,
         1 => Verdict::Duplicate,
         2 => Verdict::RateLimited,
-        3 => Verdict::Bot,
+        3 | 7 | 8 => Verdict::Bot,
         4 => Verdict::Replayed,
         _ => return None,
     })
@@ -598,12 +594,13 @@ impl RedisStore {
 impl Store for RedisStore {
     async fn ingest(
         &self,
-        events: Vec<Event>,
+        mut events: Vec<Event>,
         now: Timestamp,
     ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        events.iter_mut().for_each(Event::clamp_to_arrival);
         let s = &self.settings;
         let with_counts = events.len() == 1;
         let (hkeep, dkeep) = self.keeps();
@@ -618,55 +615,88 @@ impl Store for RedisStore {
             dkeep.to_string(),
             if with_counts { "1" } else { "0" }.into(),
             if s.require_known_articles { "1" } else { "0" }.into(),
+            s.max_articles.to_string(),
+            s.bot_articles_per_minute.to_string(),
+            (u64::from(s.bot_quarantine_secs) * 1000).to_string(),
         ];
         let sha = self.scripts.ingest.get_hash();
         let chunk = self.opts.batch_events.max(1);
-        let replies: Vec<Vec<i64>> = self
-            .eval_pipe(|p| {
-                for part in events.chunks(chunk) {
-                    let c = p.cmd("EVALSHA").arg(sha).arg(0);
-                    for h in &header {
-                        c.arg(h.as_str());
-                    }
-                    c.arg(part.len());
-                    for ev in part {
-                        c.arg(kind_char(ev.kind))
-                            .arg(ev.article.as_str())
-                            .arg(format!("{:032x}", ev.visitor))
-                            .arg(&ev.visitor_element()[..])
-                            .arg(format!("{:016x}", ev.ip))
-                            .arg(ev.ts)
-                            .arg(ev.rate_clock_ms())
-                            .arg(ev.arrival_ms.div_euclid(1000))
-                            .arg(match ev.event_id {
-                                Some(k) => format!("{k:032x}"),
-                                None => String::new(),
-                            })
-                            .arg(ev.seconds)
-                            .arg(if ev.bot { "1" } else { "0" });
-                    }
+        // One id per script call: a call retried after a lost reply returns
+        // the first call's verdicts and applies nothing again.
+        let ids: Vec<String> = events
+            .chunks(chunk)
+            .map(|_| format!("{:032x}", rand::random::<u128>()))
+            .collect();
+        let build = |p: &mut redis::Pipeline| {
+            for (part, id) in events.chunks(chunk).zip(&ids) {
+                let c = p.cmd("EVALSHA").arg(sha).arg(0);
+                for h in &header {
+                    c.arg(h.as_str());
                 }
-            })
-            .await?;
+                c.arg(id.as_str()).arg(part.len());
+                for ev in part {
+                    c.arg(kind_char(ev.kind))
+                        .arg(ev.article.as_str())
+                        .arg(format!("{:032x}", ev.visitor))
+                        .arg(&ev.visitor_element()[..])
+                        .arg(format!("{:016x}", ev.ip))
+                        .arg(ev.ts)
+                        .arg(ev.rate_clock_ms())
+                        .arg(ev.arrival_ms.div_euclid(1000))
+                        .arg(match ev.event_id {
+                            Some(k) => format!("{k:032x}"),
+                            None => String::new(),
+                        })
+                        .arg(ev.seconds)
+                        .arg(if ev.bot { "1" } else { "0" })
+                        .arg(if ev.trusted { "1" } else { "0" });
+                }
+            }
+        };
+        let replies: Vec<Vec<i64>> = match self.eval_pipe(&build).await {
+            Err(StoreError::Unavailable(first)) => {
+                // The connection broke: some calls may have run. Their ids
+                // make the retry safe; it answers what ran and runs the rest.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                self.eval_pipe(&build).await.map_err(|e| match e {
+                    StoreError::Unavailable(_) => StoreError::Unavailable(first),
+                    e => e,
+                })?
+            }
+            r => r?,
+        };
         let mut out = Vec::with_capacity(events.len());
+        let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
         for r in replies {
             for t in r.chunks(3) {
                 let [code, pv, uv] = t else {
                     return Err(bad_reply("ingest"));
                 };
                 out.push(match verdict_of(*code) {
-                    Some(verdict) => Ok(Outcome {
-                        verdict,
-                        pv: (*pv).max(0) as u64,
-                        uv: (*uv).max(0) as u64,
-                    }),
-                    None => Err(IngestReject::UnknownArticle),
+                    Some(verdict) => {
+                        if *code >= 7 {
+                            behaviour[0] += 1;
+                            behaviour[1] += u64::from(*code == 8);
+                        }
+                        Ok(Outcome {
+                            verdict,
+                            pv: (*pv).max(0) as u64,
+                            uv: (*uv).max(0) as u64,
+                        })
+                    }
+                    None if *code == 5 => Err(IngestReject::UnknownArticle),
+                    None if *code == 6 => {
+                        refused += 1;
+                        Err(IngestReject::TooManyArticles)
+                    }
+                    None => return Err(bad_reply("ingest")),
                 });
             }
         }
         if out.len() != events.len() {
             return Err(bad_reply("ingest"));
         }
+        crate::store::gate_metrics::record(refused, behaviour[0], behaviour[1]);
         Ok(out)
     }
 
@@ -836,7 +866,7 @@ impl Store for RedisStore {
 
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         let last = hour_of(now) + 1;
-        let first = hour_of(now) - i64::from(hours) + 1;
+        let first = *crate::time::last_hours(hour_of(now), hours).start();
         let mut pipe = redis::pipe();
         pipe.get(self.keys.counted())
             .hgetall(self.keys.quarantine())
@@ -899,7 +929,7 @@ impl Store for RedisStore {
             _ => return Ok(None),
         }
         let last = hour_of(now);
-        let first = last - i64::from(hours) + 1;
+        let first = *crate::time::last_hours(last, hours).start();
         let fields = [
             "pv",
             "likes",

@@ -14,6 +14,7 @@ local meta = P .. 'meta:article:' .. id
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
+redis.call('INCR', P .. 'stats:articles')
 redis.call('ZADD', P .. 'articles:new', published, id)
 redis.call('ZADD', P .. 'time:', published, id)
 redis.call('ZADD', P .. 'score:', published, id)

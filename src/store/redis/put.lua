@@ -6,6 +6,7 @@ local P, id, published = ARGV[1], ARGV[2], ARGV[3]
 local meta = P .. 'meta:article:' .. id
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
+if redis.call('EXISTS', meta) == 0 then redis.call('INCR', P .. 'stats:articles') end
 redis.call('DEL', meta)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 4, #ARGV do args[#args + 1] = ARGV[i] end

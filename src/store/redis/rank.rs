@@ -22,17 +22,17 @@
 //! [`crate::score::Models`], the same pure functions the embedded store
 //! uses; ties go to the smaller article id.
 
-use std::cmp::Ordering;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use redis::Value;
-use serde::{Deserialize, Serialize};
 
 use super::keys::{ranking_state, window_plan};
 use super::{MetaRec, RedisStore, bad_reply, store_err, v_i64, v_str};
 use crate::model::Timestamp;
-use crate::model::{ArticleId, ArticleMeta, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
+use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
+use crate::rank::pages::{self, First, SnapItem, Snapshot};
+use crate::rank::{self, Filter, Walk};
 use crate::store::{Pick, Picker, StoreError, cursor};
 
 /// A sync returning more change log entries than this rebuilds instead.
@@ -41,11 +41,6 @@ const MAX_DELTA: i64 = 100_000;
 /// cursor are kept.
 const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
-/// A first page snapshots this many pages ahead for its cursor.
-const CURSOR_PAGES_AHEAD: usize = 5;
-/// A query whose `now` is at most this far behind the ranking's newest
-/// scores (another node's clock) is answered as of those scores.
-const CLOCK_SLACK: i64 = 5;
 
 pub(super) struct Synced {
     pub seq: i64,
@@ -53,10 +48,12 @@ pub(super) struct Synced {
     pub rseq: i64,
     pub rnow: i64,
     pub truncated: bool,
+    /// The newest arrival time an ingest call carried.
+    pub clock: i64,
     pub changed: Vec<(ArticleId, i64)>,
 }
 
-/// One article with its exact score and window counters.
+/// One article with its exact score, bound and window counters.
 #[derive(Debug, Clone)]
 pub(super) struct Scored {
     pub id: ArticleId,
@@ -66,44 +63,6 @@ pub(super) struct Scored {
     pub bound: f64,
     pub counters: Counters,
     pub meta: Arc<MetaRec>,
-}
-
-fn rank_order(a: &Scored, b: &Scored) -> Ordering {
-    b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id))
-}
-
-/// Indexes (into `scored`, in rank order) a page may show: at most
-/// `per_author` per author, at most `depth` in all.
-fn accept(scored: &[Scored], per_author: Option<usize>, depth: usize) -> Vec<usize> {
-    let Some(cap) = per_author else {
-        return (0..scored.len().min(depth)).collect();
-    };
-    let mut per: HashMap<&str, usize> = HashMap::new();
-    let mut out = Vec::new();
-    for (i, s) in scored.iter().enumerate() {
-        if out.len() >= depth {
-            break;
-        }
-        match s.meta.meta.author.as_deref() {
-            Some(author) => {
-                let n = per.entry(author).or_default();
-                if *n < cap {
-                    *n += 1;
-                    out.push(i);
-                }
-            }
-            None => out.push(i),
-        }
-    }
-    out
-}
-
-fn matches(q: &HotQuery, m: &ArticleMeta) -> bool {
-    q.category
-        .as_ref()
-        .is_none_or(|c| m.category.as_ref() == Some(c))
-        && q.kind.as_ref().is_none_or(|k| m.kind.as_ref() == Some(k))
-        && q.group.as_ref().is_none_or(|g| m.groups.contains(g))
 }
 
 fn score_arg(s: f64) -> String {
@@ -116,22 +75,16 @@ fn score_arg(s: f64) -> String {
     }
 }
 
-/// A cursor's snapshot, stored in Redis so that any node continues it.
-#[derive(Serialize, Deserialize)]
-struct Snap {
-    zkey: String,
-    per_author: Option<usize>,
-    generated_at: Timestamp,
-    items: Vec<SnapItem>,
-    complete: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-struct SnapItem {
-    id: ArticleId,
-    /// `f64::to_bits`: JSON floats need not round-trip.
-    score: u64,
-    counters: Counters,
+impl Scored {
+    fn listed(self, at: Timestamp) -> SnapItem {
+        SnapItem {
+            id: self.id,
+            score: self.score,
+            counters: self.counters,
+            author: self.meta.meta.author.clone(),
+            at,
+        }
+    }
 }
 
 impl RedisStore {
@@ -163,12 +116,12 @@ impl RedisStore {
                 ],
             )
             .await?;
-        if v.len() < 5 {
+        if v.len() < 6 {
             return Err(bad_reply("sync"));
         }
         let n = |i: usize| v_i64(&v[i]).ok_or_else(|| bad_reply("sync"));
-        let mut changed = Vec::with_capacity((v.len() - 5) / 2);
-        for pair in v[5..].chunks(2) {
+        let mut changed = Vec::with_capacity((v.len() - 6) / 2);
+        for pair in v[6..].chunks(2) {
             if let [id, seq] = pair
                 && let (Some(id), Some(seq)) = (v_str(id), v_str(seq))
                 && let (Ok(id), Ok(seq)) = (ArticleId::parse(id), seq.parse::<f64>())
@@ -182,6 +135,7 @@ impl RedisStore {
             rseq: n(2)?,
             rnow: n(3)?,
             truncated: n(4)? == 1,
+            clock: n(5)?,
             changed,
         };
         self.absorb(s.seq, s.floor, s.truncated, &s.changed);
@@ -199,11 +153,12 @@ impl RedisStore {
         seq: i64,
     ) -> Result<Vec<Option<Scored>>, StoreError> {
         let metas = self.metas(ids, seq).await?;
+        let filter = Filter::of(q);
         let keep: Vec<usize> = (0..ids.len())
             .filter(|&i| {
                 metas[i]
                     .as_ref()
-                    .is_some_and(|m| !m.deleted && matches(q, &m.meta))
+                    .is_some_and(|m| !m.deleted && filter.matches(&m.meta))
             })
             .collect();
         let kept_ids: Vec<ArticleId> = keep.iter().map(|&i| ids[i].clone()).collect();
@@ -288,6 +243,8 @@ impl RedisStore {
             now.to_string(),
             if rebuild { "r" } else { "i" }.to_string(),
             ttl.to_string(),
+            self.settings.max_rankings.to_string(),
+            self.keys.ranking_default(),
         ];
         let tail: Vec<String> = pairs
             .iter()
@@ -302,40 +259,35 @@ impl RedisStore {
         Ok(())
     }
 
-    /// The exact top `depth` of the ranking of `q` at `now`, and the time
-    /// the scores are exact at (`now`, or a moment later when another node
-    /// with a clock ahead already wrote newer bounds).
+    /// Runs `walk` over the ranking of `q` at `now` (or later: the
+    /// ranking's newest scores or the newest ingest may be ahead, see
+    /// [`rank::query_time`]): the exact items the walk asked for, and the
+    /// time they are exact at.
     pub(super) async fn top(
         &self,
         q: &HotQuery,
-        depth: usize,
+        mut walk: Walk<SnapItem>,
         now: Timestamp,
-    ) -> Result<(Vec<Scored>, Timestamp), StoreError> {
+    ) -> Result<(Vec<SnapItem>, Timestamp), StoreError> {
         let started = std::time::Instant::now();
         let zkey = self.ranking_key(q);
         let skey = ranking_state(&zkey);
         let s = self.sync(Some(&skey)).await?;
-        let mut at = now;
-        let stale_clock = s.rnow > now + CLOCK_SLACK;
-        let rebuild = s.rseq < 0 || s.rseq < s.floor || s.truncated || stale_clock;
-        if !rebuild && s.rnow > now {
-            at = s.rnow;
-        }
-        let mut scored: Vec<Scored> = Vec::new();
+        let bounds_at = (s.rseq >= 0).then_some(s.rnow);
+        let at = rank::query_time(now, bounds_at, s.clock);
+        let rebuild = s.rseq < 0 || s.rseq < s.floor || s.truncated;
         let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
         if rebuild {
             let cands = self.candidates(q.range, at).await?;
             let exact = self.exact_many(&cands, q, at, s.seq).await?;
             for x in exact.into_iter().flatten() {
                 pairs.push((x.id.clone(), Some(x.bound)));
-                scored.push(x);
+                walk.offer(x.listed(at), None);
             }
             self.write_back(&zkey, s.seq, at, true, &pairs).await?;
-            scored.sort_by(rank_order);
-            let acc = accept(&scored, q.per_author, depth);
             metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
             metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-            return Ok((acc.into_iter().map(|i| scored[i].clone()).collect(), at));
+            return Ok((walk.finish(), at));
         }
         // Articles changed since the ranking last looked: their bounds no
         // longer hold, score them now.
@@ -351,82 +303,109 @@ impl RedisStore {
         let exact = self.exact_many(&dirty, q, at, s.seq).await?;
         for (id, x) in dirty.iter().zip(exact) {
             pairs.push((id.clone(), x.as_ref().map(|x| x.bound)));
-            scored.extend(x);
+            if let Some(x) = x {
+                walk.offer(x.listed(at), None);
+            }
         }
-        // The threshold walk over the bounds, highest first.
-        let mut offset = 0usize;
-        let mut chunk = (depth * 2).max(32);
+        // The threshold walk over the bounds, highest first, paged by
+        // score: other queries and nodes rewrite bounds meanwhile (only ever
+        // lowering those of unchanged articles), and a page by position
+        // would skip entries that slid up past it.
+        let mut upper = "+inf".to_string();
+        let mut chunk = walk.depth().saturating_mul(2).max(32);
         let mut con = self.con();
-        loop {
-            let entries: Vec<(String, f64)> = redis::cmd("ZREVRANGE")
+        'walk: loop {
+            let mut entries: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
                 .arg(&zkey)
-                .arg(offset)
-                .arg(offset + chunk - 1)
+                .arg(&upper)
+                .arg("-inf")
                 .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(chunk)
                 .query_async(&mut con)
                 .await
                 .map_err(store_err)?;
-            let fetched = entries.len();
-            let last_bound = entries.last().map(|e| e.1);
-            let fresh: Vec<ArticleId> = entries
-                .iter()
-                .filter_map(|(id, _)| ArticleId::parse(id).ok())
-                .filter(|id| seen.insert(id.clone()))
-                .collect();
-            let exact = self.exact_many(&fresh, q, at, s.seq).await?;
-            for (id, x) in fresh.iter().zip(exact) {
-                pairs.push((id.clone(), x.as_ref().map(|x| x.bound)));
-                scored.extend(x);
-            }
-            if fetched < chunk {
+            let Some(lowest) = entries.last().map(|e| e.1) else {
                 break;
+            };
+            let full = entries.len() == chunk;
+            if full {
+                // Take every entry at the lowest bound, so the next page
+                // starts strictly below it.
+                let ties: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(&zkey)
+                    .arg(score_arg(lowest))
+                    .arg(score_arg(lowest))
+                    .arg("WITHSCORES")
+                    .query_async(&mut con)
+                    .await
+                    .map_err(store_err)?;
+                entries.retain(|e| e.1 != lowest);
+                entries.extend(ties);
             }
-            scored.sort_by(rank_order);
-            let acc = accept(&scored, q.per_author, depth);
-            if acc.len() >= depth && depth > 0 {
-                let kth = scored[acc[depth - 1]].score;
-                // Every bound further down is <= last_bound: below the
-                // k-th exact score, so is every score there.
-                if last_bound.is_some_and(|b| b < kth) {
+            let mut entries: Vec<(f64, ArticleId)> = entries
+                .into_iter()
+                .filter_map(|(id, b)| Some((b, ArticleId::parse(&id).ok()?)))
+                .collect();
+            entries.sort_by(|a, b| rank::order(a.0, &a.1, b.0, &b.1));
+            let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
+            let mut stop = false;
+            for (bound, id) in entries {
+                if !walk.wants(bound, &id) {
+                    stop = true;
                     break;
                 }
+                if walk.skips(&id) || !seen.insert(id.clone()) {
+                    continue;
+                }
+                wanted.push((bound, id));
             }
-            offset += chunk;
-            chunk *= 2;
+            let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
+            let exact = self.exact_many(&ids, q, at, s.seq).await?;
+            for ((bound, id), x) in wanted.into_iter().zip(exact) {
+                pairs.push((id, x.as_ref().map(|x| x.bound)));
+                if let Some(x) = x {
+                    walk.offer(x.listed(at), Some(bound));
+                }
+            }
+            if stop || !full {
+                break 'walk;
+            }
+            upper = format!("({}", score_arg(lowest));
+            chunk = chunk.saturating_mul(2);
         }
         self.write_back(&zkey, s.seq, at, false, &pairs).await?;
-        scored.sort_by(rank_order);
-        let acc = accept(&scored, q.per_author, depth);
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        Ok((acc.into_iter().map(|i| scored[i].clone()).collect(), at))
+        Ok((walk.finish(), at))
     }
 
+    /// The ranked items of a page, with metadata as it is now.
     async fn page_items(
         &self,
-        items: &[(ArticleId, f64, Counters)],
-        offset: usize,
+        items: &[SnapItem],
+        first_rank: usize,
         q: &HotQuery,
-        at: Timestamp,
     ) -> Result<Vec<RankedItem>, StoreError> {
-        let page: Vec<&(ArticleId, f64, Counters)> =
-            items.iter().skip(offset).take(q.limit).collect();
-        let ids: Vec<ArticleId> = page.iter().map(|x| x.0.clone()).collect();
+        let ids: Vec<ArticleId> = items.iter().map(|x| x.id.clone()).collect();
         let seq = self.cache.lock().seq;
         let metas = self.metas(&ids, seq).await?;
-        Ok(page
-            .into_iter()
+        Ok(items
+            .iter()
             .zip(metas)
             .enumerate()
-            .map(|(i, ((id, score, counters), m))| {
+            .map(|(i, (s, m))| {
                 let meta = m.map(|m| m.meta.clone()).unwrap_or_default();
                 RankedItem {
-                    rank: offset + i + 1,
-                    id: id.clone(),
-                    score: *score,
-                    counters: *counters,
-                    explain: q
-                        .explain
-                        .then(|| self.settings.models.explain(q.model, counters, &meta, at)),
+                    rank: first_rank + i,
+                    id: s.id.clone(),
+                    score: s.score,
+                    counters: s.counters,
+                    explain: q.explain.then(|| {
+                        self.settings
+                            .models
+                            .explain(q.model, &s.counters, &meta, s.at)
+                    }),
                     meta,
                 }
             })
@@ -443,54 +422,36 @@ impl RedisStore {
         let mut con = self.con();
         let (snap_id, offset, mut snap) = match &q.cursor {
             None => {
-                let want = (q.offset + q.limit).min(cap);
-                let depth = (q.offset + q.limit * CURSOR_PAGES_AHEAD).min(cap);
-                let (mut items, at) = self.top(q, depth + 1, now).await?;
-                let complete = items.len() <= depth;
-                items.truncate(depth);
-                let flat: Vec<(ArticleId, f64, Counters)> = items
-                    .into_iter()
-                    .map(|s| (s.id, s.score, s.counters))
-                    .collect();
-                if q.offset >= want || flat.len() <= q.offset + q.limit && complete {
-                    let page = self.page_items(&flat, q.offset, q, at).await?;
-                    return Ok(HotPage {
-                        items: page,
-                        generated_at: at,
-                        cursor: None,
-                    });
+                let (items, at) = self.top(q, pages::first_walk(q, cap), now).await?;
+                match pages::first(zkey.clone(), q, cap, items, at) {
+                    First::Page(items) => {
+                        return Ok(HotPage {
+                            items: self.page_items(&items, q.offset + 1, q).await?,
+                            generated_at: at,
+                            cursor: None,
+                        });
+                    }
+                    First::Snapshot(snap) => (rand::random::<u64>(), q.offset, snap),
                 }
-                let snap = Snap {
-                    zkey: zkey.clone(),
-                    per_author: q.per_author,
-                    generated_at: at,
-                    items: flat
-                        .into_iter()
-                        .map(|(id, s, c)| SnapItem {
-                            id,
-                            score: s.to_bits(),
-                            counters: c,
-                        })
-                        .collect(),
-                    complete,
-                };
-                (rand::random::<u64>(), q.offset, snap)
             }
             Some(c) => {
                 let (id, off) = cursor::parse_snapshot(c)?;
+                // This node may not have seen the latest metadata changes
+                // (another node's `PUT`): take them in before showing items.
+                self.sync(None).await?;
                 let raw: Option<Vec<u8>> = redis::cmd("GET")
                     .arg(self.keys.cursor(id))
                     .query_async(&mut con)
                     .await
                     .map_err(store_err)?;
-                let snap: Snap = raw
+                let snap: Snapshot<String> = raw
                     .and_then(|b| serde_json::from_slice(&b).ok())
                     .ok_or_else(|| {
                         StoreError::InvalidCursor(
                             "cursor expired; start from the first page".into(),
                         )
                     })?;
-                if snap.zkey != zkey || snap.per_author != q.per_author {
+                if !snap.fits(&zkey, q.per_author) {
                     return Err(StoreError::InvalidCursor(
                         "cursor belongs to a query with other parameters".into(),
                     ));
@@ -498,32 +459,9 @@ impl RedisStore {
                 (id, off, snap)
             }
         };
-        // Deepen the snapshot if the page runs past it.
-        if offset + q.limit > snap.items.len() && !snap.complete && snap.items.len() < cap {
-            let depth = (offset + q.limit * CURSOR_PAGES_AHEAD).min(cap);
-            let mut dq = q.clone();
-            dq.per_author = snap.per_author;
-            let (fresh, _) = self.top(&dq, depth + 1, now).await?;
-            let seen: HashSet<ArticleId> = snap.items.iter().map(|s| s.id.clone()).collect();
-            let before = snap.items.len();
-            snap.complete = fresh.len() <= depth;
-            snap.items.extend(
-                fresh
-                    .into_iter()
-                    .filter(|s| !seen.contains(&s.id))
-                    .map(|s| SnapItem {
-                        id: s.id,
-                        score: s.score.to_bits(),
-                        counters: s.counters,
-                    }),
-            );
-            if snap.items.len() > cap {
-                snap.items.truncate(cap);
-                snap.complete = true;
-            }
-            if snap.items.len() == before {
-                snap.complete = true;
-            }
+        if let Some((walk, need)) = snap.extension(offset, q.limit, cap) {
+            let (fresh, _) = self.top(q, walk, now).await?;
+            snap.extend(fresh, need, cap);
         }
         let body = serde_json::to_vec(&snap)
             .map_err(|e| StoreError::Internal(format!("cursor snapshot: {e}")))?;
@@ -535,15 +473,9 @@ impl RedisStore {
             .query_async::<()>(&mut con)
             .await
             .map_err(store_err)?;
-        let flat: Vec<(ArticleId, f64, Counters)> = snap
-            .items
-            .iter()
-            .map(|s| (s.id.clone(), f64::from_bits(s.score), s.counters))
-            .collect();
-        let page = self.page_items(&flat, offset, q, snap.generated_at).await?;
-        let more = offset + q.limit < flat.len() || (!snap.complete && flat.len() < cap);
+        let (items, more) = snap.page(offset, q.limit, cap);
         Ok(HotPage {
-            items: page,
+            items: self.page_items(items, offset + 1, q).await?,
             generated_at: snap.generated_at,
             cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         })
@@ -570,6 +502,7 @@ impl RedisStore {
         const CHUNK: usize = 256;
         let mut picked: Vec<(ArticleId, Arc<MetaRec>)> = Vec::new();
         let mut picker = Picker::new(q.per_author, skip, q.limit);
+        let filter = Filter::of(q);
         let mut more = false;
         let mut con = self.con();
         'outer: loop {
@@ -614,7 +547,7 @@ impl RedisStore {
             let metas = self.metas(&ids, seq).await?;
             for (id, m) in ids.into_iter().zip(metas) {
                 let Some(m) = m else { continue };
-                if m.deleted || !matches(q, &m.meta) {
+                if m.deleted || !filter.matches(&m.meta) {
                     continue;
                 }
                 match picker.offer(m.meta.author.as_deref()) {
@@ -714,7 +647,7 @@ impl RedisStore {
             .invoke_async(&mut con)
             .await
             .map_err(store_err)?;
-        metrics::gauge!("hotrank_redis_rankings").set((names.len() - gone.len()) as f64);
+        metrics::gauge!("hotrank_rankings").set((names.len() - gone.len()) as f64);
         Ok(())
     }
 }

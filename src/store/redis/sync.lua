@@ -2,8 +2,9 @@
 --
 -- ARGV: prefix, ranking state key, this node's last seq, max entries.
 -- Returns {seq, floor, ranking seq (-1: none), ranking now (-1: none),
--- truncated (0/1), id1, seq1, id2, seq2, ...}: the change log entries
--- with seq in (min(node seq, ranking seq), seq].
+-- truncated (0/1), clock, id1, seq1, id2, seq2, ...}: the change log
+-- entries with seq in (min(node seq, ranking seq), seq]; `clock` is the
+-- newest arrival time any ingest call carried (queries never run before it).
 local P = ARGV[1]
 local seq = tonumber(redis.call('GET', P .. 'changes:seq') or '0')
 local floor = tonumber(redis.call('GET', P .. 'changes:floor') or '0')
@@ -17,7 +18,8 @@ if st[1] and st[2] then
 end
 if from < floor then from = floor end
 local max = tonumber(ARGV[4])
-local out = { seq, floor, rseq, rnow, 0 }
+local clock = tonumber(redis.call('GET', P .. 'clock') or '0')
+local out = { seq, floor, rseq, rnow, 0, clock }
 local d = redis.call('ZRANGEBYSCORE', P .. 'changes', '(' .. from, seq, 'WITHSCORES', 'LIMIT', 0, max + 1)
 if #d > 2 * max then
   out[5] = 1

@@ -1,18 +1,39 @@
 -- hotrank: writes exact scores back into a ranking as its new bounds.
 --
 -- ARGV: prefix, ranking key, state key, seq the scores were computed at,
--- now, mode ('r' rebuild, 'i' incremental), TTL (s, 0: none), then pairs
--- (article id, score or '-' to remove).
+-- now, mode ('r' rebuild, 'i' incremental), TTL (s, 0: none), most live
+-- rankings, default ranking key, then pairs (article id, score or '-' to
+-- remove).
+--
+-- A rebuilt ranking that would make more than the most live rankings drops
+-- the least recently used others (their state's `now` is their last use),
+-- never the default ranking (seed 000's `hot:score`).
 --
 -- A score is written only if the article has not changed after `seq`
 -- (another node's newer events would make it too low); such articles stay
 -- newer than the ranking's seq, so the next query re-scores them.
 local P, zkey, skey = ARGV[1], ARGV[2], ARGV[3]
 local seq, now, mode, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local maxlive, default = tonumber(ARGV[8]), ARGV[9]
 local changes = P .. 'changes'
+local index = P .. 'hot:index'
 if mode == 'r' then
   redis.call('DEL', zkey)
   redis.call('HSET', skey, 'seq', seq, 'now', now)
+  local others = {}
+  for _, name in ipairs(redis.call('SMEMBERS', index)) do
+    if name ~= zkey and name ~= default then
+      local used = tonumber(redis.call('HGET', name .. ':state', 'now') or '0')
+      others[#others + 1] = { name, used }
+    end
+  end
+  table.sort(others, function(a, b) return a[2] < b[2] end)
+  -- This ranking and the default one count toward the cap.
+  local over = #others + 2 - maxlive
+  for i = 1, over do
+    redis.call('DEL', others[i][1], others[i][1] .. ':state')
+    redis.call('SREM', index, others[i][1])
+  end
 else
   local st = redis.call('HMGET', skey, 'seq', 'now')
   if not st[1] then return 0 end
@@ -22,7 +43,7 @@ else
   redis.call('HSET', skey, 'seq', seq, 'now', n)
   seq = tonumber(ARGV[4])
 end
-for i = 8, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   local id, score = ARGV[i], ARGV[i + 1]
   local c = redis.call('ZSCORE', changes, id)
   if not c or tonumber(c) <= seq then
@@ -37,5 +58,5 @@ if ttl > 0 then
   redis.call('EXPIRE', zkey, ttl)
   redis.call('EXPIRE', skey, ttl)
 end
-redis.call('SADD', P .. 'hot:index', zkey)
+redis.call('SADD', index, zkey)
 return 1

@@ -1,0 +1,271 @@
+//! What the dashboard's first page and `hotrank top` read:
+//! `GET /api/overview` (site totals, a chart, the hot list with trend lines
+//! and rank movement) and `GET /api/compare` (two models side by side with
+//! their overlap and Kendall's tau, the comparisons `hotrank replay` uses).
+//!
+//! Built from the public store methods only (`hot`, `hourly`, `stats`);
+//! movement comes from a bounded record of past rankings kept in this
+//! process ([`history`]).
+
+mod history;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{RawQuery, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::budget::QueryBudget;
+use super::extract::Params;
+use super::ops::quarantine_json;
+use super::rankings::{item_json, parse_query};
+use super::{ApiError, AppState};
+use crate::cli::metrics::{common_count, jaccard, kendall_tau, overlap};
+use crate::model::{ArticleId, HotQuery, Quarantine, RangeSpec, Timestamp};
+use history::{RankHistory, movement};
+
+/// The rank history belongs to this router (one per server), so the
+/// handler captures it rather than widening the shared state.
+pub fn router() -> Router<AppState> {
+    let history = Arc::new(RankHistory::default());
+    Router::new()
+        .route(
+            "/api/overview",
+            get(
+                move |state: State<AppState>, _: QueryBudget, raw: RawQuery| {
+                    let history = history.clone();
+                    async move { get_overview(state, &history, raw).await }
+                },
+            ),
+        )
+        .route("/api/compare", get(get_compare))
+}
+
+/// Articles whose hourly rows make the chart (the hottest in the range).
+pub const SERIES_DEPTH: usize = 100;
+/// The chart covers at most this many hours (the last 7 days).
+pub const SERIES_MAX_HOURS: u32 = 168;
+
+const OVERVIEW_PARAMS: &[&str] = &["range", "model", "limit", "category", "kind", "group"];
+const COMPARE_PARAMS: &[&str] = &["a", "b", "range", "limit", "category", "kind", "group"];
+
+fn range_hours(r: RangeSpec) -> u32 {
+    match r {
+        RangeSpec::Hours(h) => h,
+        RangeSpec::All => RangeSpec::MAX_HOURS,
+    }
+}
+
+/// Key of a query in the rank history: everything that shapes the order.
+fn history_key(q: &HotQuery) -> String {
+    format!(
+        "{}|{:?}|{:?}|{:?}|{:?}",
+        q.model.as_str(),
+        q.range,
+        q.category,
+        q.kind,
+        q.group
+    )
+}
+
+async fn get_overview(
+    State(state): State<AppState>,
+    history: &RankHistory,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let started = Instant::now();
+    Params::parse(raw.as_deref(), OVERVIEW_PARAMS)?;
+    let cap = state.config.retention.ranking_cap;
+    let (q, range_text) = parse_query(raw.as_deref(), cap)?;
+    let now = state.clock.now();
+    // The whole ranking (as deep as it goes) for the totals.
+    let whole = HotQuery {
+        offset: 0,
+        limit: cap,
+        cursor: None,
+        // The dashboard shows a score's terms on demand.
+        explain: true,
+        per_author: None,
+        ..q.clone()
+    };
+    let ranked = state.store.hot(&whole, now).await?.items;
+    let hours = range_hours(q.range);
+    let stats = state.store.stats(now, hours).await?;
+
+    let mut pv = 0u64;
+    let mut uv_sum = 0u64;
+    let mut counted = 0u64;
+    for it in &ranked {
+        let c = &it.counters;
+        pv += c.pv;
+        uv_sum += c.uv;
+        counted += c.pv + c.likes + c.comments + c.favorites + c.shares + c.dwell_reports;
+    }
+    let quarantined = match q.range {
+        RangeSpec::All => stats.quarantined,
+        RangeSpec::Hours(_) => {
+            let mut total = Quarantine::default();
+            for (_, qh) in &stats.quarantine_by_hour {
+                total.merge(qh);
+            }
+            total
+        }
+    };
+
+    // The chart and the trend lines: hourly rows of the hottest articles.
+    let chart_hours = hours.min(SERIES_MAX_HOURS);
+    let last_hour = now.div_euclid(3600);
+    let first_hour = last_hour - i64::from(chart_hours) + 1;
+    let mut series_pv = vec![0u64; chart_hours as usize];
+    let mut series_uv = vec![0u64; chart_hours as usize];
+    let mut trends: Vec<Vec<u64>> = Vec::new();
+    let covered = ranked.len().min(SERIES_DEPTH);
+    for (i, it) in ranked.iter().take(SERIES_DEPTH).enumerate() {
+        let rows = state
+            .store
+            .hourly(&it.id, now, chart_hours)
+            .await?
+            .unwrap_or_default();
+        let mut trend = vec![0u64; chart_hours as usize];
+        for r in rows {
+            let Some(slot) = usize::try_from(r.hour - first_hour)
+                .ok()
+                .filter(|&s| s < trend.len())
+            else {
+                continue;
+            };
+            trend[slot] = r.pv;
+            series_pv[slot] += r.pv;
+            series_uv[slot] += r.uv;
+        }
+        if i < q.limit {
+            trends.push(trend);
+        }
+    }
+    let quarantine_by_hour: std::collections::HashMap<i64, &Quarantine> = stats
+        .quarantine_by_hour
+        .iter()
+        .map(|(h, qh)| (*h, qh))
+        .collect();
+    let series: Vec<Value> = (0..chart_hours as usize)
+        .map(|i| {
+            let hour = first_hour + i as i64;
+            let qh = quarantine_by_hour
+                .get(&hour)
+                .copied()
+                .copied()
+                .unwrap_or_default();
+            json!({
+                "hour": hour * 3600,
+                "pv": series_pv[i],
+                "uvSum": series_uv[i],
+                "quarantined": qh.total(),
+            })
+        })
+        .collect();
+
+    let top: Vec<ArticleId> = ranked.iter().map(|it| it.id.clone()).collect();
+    let baseline = history.observe(&history_key(&q), now, &top);
+    let items: Vec<Value> = ranked
+        .iter()
+        .take(q.limit)
+        .zip(trends.into_iter().chain(std::iter::repeat(Vec::new())))
+        .map(|(it, trend)| {
+            let mut v = item_json(it);
+            let (previous, moved) = movement(baseline.as_ref(), &it.id, it.rank);
+            v["previousRank"] = json!(previous);
+            v["movement"] = json!(moved);
+            v["trend"] = json!(trend);
+            v
+        })
+        .collect();
+
+    metrics::histogram!("hotrank_query_seconds", "endpoint" => "overview")
+        .record(started.elapsed().as_secs_f64());
+    Ok(Json(json!({
+        "model": q.model.as_str(),
+        "range": range_text,
+        "generatedAt": now,
+        "totals": {
+            "pv": pv,
+            "uvSum": uv_sum,
+            "counted": counted,
+            "quarantined": quarantine_json(&quarantined),
+            "quarantinedTotal": quarantined.total(),
+            "articles": ranked.len(),
+            "complete": ranked.len() < cap,
+        },
+        "series": {
+            "hours": chart_hours,
+            "articles": covered,
+            "points": series,
+        },
+        "movementSince": baseline.as_ref().map(|b| b.at),
+        "items": items,
+    })))
+}
+
+/// One side of a comparison: the model's page with each item's rank in
+/// the other list (`null` when it is not there).
+fn side(model: &str, page: &[crate::model::RankedItem], other: &[ArticleId]) -> Value {
+    let items: Vec<Value> = page
+        .iter()
+        .map(|it| {
+            let mut v = item_json(it);
+            v["rankInOther"] = json!(other.iter().position(|x| *x == it.id).map(|p| p + 1));
+            v
+        })
+        .collect();
+    json!({"model": model, "items": items})
+}
+
+async fn get_compare(
+    State(state): State<AppState>,
+    _: QueryBudget,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>, ApiError> {
+    let started = Instant::now();
+    let p = Params::parse(raw.as_deref(), COMPARE_PARAMS)?;
+    let (Some(a), Some(b)) = (p.get("a"), p.get("b")) else {
+        return Err(ApiError::bad(
+            "invalid_parameter",
+            "compare needs two models: a=MODEL&b=MODEL",
+        ));
+    };
+    // Each side is an ordinary ranking query: the same checks as /api/hot.
+    let cap = state.config.retention.ranking_cap;
+    let query_for = |model: &str| -> Result<(HotQuery, String), ApiError> {
+        let mut pairs: Vec<(&str, &str)> =
+            p.0.iter()
+                .filter(|(k, _)| k.as_str() != "a" && k.as_str() != "b")
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+        pairs.push(("model", model));
+        let raw = serde_urlencoded::to_string(&pairs)
+            .map_err(|e| ApiError::bad("invalid_parameter", e.to_string()))?;
+        parse_query(Some(&raw), cap)
+    };
+    let (qa, range_text) = query_for(a)?;
+    let (qb, _) = query_for(b)?;
+    let now: Timestamp = state.clock.now();
+    let pa = state.store.hot(&qa, now).await?.items;
+    let pb = state.store.hot(&qb, now).await?.items;
+    let ids_a: Vec<ArticleId> = pa.iter().map(|it| it.id.clone()).collect();
+    let ids_b: Vec<ArticleId> = pb.iter().map(|it| it.id.clone()).collect();
+    let common = common_count(&ids_a, &ids_b);
+    metrics::histogram!("hotrank_query_seconds", "endpoint" => "compare")
+        .record(started.elapsed().as_secs_f64());
+    Ok(Json(json!({
+        "range": range_text,
+        "limit": qa.limit,
+        "generatedAt": now,
+        "a": side(qa.model.as_str(), &pa, &ids_b),
+        "b": side(qb.model.as_str(), &pb, &ids_a),
+        "common": common,
+        "overlap": overlap(&ids_a, &ids_b),
+        "jaccard": jaccard(&ids_a, &ids_b),
+        "kendallTau": kendall_tau(&ids_a, &ids_b),
+    })))
+}

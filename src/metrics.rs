@@ -1,0 +1,318 @@
+//! Every metric family this server exports, in one place: its name, type,
+//! unit and HELP text. [`describe`] hands them to the installed recorder at
+//! startup, so `/metrics` carries `# HELP` and `# TYPE` for each family
+//! (`promtool check metrics` is clean; tests/metrics.rs checks it).
+//!
+//! Conventions: units in names (`_seconds`, `_bytes`), counters end in
+//! `_total`, one name per concept whichever store runs (the embedded and
+//! the Redis store emit the same families where they share a concept).
+//! Emission sites use the names below; a new family is added here first
+//! (tests/metrics.rs fails on an exported family this list lacks). Some
+//! families are emitted by features that land on other branches; listing
+//! them early costs nothing (a description is only shown beside values).
+
+use ::metrics::Unit;
+
+/// A family's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub unit: Option<Unit>,
+    pub help: &'static str,
+}
+
+const fn family(name: &'static str, kind: Kind, unit: Option<Unit>, help: &'static str) -> Family {
+    Family {
+        name,
+        kind,
+        unit,
+        help,
+    }
+}
+
+use Kind::{Counter, Gauge, Histogram};
+
+const SECONDS: Option<Unit> = Some(Unit::Seconds);
+const BYTES: Option<Unit> = Some(Unit::Bytes);
+const COUNT: Option<Unit> = Some(Unit::Count);
+
+/// Every family, grouped by area.
+pub const FAMILIES: &[Family] = &[
+    // HTTP (src/api)
+    family(
+        "hotrank_http_requests_total",
+        Counter,
+        COUNT,
+        "HTTP requests answered, by matched route and status code.",
+    ),
+    family(
+        "hotrank_http_request_seconds",
+        Histogram,
+        SECONDS,
+        "Time to answer an HTTP request, by matched route.",
+    ),
+    family(
+        "hotrank_ingest_seconds",
+        Histogram,
+        SECONDS,
+        "Time to gate and store one ingest request, by endpoint (views, events).",
+    ),
+    family(
+        "hotrank_query_seconds",
+        Histogram,
+        SECONDS,
+        "Time to answer a ranking query, by endpoint (hot, new, overview, compare).",
+    ),
+    family(
+        "hotrank_events_total",
+        Counter,
+        COUNT,
+        "Events received, by verdict: counted, or quarantined with the reason (duplicate, rate_limited, bot, replayed).",
+    ),
+    family(
+        "hotrank_events_invalid_total",
+        Counter,
+        COUNT,
+        "Events refused as invalid (bad fields, unknown article when required).",
+    ),
+    // Server upkeep
+    family(
+        "hotrank_store_up",
+        Gauge,
+        None,
+        "1 when the store answered the last readiness check, 0 when it did not.",
+    ),
+    family(
+        "hotrank_maintenance_seconds",
+        Histogram,
+        SECONDS,
+        "Time of one periodic upkeep pass of the store (retention, expiry, snapshots).",
+    ),
+    // Store contents (both stores)
+    family(
+        "hotrank_articles",
+        Gauge,
+        COUNT,
+        "Live (not deleted) articles in the store.",
+    ),
+    family(
+        "hotrank_rankings",
+        Gauge,
+        COUNT,
+        "Materialized rankings (one per model, range and filter queried recently).",
+    ),
+    family(
+        "hotrank_ranking_entries",
+        Gauge,
+        COUNT,
+        "Entries held in all materialized rankings together.",
+    ),
+    family(
+        "hotrank_ranking_rebuilds_total",
+        Counter,
+        COUNT,
+        "Full rebuilds of a ranking from the counters (as opposed to incremental updates).",
+    ),
+    family(
+        "hotrank_ranking_evictions_total",
+        Counter,
+        COUNT,
+        "Rankings dropped because more than rankings.max_live were indexed (least recently used first).",
+    ),
+    family(
+        "hotrank_window_cache_bytes",
+        Gauge,
+        BYTES,
+        "Memory held by the articles' cached window counters (embedded store).",
+    ),
+    family(
+        "hotrank_ranking_seconds",
+        Histogram,
+        SECONDS,
+        "Time to bring a ranking up to date for a query.",
+    ),
+    family(
+        "hotrank_dedupe_entries",
+        Gauge,
+        COUNT,
+        "Entries in the dedupe window (article, visitor, event type).",
+    ),
+    family(
+        "hotrank_event_ids",
+        Gauge,
+        COUNT,
+        "Event ids remembered to refuse replays.",
+    ),
+    family(
+        "hotrank_rate_limit_keys",
+        Gauge,
+        COUNT,
+        "Visitors and IPs with a live rate-limit window.",
+    ),
+    family(
+        "hotrank_articles_refused_total",
+        Counter,
+        COUNT,
+        "Events refused because the store holds as many articles as it may.",
+    ),
+    family(
+        "hotrank_behaviour_bot_events_total",
+        Counter,
+        COUNT,
+        "Events quarantined as bot by the behaviour rule (not by user agent).",
+    ),
+    family(
+        "hotrank_behaviour_bots_total",
+        Counter,
+        COUNT,
+        "Visitors newly quarantined by the behaviour rule.",
+    ),
+    family(
+        "hotrank_bot_operator_patterns",
+        Gauge,
+        COUNT,
+        "User-agent patterns the operator's bot list holds now (config and file).",
+    ),
+    family(
+        "hotrank_bot_pattern_reloads_total",
+        Counter,
+        COUNT,
+        "Reloads of the operator's bot list, by result (ok, error).",
+    ),
+    // Connections and per-client budgets
+    family(
+        "hotrank_http_connections",
+        Gauge,
+        COUNT,
+        "Open HTTP connections (at most http.max_connections).",
+    ),
+    family(
+        "hotrank_http_connections_refused_total",
+        Counter,
+        COUNT,
+        "Connections closed as soon as accepted because http.max_connections were open.",
+    ),
+    family(
+        "hotrank_http_panics_total",
+        Counter,
+        COUNT,
+        "Requests whose handler panicked; each was answered 500 with the JSON error.",
+    ),
+    family(
+        "hotrank_budget_clients",
+        Gauge,
+        COUNT,
+        "Clients (IP blocks and users) with admissions inside the last minute, over every budget.",
+    ),
+    family(
+        "hotrank_budget_refused_total",
+        Counter,
+        COUNT,
+        "Requests refused with 429 because a per-client budget was spent, by budget (query, post, vote).",
+    ),
+    // Embedded store durability
+    family(
+        "hotrank_snapshot_seconds",
+        Histogram,
+        SECONDS,
+        "Time to write one snapshot of the embedded store.",
+    ),
+    family(
+        "hotrank_snapshot_bytes",
+        Gauge,
+        BYTES,
+        "Size of the last snapshot written.",
+    ),
+    family(
+        "hotrank_wal_bytes",
+        Gauge,
+        BYTES,
+        "Bytes in the write-ahead log since the last snapshot.",
+    ),
+    family(
+        crate::store::wal::METRIC_BYTES_WRITTEN,
+        Counter,
+        BYTES,
+        "Bytes appended to the write-ahead log.",
+    ),
+    family(
+        crate::store::wal::METRIC_RECORDS,
+        Counter,
+        COUNT,
+        "Records appended to the write-ahead log.",
+    ),
+    family(
+        crate::store::wal::METRIC_FSYNC_SECONDS,
+        Histogram,
+        SECONDS,
+        "Time of one fsync of the write-ahead log.",
+    ),
+    family(
+        crate::store::wal::METRIC_SEGMENTS,
+        Gauge,
+        COUNT,
+        "Segment files of the write-ahead log on disk.",
+    ),
+    family(
+        "hotrank_wal_stalled",
+        Gauge,
+        None,
+        "1 while the write-ahead log cannot write (disk full, I/O error) and is retrying; writes answer 503 meanwhile.",
+    ),
+    family(
+        "hotrank_wal_write_errors_total",
+        Counter,
+        COUNT,
+        "Failed writes, syncs or segment creations of the write-ahead log.",
+    ),
+];
+
+/// Gives every family its HELP text and unit. Call once, after the
+/// recorder is installed (descriptions sent before are lost).
+pub fn describe() {
+    for f in FAMILIES {
+        match (f.kind, f.unit) {
+            (Counter, Some(u)) => ::metrics::describe_counter!(f.name, u, f.help),
+            (Counter, None) => ::metrics::describe_counter!(f.name, f.help),
+            (Gauge, Some(u)) => ::metrics::describe_gauge!(f.name, u, f.help),
+            (Gauge, None) => ::metrics::describe_gauge!(f.name, f.help),
+            (Histogram, Some(u)) => ::metrics::describe_histogram!(f.name, u, f.help),
+            (Histogram, None) => ::metrics::describe_histogram!(f.name, f.help),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_conventions() {
+        let mut seen = std::collections::HashSet::new();
+        for f in FAMILIES {
+            assert!(seen.insert(f.name), "{} listed twice", f.name);
+            assert!(f.name.starts_with("hotrank_"), "{}", f.name);
+            assert!(!f.help.is_empty(), "{} has no help", f.name);
+            assert_eq!(
+                f.kind == Counter,
+                f.name.ends_with("_total"),
+                "{}: counters and only counters end in _total",
+                f.name
+            );
+            match f.unit {
+                Some(Unit::Seconds) => assert!(f.name.contains("_seconds"), "{}", f.name),
+                Some(Unit::Bytes) => assert!(f.name.contains("_bytes"), "{}", f.name),
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! File I/O of the write-ahead log and the snapshots, behind one small
+//! trait so that tests can swap the disk for one that loses what was not
+//! synced ([`sim::SimDisk`]) or runs out of space.
+//!
+//! The trait has exactly the operations the log and the snapshots use, with
+//! the durability contract of a POSIX file system spelled out:
+//! - bytes written to a file survive a power loss only once
+//!   [`StorageFile::sync_data`] has returned for that file;
+//! - a created, renamed or removed name survives only once
+//!   [`Storage::sync_dir`] has returned for its directory;
+//! - [`Storage::truncate`] returns after the new length is synced.
+//!
+//! [`Disk`] is the real file system. Every path is absolute or relative to
+//! the process's working directory, as with `std::fs`.
+
+pub mod sim;
+
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::path::Path;
+
+/// A file opened for reading.
+pub trait ReadFile: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadFile for T {}
+
+/// A file opened for writing at its end.
+pub trait StorageFile: Write + Send {
+    /// Makes every byte written so far durable (`fdatasync`).
+    fn sync_data(&mut self) -> io::Result<()>;
+}
+
+/// Held for as long as a data directory is in use; dropping it releases it.
+pub type DirLock = Box<dyn Send + Sync>;
+
+/// The file operations of the log and the snapshots.
+pub trait Storage: Debug + Send + Sync {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Names of the entries of `dir`, in no particular order.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn len(&self, path: &Path) -> io::Result<u64>;
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>>;
+    /// Creates `path` (or empties it) for writing.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens an existing file for writing after its last byte.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Cuts `path` to `len` bytes and syncs it.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+    /// Makes the names in `dir` durable (`fsync` of the directory).
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive advisory lock on the file `path` (created if
+    /// missing) without waiting: [`io::ErrorKind::WouldBlock`] if another
+    /// process (or another open store) holds it.
+    fn lock(&self, path: &Path) -> io::Result<DirLock>;
+}
+
+/// The real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Disk;
+
+impl Disk {
+    /// The real disk as a shared [`Storage`].
+    pub fn shared() -> std::sync::Arc<dyn Storage> {
+        std::sync::Arc::new(Disk)
+    }
+}
+
+impl StorageFile for File {
+    fn sync_data(&mut self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+}
+
+impl Storage for Disk {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        Ok(fs::metadata(path)?.len())
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadFile>> {
+        Ok(Box::new(File::open(path)?))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(file))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(OpenOptions::new().append(true).open(path)?))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(len)?;
+        file.sync_all()
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<DirLock> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(file)),
+            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another process", path.display()),
+            )),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
+/// Reads a whole file through `storage`.
+pub fn read_all(storage: &dyn Storage, path: &Path) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    storage.open_read(path)?.read_to_end(&mut out)?;
+    Ok(out)
+}

@@ -1,0 +1,370 @@
+//! Unit tests of the log that look inside it (warnings, writer wake-ups).
+use super::*;
+use crate::store::storage::Disk;
+use format::{SEGMENT_HEADER_LEN, segment_file_name, segment_header};
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::io::Write as _;
+use std::path::Path;
+
+fn cfg(dir: &Path, fsync: FsyncPolicy, segment_bytes: u64) -> WalConfig {
+    WalConfig {
+        fsync,
+        segment_bytes,
+        ..WalConfig::new(dir)
+    }
+}
+
+type Records = Vec<(u64, Vec<u8>)>;
+
+fn open_collect(cfg: WalConfig, after: u64) -> Result<(Wal, ReplayStats, Records), WalError> {
+    let mut got = Vec::new();
+    let (wal, stats) = Wal::open(cfg, after, |seq, _, p| {
+        got.push((seq, p.to_vec()));
+        Ok(())
+    })?;
+    Ok((wal, stats, got))
+}
+
+fn segment_paths(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(format::parse_segment_file_name)
+                .is_some()
+        })
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Collects the fields of WARN events emitted on this thread.
+struct WarnCapture(Arc<Mutex<Vec<String>>>);
+
+struct FieldText<'a>(&'a mut String);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, "{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for WarnCapture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut text = String::new();
+            event.record(&mut FieldText(&mut text));
+            self.0.lock().push(text);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn with_warnings<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    let warnings = Arc::new(Mutex::new(Vec::new()));
+    let out = tracing::subscriber::with_default(WarnCapture(Arc::clone(&warnings)), f);
+    let warnings = warnings.lock().clone();
+    (out, warnings)
+}
+
+#[test]
+fn wal_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Wal>();
+}
+
+#[test]
+fn torn_tail_is_truncated_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    for i in 0..10u8 {
+        wal.append(&[i; 40]);
+    }
+    wal.close().unwrap();
+    drop(wal);
+    let path = segment_paths(dir.path()).pop().unwrap();
+    let len = fs::metadata(&path).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 7)
+        .unwrap();
+
+    let (opened, warnings) = with_warnings(|| open_collect(c.clone(), 0));
+    let (wal, stats, got) = opened.unwrap();
+    assert_eq!(got.len(), 9);
+    assert_eq!(stats.truncated_bytes, (RECORD_HEADER_LEN + 40 - 7) as u64);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert!(w.contains(&path.display().to_string()), "{w}");
+    assert!(
+        w.contains(&format!("offset={}", len - (RECORD_HEADER_LEN + 40) as u64)),
+        "{w}"
+    );
+    assert!(
+        w.contains(&format!("dropped_bytes={}", RECORD_HEADER_LEN + 40 - 7)),
+        "{w}"
+    );
+    assert_eq!(wal.append(b"next"), 10);
+    wal.close().unwrap();
+    assert_eq!(fs::metadata(&path).unwrap().len(), len - 40 + 4);
+}
+
+#[test]
+fn absurd_length_is_rejected_without_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    wal.append(b"one");
+    drop(wal);
+    let path = segment_paths(dir.path()).pop().unwrap();
+    let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+    let mut rec = Vec::new();
+    rec.extend_from_slice(&u32::MAX.to_le_bytes());
+    rec.extend_from_slice(&[1, 2, 3, 4]);
+    rec.extend_from_slice(&2u64.to_le_bytes());
+    f.write_all(&rec).unwrap();
+    drop(f);
+    let (opened, warnings) = with_warnings(|| open_collect(c.clone(), 0));
+    let (_wal, stats, got) = opened.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(stats.truncated_bytes, 16);
+    assert!(
+        warnings[0].contains("exceeds the maximum"),
+        "{}",
+        warnings[0]
+    );
+}
+
+#[test]
+fn header_only_last_segment_is_reused_and_zero_header_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    wal.append(b"a");
+    wal.append(b"b");
+    drop(wal);
+    // A segment that was created but never received records.
+    fs::write(dir.path().join(segment_file_name(3)), segment_header(3, 0)).unwrap();
+    let (wal, stats, got) = open_collect(c.clone(), 0).unwrap();
+    assert_eq!((got.len(), stats.segments, stats.last_seq), (2, 2, 2));
+    assert_eq!(wal.append(b"c"), 3);
+    drop(wal);
+    assert_eq!(segment_paths(dir.path()).len(), 2);
+
+    // A zero-filled header in the last segment counts as torn: removed.
+    fs::write(dir.path().join(segment_file_name(4)), [0u8; 100]).unwrap();
+    let (wal, stats, got) = open_collect(c.clone(), 0).unwrap();
+    assert_eq!(
+        (got.len(), stats.segments, stats.truncated_bytes),
+        (3, 2, 100)
+    );
+    assert_eq!(wal.append(b"d"), 4);
+    drop(wal);
+    let (_wal, _, got) = open_collect(c.clone(), 0).unwrap();
+    assert_eq!(got.last().unwrap(), &(4, b"d".to_vec()));
+}
+
+#[test]
+fn garbage_header_in_last_segment_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    fs::write(dir.path().join(segment_file_name(1)), [0x55u8; 64]).unwrap();
+    let err = open_collect(c, 0).err().unwrap();
+    assert!(matches!(err, WalError::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn leftover_temp_segment_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join(format!("{}.tmp", segment_file_name(1)));
+    fs::write(&tmp, [1, 2, 3]).unwrap();
+    fs::write(dir.path().join("unrelated.txt"), b"x").unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (_wal, stats, _) = open_collect(c, 0).unwrap();
+    assert_eq!(stats, ReplayStats::default());
+    assert!(!tmp.exists());
+    assert!(dir.path().join("unrelated.txt").exists());
+}
+
+#[test]
+fn batch_splits_across_segments_at_record_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tiny segments: every record passes the limit, so one record per segment.
+    let c = cfg(dir.path(), FsyncPolicy::Never, 1);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    for i in 0..5u8 {
+        wal.append(&[i; 3]);
+    }
+    wal.close().unwrap();
+    assert_eq!(wal.segment_count(), 5);
+    let expected = 5 * (SEGMENT_HEADER_LEN + RECORD_HEADER_LEN + 3) as u64;
+    assert_eq!(wal.size_bytes(), expected);
+    drop(wal);
+    let (wal, stats, got) = open_collect(c, 0).unwrap();
+    assert_eq!(stats.segments, 5);
+    assert_eq!(wal.size_bytes(), expected);
+    assert_eq!(
+        got.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
+}
+
+#[test]
+fn idle_writer_picks_up_records_nobody_waits_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(c, 0).unwrap();
+    let seq = wal.append(b"lonely");
+    let mut rx = wal.shared.progress.subscribe();
+    // No kick: the writer's idle poll must write it.
+    block_on(async {
+        while wal.durable_seq() < seq {
+            rx.changed().await.unwrap();
+        }
+    });
+    assert_eq!(wal.durable_seq(), seq);
+}
+
+#[test]
+fn replay_callback_error_aborts_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    wal.append(b"a");
+    wal.append(b"b");
+    drop(wal);
+    let err = Wal::open(
+        c,
+        0,
+        |seq, _, _| if seq == 2 { Err("boom".into()) } else { Ok(()) },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        matches!(err, WalError::Replay { seq: 2, ref message } if message == "boom"),
+        "{err}"
+    );
+}
+
+#[test]
+fn read_records_never_modifies_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path(), FsyncPolicy::Never, 256);
+    let (wal, _, _) = open_collect(c.clone(), 0).unwrap();
+    for i in 0..40u32 {
+        wal.append(format!("record-{i:03}").as_bytes());
+    }
+    wal.close().unwrap();
+    drop(wal);
+    let segs = segment_paths(dir.path());
+    assert!(segs.len() > 3, "small segments rotate: {segs:?}");
+    // A torn tail on the last segment and an unfinished segment file.
+    let last = segs.last().unwrap().clone();
+    OpenOptions::new()
+        .append(true)
+        .open(&last)
+        .unwrap()
+        .write_all(&[7u8; 11])
+        .unwrap();
+    let tmp = dir.path().join(format!("{}.tmp", segment_file_name(999)));
+    fs::write(&tmp, b"partial").unwrap();
+    let sizes = |paths: &[PathBuf]| -> Vec<u64> {
+        paths
+            .iter()
+            .map(|p| fs::metadata(p).unwrap().len())
+            .collect()
+    };
+    let before = sizes(&segs);
+
+    let mut got = Vec::new();
+    let stats = read_records(&Disk, dir.path(), 0, |seq, _, p| {
+        got.push((seq, String::from_utf8(p.to_vec()).unwrap()));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got.len(), 40);
+    assert!(
+        got.iter()
+            .enumerate()
+            .all(|(i, (seq, text))| *seq == i as u64 + 1 && *text == format!("record-{i:03}"))
+    );
+    assert_eq!(stats.records, 40);
+    assert_eq!(stats.first_seq, Some(1));
+    assert_eq!(stats.last_seq, 40);
+    assert_eq!(stats.torn_tail_bytes, 11);
+    assert_eq!(stats.segments, segs.len());
+    assert_eq!(sizes(&segs), before, "nothing truncated");
+    assert!(tmp.exists(), "unfinished segment left alone");
+
+    // after_seq skips records; a trimmed log starts later.
+    let mut seqs = Vec::new();
+    read_records(&Disk, dir.path(), 30, |seq, _, _| {
+        seqs.push(seq);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seqs, (31..=40).collect::<Vec<_>>());
+    fs::remove_file(&segs[0]).unwrap();
+    let mut seqs = Vec::new();
+    let stats = read_records(&Disk, dir.path(), 0, |seq, _, _| {
+        seqs.push(seq);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(stats.first_seq, Some(seqs[0]));
+    assert!(seqs[0] > 1 && *seqs.last().unwrap() == 40);
+
+    // A gap in the middle is corruption; a callback error aborts.
+    fs::remove_file(&segs[2]).unwrap();
+    assert!(matches!(
+        read_records(&Disk, dir.path(), 0, |_, _, _| Ok(())),
+        Err(WalError::Corrupt { .. })
+    ));
+    let err = read_records(&Disk, dir.path(), 0, |_, _, _| Err("stop".into())).unwrap_err();
+    assert!(matches!(err, WalError::Replay { .. }), "{err}");
+}
+
+#[test]
+fn records_are_replayed_with_their_segment_payload_version_and_old_segments_are_not_extended() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = cfg(dir.path(), FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    let (wal, _, _) = open_collect(old.clone(), 0).unwrap();
+    wal.append(b"old");
+    wal.close().unwrap();
+    drop(wal);
+    let new = WalConfig {
+        payload_version: 7,
+        ..old
+    };
+    let (wal, _) = Wal::open(new.clone(), 0, |_, _, _| Ok(())).unwrap();
+    assert_eq!(wal.append(b"new"), 2);
+    wal.close().unwrap();
+    drop(wal);
+    assert_eq!(
+        segment_paths(dir.path()).len(),
+        2,
+        "a new segment for the new version"
+    );
+    let mut got = Vec::new();
+    Wal::open(new, 0, |seq, version, p| {
+        got.push((seq, version, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got, vec![(1, 0, b"old".to_vec()), (2, 7, b"new".to_vec())]);
+}

@@ -1,0 +1,401 @@
+//! The writer thread: group commit, sync per policy, segment rotation, and
+//! the stall-and-retry path after a failed write (see the module docs of
+//! [`super`]).
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::format::{
+    SEGMENT_HEADER_LEN, record_seq, seal_record, segment_file_name, segment_header,
+    temp_segment_file_name,
+};
+use super::{
+    FsyncPolicy, METRIC_BYTES_WRITTEN, METRIC_FSYNC_SECONDS, METRIC_RECORDS, METRIC_SEGMENTS,
+    STATUS_CLOSED, SegmentMeta, Shared,
+};
+use crate::store::storage::StorageFile;
+
+/// How long the writer sleeps when idle before it looks at the buffer again.
+const IDLE_POLL: Duration = Duration::from_millis(10);
+/// A drained buffer larger than this is freed rather than kept as the spare.
+const MAX_SPARE_CAPACITY: usize = 16 << 20;
+const INITIAL_BUFFER_CAPACITY: usize = 64 << 10;
+/// Delays between attempts to write again after a failure.
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+const MAX_RETRY: Duration = Duration::from_secs(2);
+
+/// The segment being appended to.
+pub(crate) struct Active {
+    pub file: Box<dyn StorageFile>,
+    pub path: PathBuf,
+    /// Bytes written (as far as the writer knows).
+    pub bytes: u64,
+    /// Bytes known to be synced.
+    pub synced_bytes: u64,
+}
+
+pub(super) struct Writer {
+    shared: Arc<Shared>,
+    active: Option<Active>,
+    spare: Vec<u8>,
+    last_sync: Instant,
+    /// Sealed batches whose bytes from the given offset on are in the active
+    /// segment but not yet synced; kept to be written again after a failure.
+    unsynced: Vec<(Vec<u8>, usize)>,
+    /// While stalled: sealed records not yet synced anywhere.
+    retry: Vec<u8>,
+    retry_delay: Duration,
+    next_retry: Instant,
+    written_seq: u64,
+}
+
+/// Fails the log if the writer thread ends without closing (i.e. panics).
+struct ExitGuard(Arc<Shared>);
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let status = self.0.status.load(Ordering::Acquire);
+        if status != STATUS_CLOSED && status != super::STATUS_FAILED {
+            self.0
+                .fail("wal writer thread exited unexpectedly".to_string());
+        }
+    }
+}
+
+/// Fills in the checksums of every record in `batch`.
+fn seal_all(batch: &mut [u8]) {
+    let mut pos = 0;
+    while pos < batch.len() {
+        pos += seal_record(&mut batch[pos..]).0;
+    }
+}
+
+impl Writer {
+    pub(super) fn new(shared: Arc<Shared>, active: Option<Active>, durable: u64) -> Self {
+        Writer {
+            shared,
+            active,
+            spare: Vec::with_capacity(INITIAL_BUFFER_CAPACITY),
+            last_sync: Instant::now(),
+            unsynced: Vec::new(),
+            retry: Vec::new(),
+            retry_delay: FIRST_RETRY,
+            next_retry: Instant::now(),
+            written_seq: durable,
+        }
+    }
+
+    fn stalled(&self) -> bool {
+        !self.retry.is_empty()
+            || self.shared.status.load(Ordering::Acquire) == super::STATUS_STALLED
+    }
+
+    pub(super) fn run(mut self) {
+        let _guard = ExitGuard(Arc::clone(&self.shared));
+        let policy = self.shared.cfg.fsync;
+        loop {
+            if self.stalled() {
+                let closing = self.wait_for_retry();
+                match self.write_again() {
+                    Ok(()) => {
+                        let seq = self
+                            .written_seq
+                            .max(self.shared.durable.load(Ordering::Relaxed));
+                        self.shared.publish_durable(seq);
+                        self.shared.unstall();
+                    }
+                    Err(e) if closing => {
+                        self.shared.fail(format!(
+                            "closed while unable to write ({e}); records not yet durable are lost"
+                        ));
+                        return;
+                    }
+                    Err(e) => {
+                        self.shared.stall(format!("write failed again: {e}"));
+                        self.retry_delay = (self.retry_delay * 2).min(MAX_RETRY);
+                        self.next_retry = Instant::now() + self.retry_delay;
+                    }
+                }
+                continue;
+            }
+            let (mut batch, records, closing) = self.next_batch();
+            if !batch.is_empty() {
+                seal_all(&mut batch);
+                match self.write_sealed(&batch) {
+                    Ok(start) => {
+                        metrics::counter!(METRIC_BYTES_WRITTEN).increment(batch.len() as u64);
+                        metrics::counter!(METRIC_RECORDS).increment(records);
+                        self.unsynced.push((batch, start));
+                    }
+                    Err((e, from)) => {
+                        self.stall(e, &batch[from..]);
+                        continue;
+                    }
+                }
+            }
+            if policy != FsyncPolicy::Always
+                && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
+            {
+                self.shared.publish_durable(self.written_seq);
+            }
+            let sync = closing
+                || match policy {
+                    FsyncPolicy::Always => true,
+                    FsyncPolicy::Interval(d) => self.last_sync.elapsed() >= d,
+                    FsyncPolicy::Never => false,
+                };
+            if sync
+                && !self.unsynced.is_empty()
+                && let Err(e) = self.sync_active()
+            {
+                self.stall(e, &[]);
+                continue;
+            }
+            if policy == FsyncPolicy::Always
+                && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
+            {
+                self.shared.publish_durable(self.written_seq);
+            }
+            if closing {
+                self.active = None;
+                self.shared.status.store(STATUS_CLOSED, Ordering::Release);
+                self.shared.progress.send_modify(|_| {});
+                return;
+            }
+        }
+    }
+
+    /// Waits for appended records (or closing, or a due interval sync) and takes
+    /// the whole buffer. Returns (bytes, record count, closing).
+    fn next_batch(&mut self) -> (Vec<u8>, u64, bool) {
+        // The appenders' next buffer: the spare, or a fresh one while the
+        // spare is still held unsynced (allocated here, outside their lock,
+        // so they do not grow it record by record).
+        if self.spare.capacity() == 0 {
+            self.spare = Vec::with_capacity(INITIAL_BUFFER_CAPACITY);
+        }
+        let shared = &*self.shared;
+        let mut st = shared.state.lock();
+        while st.buf.is_empty() && !st.closing {
+            let now = Instant::now();
+            let mut wake_at = now + IDLE_POLL;
+            if let FsyncPolicy::Interval(d) = shared.cfg.fsync
+                && !self.unsynced.is_empty()
+            {
+                let due = self.last_sync + d;
+                if due <= now {
+                    return (Vec::new(), 0, false);
+                }
+                wake_at = wake_at.min(due);
+            }
+            shared.writer_parked.store(true, Ordering::SeqCst);
+            shared.writer_cv.wait_until(&mut st, wake_at);
+            shared.writer_parked.store(false, Ordering::SeqCst);
+        }
+        let spare = std::mem::take(&mut self.spare);
+        let batch = std::mem::replace(&mut st.buf, spare);
+        let records = std::mem::take(&mut st.records);
+        (batch, records, st.closing)
+    }
+
+    /// Sleeps until the next retry is due or the log is closing; returns
+    /// whether it is closing.
+    fn wait_for_retry(&mut self) -> bool {
+        let shared = &*self.shared;
+        let mut st = shared.state.lock();
+        while !st.closing && Instant::now() < self.next_retry {
+            shared.writer_parked.store(true, Ordering::SeqCst);
+            shared.writer_cv.wait_until(&mut st, self.next_retry);
+            shared.writer_parked.store(false, Ordering::SeqCst);
+        }
+        st.closing
+    }
+
+    /// A write or sync failed: keep every record not yet synced (the active
+    /// segment's unsynced batches, then `tail`, not yet written) for
+    /// [`Writer::write_again`].
+    fn stall(&mut self, e: io::Error, tail: &[u8]) {
+        for (batch, start) in self.unsynced.drain(..) {
+            self.retry.extend_from_slice(&batch[start..]);
+        }
+        self.retry.extend_from_slice(tail);
+        self.retry_delay = FIRST_RETRY;
+        self.next_retry = Instant::now() + self.retry_delay;
+        self.shared.stall(e.to_string());
+    }
+
+    /// Cuts the active segment back to its synced length, starts a new
+    /// segment at the first kept record, writes every kept record there and
+    /// syncs it.
+    fn write_again(&mut self) -> io::Result<()> {
+        let storage = Arc::clone(&self.shared.cfg.storage);
+        if let Some(active) = self.active.take() {
+            if let Err(e) = storage.truncate(&active.path, active.synced_bytes) {
+                self.active = Some(active);
+                return Err(e);
+            }
+            let cut = active.bytes.saturating_sub(active.synced_bytes);
+            self.shared.total_bytes.fetch_sub(cut, Ordering::Relaxed);
+            if let Some(meta) = self
+                .shared
+                .segments
+                .lock()
+                .iter_mut()
+                .rfind(|m| m.path == active.path)
+            {
+                meta.bytes = active.synced_bytes;
+            }
+        }
+        if self.retry.is_empty() {
+            return Ok(());
+        }
+        let retry = std::mem::take(&mut self.retry);
+        let result = match self.write_sealed(&retry) {
+            Ok(start) => self.sync_active().map_err(|e| (e, start)),
+            Err(failed) => Err(failed),
+        };
+        match result {
+            Ok(()) => {
+                self.spare = retry;
+                self.spare.clear();
+                self.retry_delay = FIRST_RETRY;
+                Ok(())
+            }
+            Err((e, from)) => {
+                // Everything before `from` is synced in an earlier segment.
+                self.retry = retry[from..].to_vec();
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes sealed records, rotating segments as needed. Returns the offset
+    /// in `bytes` where the part in the (new) active segment starts; on error,
+    /// the offset from which the bytes are not known to be in a synced
+    /// segment.
+    fn write_sealed(&mut self, bytes: &[u8]) -> Result<usize, (io::Error, usize)> {
+        let segment_bytes = self.shared.cfg.segment_bytes;
+        let mut pos = 0;
+        let mut start = 0;
+        while pos < bytes.len() {
+            let first_seq = record_seq(&bytes[pos..]);
+            if self
+                .active
+                .as_ref()
+                .is_none_or(|a| a.bytes >= segment_bytes)
+            {
+                // The part of `bytes` in the old segment is synced first.
+                self.sync_dirty().map_err(|e| (e, start))?;
+                self.rotate(first_seq).map_err(|e| (e, pos))?;
+            }
+            let active = self.active.as_mut().expect("active segment after rotate");
+            let room = segment_bytes.saturating_sub(active.bytes);
+            start = pos;
+            let mut last_seq = first_seq;
+            // Take records until the segment passes `segment_bytes` (at least one).
+            while pos < bytes.len() && (pos == start || ((pos - start) as u64) < room) {
+                let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+                last_seq = record_seq(&bytes[pos..]);
+                pos += super::RECORD_HEADER_LEN + len;
+            }
+            if let Err(e) = active.file.write_all(&bytes[start..pos]) {
+                return Err((e, start));
+            }
+            let n = (pos - start) as u64;
+            active.bytes += n;
+            self.shared.total_bytes.fetch_add(n, Ordering::Relaxed);
+            self.written_seq = last_seq;
+        }
+        Ok(start)
+    }
+
+    /// Syncs the active segment if it holds unsynced bytes.
+    fn sync_dirty(&mut self) -> io::Result<()> {
+        match &self.active {
+            Some(a) if a.bytes > a.synced_bytes => self.sync_active(),
+            _ => Ok(()),
+        }
+    }
+
+    fn sync_active(&mut self) -> io::Result<()> {
+        if let Some(active) = &mut self.active {
+            let t = Instant::now();
+            active.file.sync_data()?;
+            metrics::histogram!(METRIC_FSYNC_SECONDS).record(t.elapsed().as_secs_f64());
+            self.shared.fsyncs.fetch_add(1, Ordering::Relaxed);
+            active.synced_bytes = active.bytes;
+        }
+        self.last_sync = Instant::now();
+        self.shared
+            .synced
+            .store(self.written_seq, Ordering::Release);
+        self.recycle_unsynced();
+        Ok(())
+    }
+
+    /// Keeps one synced batch buffer as the spare for the appenders.
+    fn recycle_unsynced(&mut self) {
+        for (mut batch, _) in self.unsynced.drain(..) {
+            if self.spare.capacity() == 0 && batch.capacity() <= MAX_SPARE_CAPACITY {
+                batch.clear();
+                self.spare = batch;
+            }
+        }
+        if self.spare.capacity() == 0 {
+            self.spare = Vec::with_capacity(INITIAL_BUFFER_CAPACITY);
+        }
+    }
+
+    /// Syncs and closes the active segment, then creates the one starting at
+    /// `first_seq` (header written and synced in a temp file, renamed,
+    /// directory synced).
+    fn rotate(&mut self, first_seq: u64) -> io::Result<()> {
+        self.sync_dirty()?;
+        let old_bytes = self.active.take().map(|a| a.bytes);
+        let storage = &self.shared.cfg.storage;
+        let dir = &self.shared.cfg.dir;
+        let path = dir.join(segment_file_name(first_seq));
+        let tmp = dir.join(temp_segment_file_name(first_seq));
+        let mut file = storage.create(&tmp)?;
+        file.write_all(&segment_header(first_seq, self.shared.cfg.payload_version))?;
+        file.sync_data()?;
+        storage.rename(&tmp, &path)?;
+        storage.sync_dir(dir)?;
+        let header_len = SEGMENT_HEADER_LEN as u64;
+        {
+            let mut segs = self.shared.segments.lock();
+            if let (Some(bytes), Some(last)) = (old_bytes, segs.last_mut()) {
+                last.bytes = bytes;
+            }
+            // A segment rewritten after a failure replaces its namesake.
+            if let Some(last) = segs.last()
+                && last.first_seq == first_seq
+            {
+                let replaced = segs.pop().expect("last").bytes;
+                self.shared
+                    .total_bytes
+                    .fetch_sub(replaced, Ordering::Relaxed);
+            }
+            segs.push(SegmentMeta {
+                first_seq,
+                path: path.clone(),
+                bytes: header_len,
+            });
+            metrics::gauge!(METRIC_SEGMENTS).set(segs.len() as f64);
+        }
+        self.shared
+            .total_bytes
+            .fetch_add(header_len, Ordering::Relaxed);
+        tracing::debug!(file = %path.display(), first_seq, "wal: started segment");
+        self.active = Some(Active {
+            file,
+            path,
+            bytes: header_len,
+            synced_bytes: header_len,
+        });
+        Ok(())
+    }
+}

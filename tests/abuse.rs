@@ -1,0 +1,435 @@
+//! Hostile clients against a real server over loopback: slowloris, idle
+//! keep-alive, more connections than the cap, oversized heads, and floods
+//! of posts, votes and queries from one address. Each must be refused with
+//! the documented answer while the server stays reachable, and nothing a
+//! refused request sent may be stored.
+//!
+//! Times are measured and printed (`--nocapture`) for the record; the
+//! assertions only compare them with the configured timeouts as ratios.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+use common::{ADMIN, INGEST, TestServer, expect_error};
+use hotrank::config::Access;
+
+fn addr(s: &TestServer) -> String {
+    s.base.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the server closes the connection (EOF or reset), or until
+/// `give_up`; returns how long the connection lived from `since`, `None` if
+/// it was still open at `give_up`.
+async fn wait_closed(conn: &mut TcpStream, since: Instant, give_up: Duration) -> Option<Duration> {
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = give_up.checked_sub(since.elapsed())?;
+        match tokio::time::timeout(left, conn.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(since.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn slowloris_is_closed_after_the_header_timeout() {
+    let timeout = Duration::from_secs(1);
+    let s = TestServer::start_with(|c| c.http.header_timeout_secs = 1).await;
+    let started = Instant::now();
+    let mut conn = TcpStream::connect(addr(&s)).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // Dribble one header line every 100 ms, for up to 10x the timeout.
+    let mut lived = None;
+    for i in 0..100 {
+        if conn
+            .write_all(format!("X-Slow-{i}: a\r\n").as_bytes())
+            .await
+            .is_err()
+        {
+            lived = Some(started.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 1024];
+        match tokio::time::timeout(Duration::from_millis(100), conn.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                lived = Some(started.elapsed());
+                break;
+            }
+            Ok(Ok(_)) => {}
+            Err(_) => {}
+        }
+    }
+    let lived = lived.expect("a slowloris connection must be closed by the server");
+    eprintln!("slowloris connection lived {lived:?} (header timeout {timeout:?})");
+    assert!(
+        lived < 5 * timeout,
+        "closed only after {lived:?}, more than 5x the header timeout"
+    );
+    assert!(lived >= timeout / 2, "closed before the timeout: {lived:?}");
+    // The server itself is fine.
+    assert_eq!(s.get("/healthz").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed() {
+    let timeout = Duration::from_secs(1);
+    let s = TestServer::start_with(|c| c.http.header_timeout_secs = 1).await;
+    let mut conn = TcpStream::connect(addr(&s)).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = conn.read(&mut buf).await.unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The answer kept the connection open; now it idles.
+    let idle_from = Instant::now();
+    let lived = wait_closed(&mut conn, idle_from, 10 * timeout)
+        .await
+        .expect("an idle keep-alive connection must be closed by the server");
+    eprintln!("idle keep-alive connection lived {lived:?} (timeout {timeout:?})");
+    assert!(lived < 5 * timeout, "{lived:?}");
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_and_the_server_stays_reachable() {
+    let cap = 16;
+    let s = TestServer::start_with(|c| {
+        c.http.max_connections = cap;
+        c.http.header_timeout_secs = 2;
+    })
+    .await;
+    let refused_before = metric(&s, "hotrank_http_connections_refused_total").await;
+    // Hold `cap` connections open, sending nothing.
+    let mut held = Vec::new();
+    for _ in 0..cap {
+        held.push(TcpStream::connect(addr(&s)).await.unwrap());
+    }
+    // Let the server accept them all.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // One more: closed at once, long before the held ones time out.
+    let t = Instant::now();
+    let mut extra = TcpStream::connect(addr(&s)).await.unwrap();
+    let closed_after = wait_closed(&mut extra, t, Duration::from_secs(10))
+        .await
+        .expect("a connection past the cap must be closed");
+    let mut still_open = 0;
+    for c in &mut held {
+        let mut b = [0u8; 1];
+        if tokio::time::timeout(Duration::from_millis(1), c.read(&mut b))
+            .await
+            .is_err()
+        {
+            still_open += 1;
+        }
+    }
+    eprintln!(
+        "connection past the cap closed after {closed_after:?}; {still_open}/{cap} held ones still open"
+    );
+    assert_eq!(
+        still_open, cap,
+        "the held connections outlive the refused one"
+    );
+    // A well-behaved client gets through once the idle ones are closed by
+    // the header timeout: retry like a browser would.
+    let mut ok = false;
+    for _ in 0..100 {
+        if let Ok(r) = s.client.get(s.url("/healthz")).send().await
+            && r.status() == StatusCode::OK
+        {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        ok,
+        "the server must stay reachable for a well-behaved client"
+    );
+    drop(held);
+    let refused_after = metric(&s, "hotrank_http_connections_refused_total").await;
+    assert!(refused_after > refused_before, "refusals are counted");
+}
+
+/// The value of an unlabelled counter in `/metrics` (0 if absent), read
+/// on a connection of its own that is closed afterwards.
+async fn metric(s: &TestServer, name: &str) -> f64 {
+    let once = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let text = once
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn oversized_heads_get_json_414_and_431() {
+    let s = TestServer::start().await;
+    let long = format!("/api/hot?category={}", "a".repeat(9000));
+    let r = s.client.get(s.url(&long)).send().await.unwrap();
+    expect_error(r, StatusCode::URI_TOO_LONG, "uri_too_long").await;
+    let mut req = s.client.get(s.url("/api/hot"));
+    for i in 0..150 {
+        req = req.header(format!("x-h{i}"), "v");
+    }
+    expect_error(
+        req.send().await.unwrap(),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "headers_too_large",
+    )
+    .await;
+    let r = s
+        .client
+        .get(s.url("/api/hot"))
+        .header("x-big", "b".repeat(20_000))
+        .send()
+        .await
+        .unwrap();
+    expect_error(
+        r,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "headers_too_large",
+    )
+    .await;
+    // Multi-byte text in a range is a 400, not a dropped connection.
+    let r = s
+        .client
+        .get(s.url("/api/hot?range=%C3%A9"))
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, StatusCode::BAD_REQUEST, "invalid_parameter").await;
+    assert_eq!(s.get("/healthz").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_slow_body_is_cut_off_with_408() {
+    let s = TestServer::start_with(|c| c.http.body_timeout_secs = 1).await;
+    let mut conn = TcpStream::connect(addr(&s)).await.unwrap();
+    conn.write_all(
+        b"POST /api/views HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"articleId\":",
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    eprintln!("slow body answered after {:?}", started.elapsed());
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"request_timeout\""), "{text}");
+}
+
+/// Sends `n` requests built by `make(i)` with 16 in flight; returns the
+/// count of each status and one 429 answer.
+async fn flood(
+    s: &TestServer,
+    n: usize,
+    make: impl Fn(&reqwest::Client, usize) -> reqwest::RequestBuilder,
+) -> (
+    std::collections::BTreeMap<u16, usize>,
+    Option<(Option<String>, Value)>,
+) {
+    let mut counts = std::collections::BTreeMap::new();
+    let mut sample = None;
+    let mut set = JoinSet::new();
+    let mut next = 0;
+    while next < n || !set.is_empty() {
+        while next < n && set.len() < 16 {
+            let req = make(&s.client, next);
+            set.spawn(async move {
+                let r = req.send().await.expect("request");
+                let status = r.status().as_u16();
+                let retry = r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                (status, retry, body)
+            });
+            next += 1;
+        }
+        let (status, retry, body) = set.join_next().await.unwrap().unwrap();
+        *counts.entry(status).or_default() += 1;
+        if status == 429 && sample.is_none() {
+            sample = Some((retry, body));
+        }
+    }
+    (counts, sample)
+}
+
+async fn articles(s: &TestServer) -> u64 {
+    s.get("/api/stats").await.1["articles"].as_u64().unwrap()
+}
+
+fn assert_429(sample: Option<(Option<String>, Value)>) {
+    let (retry, body) = sample.expect("some requests were refused");
+    let secs: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&secs), "Retry-After {secs}");
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+}
+
+#[tokio::test]
+async fn a_posting_flood_from_one_ip_is_refused_past_its_budget() {
+    let s = TestServer::start_with(|c| c.posting = Access::Open).await;
+    let budget = hotrank::config::LimitsConfig::default().posts_per_minute_per_ip as usize;
+    let started = Instant::now();
+    let (counts, sample) = flood(&s, 30_000, |c, i| {
+        c.post(s.url("/api/articles"))
+            .json(&json!({"title": format!("spam {i}"), "poster": format!("user{i}")}))
+    })
+    .await;
+    eprintln!(
+        "30000 anonymous posts from one IP in {:?}: {counts:?}",
+        started.elapsed()
+    );
+    assert_eq!(counts.get(&201), Some(&budget), "{counts:?}");
+    assert_eq!(counts.get(&429), Some(&(30_000 - budget)), "{counts:?}");
+    assert_429(sample);
+    assert_eq!(
+        articles(&s).await,
+        budget as u64,
+        "stored articles stay bounded"
+    );
+    // A minute later the budget is back.
+    s.clock.advance(60);
+    let (status, _) = s
+        .post("/api/articles", &json!({"title": "later", "poster": "p"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn posting_and_voting_need_a_token_by_default() {
+    let s = TestServer::start().await;
+    let (counts, _) = flood(&s, 200, |c, i| {
+        c.post(s.url("/api/articles"))
+            .json(&json!({"title": "x", "poster": format!("u{i}")}))
+    })
+    .await;
+    assert_eq!(counts.get(&401), Some(&200), "{counts:?}");
+    assert_eq!(articles(&s).await, 0);
+    // The site's backend posts and votes for its users with the ingest
+    // token; each user has a budget of their own, the backend's IP none.
+    let per_user = hotrank::config::LimitsConfig::default().posts_per_minute_per_user as usize;
+    let (counts, sample) = flood(&s, 3 * per_user, |c, _| {
+        c.post(s.url("/api/articles"))
+            .bearer_auth(INGEST)
+            .json(&json!({"title": "x", "poster": "alice"}))
+    })
+    .await;
+    assert_eq!(counts.get(&201), Some(&per_user), "{counts:?}");
+    assert_429(sample);
+    let (counts, _) = flood(&s, 50, |c, i| {
+        c.post(s.url("/api/articles"))
+            .bearer_auth(ADMIN)
+            .json(&json!({"title": "x", "poster": format!("writer{i}")}))
+    })
+    .await;
+    assert_eq!(counts.get(&201), Some(&50), "{counts:?}");
+    let r = s
+        .client
+        .post(s.url("/api/articles/1/vote"))
+        .json(&json!({"userId": "u"}))
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    let r = s
+        .client
+        .post(s.url("/api/articles/1/vote"))
+        .bearer_auth(INGEST)
+        .json(&json!({"userId": "u"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_vote_flood_with_distinct_users_is_refused_past_the_ip_budget() {
+    let s = TestServer::start_with(|c| {
+        c.voting = Access::Open;
+        c.posting = Access::Open;
+    })
+    .await;
+    let (status, posted) = s
+        .post("/api/articles", &json!({"title": "target", "poster": "op"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = posted["articleId"].as_str().unwrap().to_string();
+    let ups_before = posted["ups"].as_u64().unwrap();
+    let budget = hotrank::config::LimitsConfig::default().votes_per_minute_per_ip as usize;
+    let path = format!("/api/articles/{id}/vote");
+    let (counts, sample) = flood(&s, 5_000, |c, i| {
+        c.post(s.url(&path))
+            .json(&json!({"userId": format!("sock{i}")}))
+    })
+    .await;
+    eprintln!("5000 votes with distinct userIds from one IP: {counts:?}");
+    assert_eq!(counts.get(&200), Some(&budget), "{counts:?}");
+    assert_eq!(counts.get(&429), Some(&(5_000 - budget)), "{counts:?}");
+    assert_429(sample);
+    let (_, art) = s.get(&format!("/api/articles/{id}")).await;
+    assert_eq!(
+        art["ups"].as_u64(),
+        Some(ups_before + budget as u64),
+        "{art}"
+    );
+}
+
+#[tokio::test]
+async fn queries_over_the_ip_budget_get_429_with_retry_after() {
+    let s = TestServer::start_with(|c| c.limits.queries_per_minute_per_ip = 20).await;
+    let (counts, sample) = flood(&s, 50, |c, i| {
+        let path = ["/api/hot", "/api/new", "/api/stats", "/api/articles/x"][i % 4];
+        c.get(s.url(path))
+    })
+    .await;
+    assert_eq!(counts.get(&429), Some(&30), "{counts:?}");
+    assert_429(sample);
+    // Admin endpoints share the budget; a wrong token is no way around it.
+    let r = s
+        .client
+        .put(s.url("/api/articles/x"))
+        .bearer_auth("wrong-token-guess")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // The operator's own calls, with the token, are not counted.
+    let r = s
+        .client
+        .get(s.url("/api/hot"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Ingest is not a query: it still answers 202 with a verdict.
+    assert_eq!(s.view("a", "v").await, "counted");
+    s.clock.advance(61);
+    assert_eq!(s.get("/api/hot").await.0, StatusCode::OK);
+}
