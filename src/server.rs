@@ -176,9 +176,12 @@ async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(http.header_timeout_secs))
         .max_buf_size(http.parser_buffer_bytes())
-        .max_headers(2 * http.max_headers)
         .keep_alive(true);
+    if let Some(n) = http.parser_max_headers() {
+        builder.max_headers(n);
+    }
     let permits = Arc::new(Semaphore::new(http.max_connections));
+    let limits = Arc::new(http.clone());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -201,12 +204,26 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let svc = app
-            .clone()
-            .map_request(move |mut req: axum::http::Request<Incoming>| {
-                req.extensions_mut().insert(ConnectInfo(peer));
-                req
-            });
+        let (app, limits) = (app.clone(), limits.clone());
+        let svc = tower::service_fn(move |mut req: axum::http::Request<Incoming>| {
+            req.extensions_mut().insert(ConnectInfo(peer));
+            let refused = api::head_refusal(&limits, req.uri(), req.headers());
+            let app = app.clone();
+            async move {
+                match refused {
+                    Some(resp) => {
+                        api::record_request(
+                            "unmatched",
+                            req.method(),
+                            resp.status(),
+                            Duration::ZERO,
+                        );
+                        Ok(resp)
+                    }
+                    None => app.oneshot(req).await,
+                }
+            }
+        });
         let conn = graceful
             .watch(builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)));
         metrics::gauge!("hotrank_http_connections").increment(1.0);

@@ -69,11 +69,22 @@ impl FromRequest<AppState> for JsonBody {
 /// Deserializes a JSON object into `T`. serde would also fill a struct
 /// from a JSON array, field by field; the contract's bodies are objects.
 pub fn object<'a, T: serde::Deserialize<'a>>(json: &'a [u8]) -> Result<T, serde_json::Error> {
-    let first = json.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return Err(serde::de::Error::custom("expected a JSON object"));
-    }
+    expect_object(json)?;
     serde_json::from_slice(json)
+}
+
+/// [`object`] for text already known to be UTF-8 (a part of a parsed
+/// body), which serde then does not check again string by string.
+pub fn object_str<'a, T: serde::Deserialize<'a>>(json: &'a str) -> Result<T, serde_json::Error> {
+    expect_object(json.as_bytes())?;
+    serde_json::from_str(json)
+}
+
+fn expect_object(json: &[u8]) -> Result<(), serde_json::Error> {
+    match json.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        _ => Err(serde::de::Error::custom("expected a JSON object")),
+    }
 }
 
 /// Query parameters, each at most once, only the names a route knows.

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::extract::{ClientIp, JsonBody, object};
+use super::extract::{ClientIp, JsonBody, object, object_str};
 use super::{ApiError, AppState};
 use crate::gate::{TsError, check_ts};
 use crate::model::{ArticleId, Event, EventType, Verdict, VerdictCounts, integral};
@@ -117,7 +117,7 @@ fn parse_article_id(raw: Option<&RawValue>) -> Result<ArticleId, ApiError> {
 }
 
 fn parse_event(raw: &RawValue, ctx: &Ctx<'_>, only_views: bool) -> Result<Event, ApiError> {
-    let ev: RawEvent<'_> = object(raw.get().as_bytes()).map_err(|e| {
+    let ev: RawEvent<'_> = object_str(raw.get()).map_err(|e| {
         ApiError::bad(
             "invalid_event",
             format!("an event must be a JSON object: {e}"),

@@ -10,6 +10,8 @@ pub mod budget;
 mod error;
 mod extract;
 mod guard;
+pub use guard::head_refusal;
+pub use ops::record as record_request;
 mod ingest;
 mod ops;
 mod overview;
@@ -131,8 +133,9 @@ pub fn router(state: AppState) -> Router {
     guarded(routes, state)
 }
 
-/// What every route shares: JSON 404/405, the head limits, a JSON 500 for
-/// a panicking handler, and the request metrics around all of it.
+/// What every route shares: JSON 404/405, a JSON 500 for a panicking
+/// handler, and the request metrics around all of it. (The head limits
+/// come first, in the accept loop: [`head_refusal`].)
 fn guarded(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(error::not_found)
@@ -142,10 +145,6 @@ fn guarded(routes: Router<AppState>, state: AppState) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             guard::panic_response,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            guard::head_limits,
         ))
         .layer(axum::middleware::from_fn(ops::track))
         .with_state(state)

@@ -5,7 +5,7 @@ use std::time::Instant;
 use axum::Json;
 use axum::Router;
 use axum::extract::{MatchedPath, RawQuery, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -100,8 +100,14 @@ pub async fn track(req: Request, next: Next) -> Response {
         .unwrap_or_else(|| "unmatched".to_string());
     let method = req.method().clone();
     let resp = next.run(req).await;
-    let status = resp.status();
-    let elapsed = started.elapsed();
+    record(&route, &method, resp.status(), started.elapsed());
+    resp
+}
+
+/// Counts one answered request (`hotrank_http_*`) and logs it if it failed
+/// or was slow.
+pub fn record(route: &str, method: &Method, status: StatusCode, elapsed: std::time::Duration) {
+    let route = route.to_string();
     metrics::counter!(
         "hotrank_http_requests_total",
         "route" => route.clone(),
@@ -113,5 +119,4 @@ pub async fn track(req: Request, next: Next) -> Response {
     if status == StatusCode::INTERNAL_SERVER_ERROR || elapsed.as_millis() > 1000 {
         tracing::warn!(%method, %route, status = status.as_u16(), ms = elapsed.as_millis() as u64, "slow or failed request");
     }
-    resp
 }

@@ -8,16 +8,18 @@
 //! the window. Refused events are not recorded: a flood does not lock its
 //! source out for longer than the flood lasts.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
+
+use super::KeyedMap;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SlidingLimiter<K: Hash + Eq> {
     limit: usize,
     window_ms: i64,
-    logs: HashMap<K, VecDeque<i64>>,
+    logs: KeyedMap<K, VecDeque<i64>>,
 }
 
 impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
@@ -26,7 +28,7 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
         SlidingLimiter {
             limit: limit as usize,
             window_ms,
-            logs: HashMap::new(),
+            logs: KeyedMap::default(),
         }
     }
 

@@ -546,17 +546,23 @@ impl EmbeddedStore {
     /// Hands a record to the log, then applies it (under the state lock,
     /// after [`Self::writable`]).
     fn log_and_apply(&self, inner: &mut Inner, rec: &LogRecord, buf: &mut Vec<u8>) -> Option<u64> {
-        let seq = self.wal.as_ref().map(|wal| {
+        let seq = self.log(rec, buf);
+        let change = inner.data.apply(rec);
+        inner.on_change(change);
+        seq
+    }
+
+    /// Hands a record to the log (under the state lock, after
+    /// [`Self::writable`]); the caller applies it.
+    fn log(&self, rec: &LogRecord, buf: &mut Vec<u8>) -> Option<u64> {
+        self.wal.as_ref().map(|wal| {
             buf.clear();
             let bytes =
                 postcard::to_extend(rec, std::mem::take(buf)).expect("records always encode");
             let seq = wal.append(&bytes);
             *buf = bytes;
             seq
-        });
-        let change = inner.data.apply(rec);
-        inner.on_change(change);
-        seq
+        })
     }
 
     async fn durable(&self, seq: Option<u64>) -> Result<(), StoreError> {
@@ -681,23 +687,35 @@ impl Store for EmbeddedStore {
             for mut ev in events {
                 ev.clamp_to_arrival();
                 inner.newest_event = inner.newest_event.max(ev.ts);
-                if let Err(reject) = inner.data.accepts(&ev, &self.settings) {
-                    refused += u64::from(reject == IngestReject::TooManyArticles);
-                    out.push(Err(reject));
-                    continue;
-                }
-                let verdict = inner.data.judge(&ev, &self.settings);
+                // The article is looked up once per event: the gate, the
+                // log and the counters all use this answer.
+                let found = match inner.data.accepts(&ev, &self.settings) {
+                    Ok(found) => found,
+                    Err(reject) => {
+                        refused += u64::from(reject == IngestReject::TooManyArticles);
+                        out.push(Err(reject));
+                        continue;
+                    }
+                };
+                let verdict = inner.data.judge(&ev, found, &self.settings);
                 if verdict == Verdict::Bot && !ev.bot {
                     behaviour[0] += 1;
-                    behaviour[1] +=
-                        u64::from(inner.data.behaviour_bot(&ev, &self.settings) == Some(true));
+                    behaviour[1] += u64::from(
+                        inner.data.behaviour_bot(&ev, found, &self.settings) == Some(true),
+                    );
                 }
                 let rec = LogRecord::Event { ev, verdict };
-                last = self.log_and_apply(&mut inner, &rec, &mut buf).or(last);
+                last = self.log(&rec, &mut buf).or(last);
                 let LogRecord::Event { ev, .. } = &rec else {
                     unreachable!()
                 };
-                let (pv, uv) = match inner.data.lookup(&ev.article) {
+                let change = inner.data.apply_event(ev, verdict, found);
+                inner.on_change(change);
+                let article = match change {
+                    Change::Counted(idx) => Some(idx),
+                    _ => found,
+                };
+                let (pv, uv) = match article {
                     Some(idx) if with_counts => {
                         let a = inner.data.article_mut(idx);
                         (a.lifetime.pv, a.lifetime_uv.count())

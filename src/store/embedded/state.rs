@@ -6,11 +6,12 @@
 //! Every change goes through [`Data::apply`], which is also what replaying
 //! the write-ahead log calls, so a replayed log rebuilds the same state.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
-use crate::gate::SlidingLimiter;
+use crate::gate::{KeyedMap, KeyedSet, SlidingLimiter};
 use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
     VoteDirection, VoteOutcome, hour_of,
@@ -29,8 +30,9 @@ struct Behaviour {
     /// Quarantined as `bot` until this rate-clock time (ms); 0: not.
     bot_until_ms: i64,
     /// (rate clock ms, article) of counted views in the last 60 s, one
-    /// entry per article.
-    views: Vec<(i64, Idx)>,
+    /// entry per article. Most visitors view one article a minute: that
+    /// one is held inline, with no allocation.
+    views: SmallVec<[(i64, Idx); 1]>,
 }
 
 impl Behaviour {
@@ -150,7 +152,7 @@ pub struct Article {
     pub buckets: Vec<Bucket>,
     /// Who voted (seed 003's `voted:<id>`), emptied once voting closes.
     #[serde(default)]
-    pub voters: HashSet<u128>,
+    pub voters: KeyedSet<u128>,
     #[serde(skip)]
     windows: Vec<WindowAgg>,
 }
@@ -166,7 +168,7 @@ impl Article {
             lifetime_uv: Hll::new(),
             quarantine: Quarantine::default(),
             buckets: Vec::new(),
-            voters: HashSet::new(),
+            voters: KeyedSet::default(),
             windows: Vec::new(),
         }
     }
@@ -363,9 +365,9 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
 pub struct Data {
     pub articles: Vec<Article>,
     /// Last counted event time per (article, visitor, event type).
-    dedupe: HashMap<(Idx, u128, u8), Timestamp>,
+    dedupe: KeyedMap<(Idx, u128, u8), Timestamp>,
     /// Arrival second of each remembered idempotency key.
-    event_ids: HashMap<u128, Timestamp>,
+    event_ids: KeyedMap<u128, Timestamp>,
     visitor_limits: SlidingLimiter<u128>,
     ip_limits: SlidingLimiter<u64>,
     pub counted: u64,
@@ -378,7 +380,7 @@ pub struct Data {
     index: HashMap<ArticleId, Idx>,
     /// The behaviour rule's per-visitor state (derived, not snapshotted).
     #[serde(skip)]
-    behaviour: HashMap<u128, Behaviour>,
+    behaviour: KeyedMap<u128, Behaviour>,
     /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
     #[serde(skip)]
     bot_quarantine_ms: i64,
@@ -406,8 +408,8 @@ impl Data {
     pub fn new(s: &StoreSettings) -> Self {
         Data {
             articles: Vec::new(),
-            dedupe: HashMap::new(),
-            event_ids: HashMap::new(),
+            dedupe: KeyedMap::default(),
+            event_ids: KeyedMap::default(),
             visitor_limits: SlidingLimiter::new(s.visitor_limit_per_minute, 60_000),
             ip_limits: SlidingLimiter::new(s.ip_limit_per_minute, 60_000),
             counted: 0,
@@ -415,7 +417,7 @@ impl Data {
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
             index: HashMap::new(),
-            behaviour: HashMap::new(),
+            behaviour: KeyedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
         }
     }
@@ -454,7 +456,9 @@ impl Data {
     /// only for articles created by `PUT`; past `max_articles`, untrusted
     /// events only for articles the store already holds. A refused event
     /// changes nothing.
-    pub fn accepts(&self, ev: &Event, s: &StoreSettings) -> Result<(), IngestReject> {
+    /// Whether the store takes this event at all; `Ok` holds the event's
+    /// article as [`Self::lookup`] finds it, for `judge` and `apply_event`.
+    pub fn accepts(&self, ev: &Event, s: &StoreSettings) -> Result<Option<Idx>, IngestReject> {
         let found = self.lookup(&ev.article);
         if s.require_known_articles && !found.is_some_and(|i| self.article(i).known) {
             return Err(IngestReject::UnknownArticle);
@@ -466,14 +470,14 @@ impl Data {
         {
             return Err(IngestReject::TooManyArticles);
         }
-        Ok(())
+        Ok(found)
     }
 
     /// Whether the behaviour rule quarantines this event's visitor: already
     /// quarantined (`Some(false)`), or this view would be its
     /// `bot_articles_per_minute + 1`-th distinct article in 60 s
-    /// (`Some(true)`). Pure.
-    pub fn behaviour_bot(&self, ev: &Event, s: &StoreSettings) -> Option<bool> {
+    /// (`Some(true)`). Pure. `found` is the event's article (`lookup`).
+    pub fn behaviour_bot(&self, ev: &Event, found: Option<Idx>, s: &StoreSettings) -> Option<bool> {
         if s.bot_articles_per_minute == 0 {
             return None;
         }
@@ -485,19 +489,21 @@ impl Data {
         if ev.kind != EventType::View {
             return None;
         }
-        let others = b.map_or(0, |b| b.others(clock, self.lookup(&ev.article)));
+        let others = b.map_or(0, |b| b.others(clock, found));
         (others >= s.bot_articles_per_minute as usize).then_some(true)
     }
 
     /// The gate's stateful checks, in order. Pure: `apply` records.
-    pub fn judge(&self, ev: &Event, s: &StoreSettings) -> Verdict {
+    /// `found` is the event's article (`lookup`).
+    pub fn judge(&self, ev: &Event, found: Option<Idx>, s: &StoreSettings) -> Verdict {
         if let Some(key) = ev.event_id
             && let Some(&seen) = self.event_ids.get(&key)
             && ev.arrival_ms / 1000 - seen < i64::from(s.event_id_ttl_secs)
         {
             return Verdict::Replayed;
         }
-        if ev.bot || self.behaviour_bot(ev, s) == Some(false) {
+        let behaviour = self.behaviour_bot(ev, found, s);
+        if ev.bot || behaviour == Some(false) {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();
@@ -506,13 +512,13 @@ impl Data {
             return Verdict::RateLimited;
         }
         if ev.kind.deduplicated()
-            && let Some(idx) = self.lookup(&ev.article)
+            && let Some(idx) = found
             && let Some(&last) = self.dedupe.get(&(idx, ev.visitor, ev.kind as u8))
             && (ev.ts - last).abs() < i64::from(s.dedupe_window_secs)
         {
             return Verdict::Duplicate;
         }
-        if self.behaviour_bot(ev, s) == Some(true) {
+        if behaviour == Some(true) {
             return Verdict::Bot;
         }
         Verdict::Counted
@@ -524,7 +530,8 @@ impl Data {
     /// Only a counted event leaves its `eventId` behind: a refused one
     /// (duplicate, rate limited, bot, replayed) changed nothing, so a retry
     /// of it is refused again on its own merits and costs no memory.
-    pub fn apply_event(&mut self, ev: &Event, verdict: Verdict) -> Change {
+    /// `found` is the event's article as [`Self::lookup`] finds it now.
+    pub fn apply_event(&mut self, ev: &Event, verdict: Verdict, found: Option<Idx>) -> Change {
         if let Some(key) = ev.event_id
             && verdict == Verdict::Counted
         {
@@ -536,7 +543,7 @@ impl Data {
             let b = self.behaviour.entry(ev.visitor).or_default();
             if !b.flagged(clock) {
                 b.bot_until_ms = clock.saturating_add(self.bot_quarantine_ms);
-                b.views = Vec::new();
+                b.views = SmallVec::new();
             }
         }
         if matches!(verdict, Verdict::Counted | Verdict::Duplicate) {
@@ -552,12 +559,12 @@ impl Data {
                 .add(verdict, 1);
             // Quarantined events never register an article (a bot must not
             // be able to create ids), but are tallied on known ones.
-            if let Some(idx) = self.lookup(&ev.article) {
+            if let Some(idx) = found {
                 self.article_mut(idx).quarantine(verdict, ev.ts);
             }
             return Change::None;
         }
-        let idx = match self.lookup(&ev.article) {
+        let idx = match found {
             Some(idx) => idx,
             None => {
                 let meta = ArticleMeta {
@@ -578,7 +585,7 @@ impl Data {
             let clock = ev.rate_clock_ms();
             let b = self.behaviour.entry(ev.visitor).or_default();
             b.views
-                .retain(|&(t, a)| t > clock - BEHAVIOUR_MS && a != idx);
+                .retain(|&mut (t, a)| t > clock - BEHAVIOUR_MS && a != idx);
             b.views.push((clock, idx));
         }
         self.counted += 1;
@@ -624,7 +631,9 @@ impl Data {
 
     pub fn apply(&mut self, rec: &LogRecord) -> Change {
         match rec {
-            LogRecord::Event { ev, verdict } => self.apply_event(ev, *verdict),
+            LogRecord::Event { ev, verdict } => {
+                self.apply_event(ev, *verdict, self.lookup(&ev.article))
+            }
             LogRecord::Put { id, meta } => Change::Meta(self.put(id, meta.clone()).0),
             LogRecord::Delete { id } => self.delete(id).map_or(Change::None, Change::Meta),
             LogRecord::Post { id, meta, poster } => {
@@ -699,7 +708,7 @@ impl Data {
             a.expire(first_hour);
             // Seed 003: once voting closes the voter set is freed.
             if !a.voters.is_empty() && now - a.meta.published_at >= voting {
-                a.voters = HashSet::new();
+                a.voters = KeyedSet::default();
             }
         }
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
