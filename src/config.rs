@@ -198,6 +198,12 @@ pub struct RedisConfig {
     pub connect_timeout_ms: u64,
     /// A call that takes longer fails (503) rather than hang.
     pub response_timeout_ms: u64,
+    /// `url` names one or more seed nodes of a Redis Cluster
+    /// (comma-separated; `--store redis-cluster`).
+    pub cluster: bool,
+    /// Replicas that must confirm an ingest batch (`WAIT`) before it is
+    /// acknowledged; 0 (default) waits for none.
+    pub wait_replicas: u32,
 }
 
 impl Default for RedisConfig {
@@ -209,6 +215,8 @@ impl Default for RedisConfig {
             batch_events: 250,
             connect_timeout_ms: 1000,
             response_timeout_ms: 2000,
+            cluster: false,
+            wait_replicas: 0,
         }
     }
 }
@@ -517,7 +525,12 @@ impl Config {
                 "redis.connect_timeout_ms and redis.response_timeout_ms must be > 0".into(),
             );
         }
-        if self.store == StoreKind::Redis && !rc.url.starts_with("redis://") {
+        let urls_ok = if rc.cluster {
+            rc.url.split(',').all(|u| u.trim().starts_with("redis://"))
+        } else {
+            rc.url.starts_with("redis://")
+        };
+        if self.store == StoreKind::Redis && !urls_ok {
             return Err(format!(
                 "redis.url = {:?} is invalid: must start with redis:// (TLS is not built in)",
                 rc.url

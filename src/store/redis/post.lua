@@ -4,23 +4,32 @@
 -- score: sorted sets get the article.
 --
 -- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), then
--- field/value pairs of the metadata. Returns the new id.
+-- field/value pairs of the metadata. Returns the new id, or '' if the
+-- caller declared KEYS and the id is not among the candidates it declared
+-- (its `meta:article:<id>` and `voted:<id>`): nothing is written then, and
+-- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local counter = K(P .. 'article:')
+local n = tonumber(redis.call('GET', counter) or '0')
 local id
 repeat
-  id = tostring(redis.call('INCR', P .. 'article:'))
-until redis.call('EXISTS', P .. 'meta:article:' .. id) == 0
-local meta = P .. 'meta:article:' .. id
+  n = n + 1
+  id = tostring(n)
+  if DECLARED and not DECLARED[P .. 'meta:article:' .. id] then return '' end
+until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
+-- As the seed's INCR loop leaves it: the counter at the new id.
+redis.call('SET', counter, n)
+local meta = K(P .. 'meta:article:' .. id)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('INCR', P .. 'stats:articles')
-redis.call('ZADD', P .. 'articles:new', published, id)
-redis.call('ZADD', P .. 'time:', published, id)
-redis.call('ZADD', P .. 'score:', published, id)
-local voted = P .. 'voted:' .. id
+redis.call('INCR', K(P .. 'stats:articles'))
+redis.call('ZADD', K(P .. 'articles:new'), published, id)
+redis.call('ZADD', K(P .. 'time:'), published, id)
+redis.call('ZADD', K(P .. 'score:'), published, id)
+local voted = K(P .. 'voted:' .. id)
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+local seq = redis.call('INCR', K(P .. 'changes:seq'))
+redis.call('ZADD', K(P .. 'changes'), seq, id)
 return id

@@ -3,15 +3,15 @@
 -- ARGV: prefix, article id, publishedAt, then field/value pairs.
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
-local meta = P .. 'meta:article:' .. id
+local meta = K(P .. 'meta:article:' .. id)
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
-if redis.call('EXISTS', meta) == 0 then redis.call('INCR', P .. 'stats:articles') end
+if redis.call('EXISTS', meta) == 0 then redis.call('INCR', K(P .. 'stats:articles')) end
 redis.call('DEL', meta)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('ZADD', P .. 'articles:new', published, id)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+redis.call('ZADD', K(P .. 'articles:new'), published, id)
+local seq = redis.call('INCR', K(P .. 'changes:seq'))
+redis.call('ZADD', K(P .. 'changes'), seq, id)
 return created
