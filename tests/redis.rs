@@ -393,10 +393,7 @@ async fn seed_keys(server: &Backend, prefix: &str) {
             .query_async(&mut con)
             .await
             .unwrap();
-        let published: i64 = con
-            .hget(keys.meta(&member), "publishedAt")
-            .await
-            .unwrap();
+        let published: i64 = con.hget(keys.meta(&member), "publishedAt").await.unwrap();
         assert_eq!(a["pv"].as_u64().unwrap(), pv);
         assert_eq!(a["uv"].as_u64().unwrap(), uv);
         assert_eq!(it["pv"].as_u64().unwrap(), pv);
@@ -744,7 +741,12 @@ async fn every_key(server: &Backend, prefix: &str) {
     let mut cursor = 0;
     loop {
         let (next, batch) = con
-            .scan(&store.keys().changes_seq(), cursor, &format!("{site}*"), 1000)
+            .scan(
+                &store.keys().changes_seq(),
+                cursor,
+                &format!("{site}*"),
+                1000,
+            )
             .await
             .unwrap();
         keys.extend(batch);
@@ -1028,7 +1030,10 @@ async fn failover_under_load(b: &mut Backend, prefix: &str) {
         refused.push(ev);
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(resumed, "acknowledgements did not resume after the failover");
+    assert!(
+        resumed,
+        "acknowledgements did not resume after the failover"
+    );
     let promoted_after = killed.elapsed();
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     stop.store(true, Ordering::SeqCst);

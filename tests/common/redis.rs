@@ -8,7 +8,10 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::ChildStdin;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long to wait for a freshly started server to answer PING.
@@ -23,6 +26,11 @@ pub struct RedisServer {
     port: u16,
     _dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Watched servers run under a shell that kills them when this pipe
+    /// closes, at the latest when the test process exits: a fixture kept
+    /// in a `static` (never dropped) leaves nothing behind.
+    watch: Option<ChildStdin>,
+    watched: bool,
 }
 
 impl RedisServer {
@@ -34,18 +42,25 @@ impl RedisServer {
     /// Starts a server with extra command-line arguments, e.g.
     /// `&["--hll-sparse-max-bytes", "500"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        RedisServer::start_opts(extra_args, false)
+    }
+
+    fn start_opts(extra_args: &[&str], watched: bool) -> RedisServer {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
         let mut last_err = String::new();
         for _ in 0..ATTEMPTS {
             let port = free_port();
             let dir = tempfile::tempdir().expect("create temp dir for redis-server");
             let extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
-            let child = spawn(&bin, port, dir.path(), &extra);
+            let mut child = spawn(&bin, port, dir.path(), &extra, watched);
+            let watch = child.stdin.take();
             let mut server = RedisServer {
                 child,
                 port,
                 _dir: dir,
                 extra,
+                watch,
+                watched,
             };
             match server.wait_ready() {
                 Ok(()) => return server,
@@ -63,6 +78,11 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL: no shutdown save).
     pub fn kill(&mut self) {
+        if self.watch.take().is_some() {
+            // The watching shell kills the server and exits.
+            let _ = self.child.wait();
+            return;
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -70,7 +90,9 @@ impl RedisServer {
     /// Starts it again on the same port and directory, after [`Self::kill`].
     pub fn restart(&mut self) {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
-        self.child = spawn(&bin, self.port, self._dir.path(), &self.extra);
+        self.kill(); // reaps what is left of the previous run
+        self.child = spawn(&bin, self.port, self._dir.path(), &self.extra, self.watched);
+        self.watch = self.child.stdin.take();
         self.wait_ready()
             .expect("redis-server restarts on its port");
     }
@@ -122,14 +144,23 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
-fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
+fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String], watched: bool) -> Child {
     let port_s = port.to_string();
-    let mut cmd = Command::new(bin);
+    let mut cmd = if watched {
+        let mut c = Command::new("sh");
+        c.args([
+            "-c",
+            "\"$0\" \"$@\" & r=$!; read _; kill -9 $r; wait $r",
+            bin,
+        ]);
+        c
+    } else {
+        Command::new(bin)
+    };
     cmd.args([
         "--port",
         &port_s,
@@ -143,7 +174,11 @@ fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String]) -> Child
     .args(["--daemonize", "no", "--protected-mode", "no"])
     .args(extra)
     .current_dir(dir)
-    .stdin(Stdio::null())
+    .stdin(if watched {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     match cmd.spawn() {
@@ -186,23 +221,37 @@ pub struct RedisCluster {
 
 impl RedisCluster {
     pub fn start(primaries: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_opts(primaries, replicas, false)
+    }
+
+    /// One 3-primary cluster for the whole test binary, shared by its
+    /// tests (each uses [`unique_prefix`]); its nodes die with the process.
+    pub fn shared() -> &'static RedisCluster {
+        static SHARED: OnceLock<RedisCluster> = OnceLock::new();
+        SHARED.get_or_init(|| RedisCluster::start_opts(3, 0, true))
+    }
+
+    fn start_opts(primaries: usize, replicas: usize, watched: bool) -> RedisCluster {
         let mut nodes = Vec::new();
         for _ in 0..primaries * (1 + replicas) {
             let bus = free_port().to_string();
-            nodes.push(RedisServer::start_with(&[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-port",
-                &bus,
-                "--cluster-node-timeout",
-                "1000",
-                // A replica takes over whatever its last contact with the
-                // primary (tests kill primaries right after writes).
-                "--cluster-replica-validity-factor",
-                "0",
-            ]));
+            nodes.push(RedisServer::start_opts(
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-node-timeout",
+                    "1000",
+                    // A replica takes over whatever its last contact with the
+                    // primary (tests kill primaries right after writes).
+                    "--cluster-replica-validity-factor",
+                    "0",
+                ],
+                watched,
+            ));
         }
         let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
         let mut cmd = Command::new(&cli);
@@ -361,4 +410,10 @@ impl RedisCluster {
             .expect("run kill");
         assert!(st.success(), "kill -9 {pid}");
     }
+}
+
+/// A key prefix no other test of this process uses (`t<n>:`).
+pub fn unique_prefix() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("t{}:", NEXT.fetch_add(1, Ordering::SeqCst))
 }

@@ -219,9 +219,7 @@ impl Con {
         match self {
             Con::One(c) => cmd.query_async(c).await,
             Con::Cluster(l) => {
-                use redis::cluster_routing::{
-                    Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-                };
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
                 let route = Route::with_key(site_key, SlotAddr::Master);
                 let v = l
                     .get()
@@ -241,7 +239,9 @@ impl ConnectionLike for Con {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Con::One(c) => c.req_packed_command(cmd),
-            Con::Cluster(l) => Box::pin(async move { l.get().await?.req_packed_command(cmd).await }),
+            Con::Cluster(l) => {
+                Box::pin(async move { l.get().await?.req_packed_command(cmd).await })
+            }
         }
     }
 
