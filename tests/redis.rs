@@ -939,71 +939,192 @@ async fn windows_at_midnight(server: &Backend, prefix: &str) {
     }
 }
 
+/// Three clients sending batches of 20 fresh events to one API node
+/// until stopped, while a test disturbs its Redis.
+struct Load {
+    s: Arc<TestServer>,
+    next: Arc<AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    loaders: Vec<tokio::task::JoinHandle<(Vec<Vec<Value>>, Vec<Vec<Value>>)>>,
+    /// Batches sent outside the loaders; checked with theirs.
+    acked: Vec<Vec<Value>>,
+    refused: Vec<Vec<Value>>,
+}
+
+impl Load {
+    /// Once the node acknowledges a first batch.
+    async fn start(s: TestServer) -> Load {
+        let mut load = Load {
+            s: Arc::new(s),
+            next: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            loaders: Vec::new(),
+            acked: Vec::new(),
+            refused: Vec::new(),
+        };
+        assert!(load.until_acked().await, "the cluster takes events");
+        load.loaders = (0..3)
+            .map(|_| {
+                let (s, next, stop) = (load.s.clone(), load.next.clone(), load.stop.clone());
+                tokio::spawn(async move {
+                    let (mut acked, mut failed) = (Vec::new(), Vec::new());
+                    while !stop.load(Ordering::SeqCst) {
+                        let (ev, ok) = send(&s, &next).await;
+                        if ok {
+                            acked.push(ev);
+                        } else {
+                            failed.push(ev);
+                        }
+                    }
+                    (acked, failed)
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        load
+    }
+
+    /// Sends until a batch is acknowledged (at most ~10 s).
+    async fn until_acked(&mut self) -> bool {
+        for _ in 0..100 {
+            let (ev, acked) = send(&self.s, &self.next).await;
+            if acked {
+                self.acked.push(ev);
+                return true;
+            }
+            self.refused.push(ev);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    /// Stops the clients and checks every event: acknowledged ones are
+    /// stored, none is counted twice. Returns (acknowledged events, sent
+    /// events, refused batches).
+    async fn finish(self) -> (usize, u64, usize) {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        self.stop.store(true, Ordering::SeqCst);
+        let (mut acked, mut failed) = (self.acked, self.refused);
+        for l in self.loaders {
+            let (a, f) = l.await.unwrap();
+            acked.extend(a);
+            failed.extend(f);
+        }
+        let total = each_event_once(&self.s, &acked, &failed, &self.next).await;
+        (total, self.next.load(Ordering::SeqCst), failed.len())
+    }
+}
+
+/// An API node on the cluster for the load tests.
+async fn load_node(url: &str, prefix: &str) -> TestServer {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    TestServer::start_redis(dir, url, |c| {
+        c.gate.ip_limit_per_minute = 0;
+        c.redis.prefix = prefix.into();
+        c.redis.cluster = true;
+        c.redis.wait_replicas = 1;
+        c.redis.response_timeout_ms = 500;
+        c.redis.connect_timeout_ms = 200;
+    })
+    .await
+}
+
+/// The slot of a site's keys.
+fn site_slot(cluster: &RedisCluster, b: &Backend, prefix: &str) -> u16 {
+    let key = b.keys(prefix).changes_seq();
+    cluster
+        .cli(cluster.nodes[0].port(), &["CLUSTER", "KEYSLOT", &key])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The site's slot moved to another primary with `redis-cli --cluster
+/// reshard` under load: hotrank follows `MOVED`/`ASK` (and retries the
+/// `TRYAGAIN` of a script whose keys are half moved), every acknowledged
+/// event is stored, none is counted twice.
+async fn reshard_under_load(b: &Backend) {
+    let Backend::Cluster(cluster) = b else {
+        panic!("a cluster test")
+    };
+    // A site whose slot is among the first of its primary's range (redis-cli
+    // moves a source's lowest slots first), so few slots move.
+    let mut prefix = String::new();
+    let mut slot = u16::MAX;
+    for n in 0..20_000 {
+        let p = format!("rs{n}:");
+        let s = site_slot(cluster, b, &p);
+        if s < 16 {
+            (prefix, slot) = (p, s);
+            break;
+        }
+    }
+    assert!(slot < 16, "no prefix on a low slot");
+    let from = cluster.primary_of(slot).expect("a primary");
+    let to = cluster
+        .nodes
+        .iter()
+        .map(|n| n.port())
+        .find(|p| *p != from && cluster.cli(*p, &["ROLE"]).starts_with("master"))
+        .expect("another primary");
+    let id = |port: u16| cluster.cli(port, &["CLUSTER", "MYID"]).trim().to_string();
+    let (from_id, to_id) = (id(from), id(to));
+    let load = Load::start(load_node(&b.url(), &prefix).await).await;
+    let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
+    let args: Vec<String> = [
+        "--cluster".to_string(),
+        "reshard".into(),
+        format!("127.0.0.1:{from}"),
+        "--cluster-from".into(),
+        from_id,
+        "--cluster-to".into(),
+        to_id,
+        "--cluster-slots".into(),
+        (slot + 1).to_string(),
+        "--cluster-yes".into(),
+        "--cluster-pipeline".into(),
+        "5".into(),
+    ]
+    .into();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(cli)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster reshard")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "reshard failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(cluster.primary_of(slot), Some(to), "the slot moved");
+    let mut load = load;
+    assert!(load.until_acked().await, "acknowledgements after the move");
+    let (acked, sent, refused) = load.finish().await;
+    eprintln!(
+        "reshard: slot {slot} moved under load; acknowledged {acked} of {sent} events, \
+         {refused} batches refused"
+    );
+}
+
 /// A primary of a 3-primary cluster (one replica each) killed (SIGKILL)
 /// under load: the replica is promoted, hotrank follows by itself, only
 /// 503s (with Retry-After) are answered meanwhile, every acknowledged
 /// event survives (`wait_replicas = 1`) and none is counted twice.
 async fn failover_under_load(b: &mut Backend, prefix: &str) {
     let url = b.url();
-    let site_key = b.keys(prefix).changes_seq();
-    let Backend::Cluster(cluster) = b else {
+    let Backend::Cluster(cluster) = &*b else {
         panic!("a cluster test")
     };
-    let dir = Arc::new(tempfile::tempdir().unwrap());
-    let s = Arc::new(
-        TestServer::start_redis(dir, &url, |c| {
-            c.gate.ip_limit_per_minute = 0;
-            c.redis.prefix = prefix.into();
-            c.redis.cluster = true;
-            c.redis.wait_replicas = 1;
-            c.redis.response_timeout_ms = 500;
-            c.redis.connect_timeout_ms = 200;
-        })
-        .await,
-    );
-    let next = Arc::new(AtomicU64::new(0));
-    // The replica of the site's slot is in sync (a fresh cluster's
-    // replicas take a moment): then the cluster takes events.
-    // Batches refused outside the loaders; checked with theirs.
-    let mut refused = Vec::new();
-    let mut ok = false;
-    for _ in 0..100 {
-        let (ev, acked) = send(&s, &next).await;
-        if acked {
-            ok = true;
-            break;
-        }
-        refused.push(ev);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(ok, "the cluster takes events");
-    let slot: u16 = cluster
-        .cli(cluster.nodes[0].port(), &["CLUSTER", "KEYSLOT", &site_key])
-        .trim()
-        .parse()
-        .unwrap();
+    let slot = site_slot(cluster, b, prefix);
+    let mut load = Load::start(load_node(&url, prefix).await).await;
+    let Backend::Cluster(cluster) = b else {
+        unreachable!()
+    };
     let primary = cluster.primary_of(slot).expect("the slot has a primary");
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let loaders: Vec<_> = (0..3)
-        .map(|_| {
-            let (s, next, stop) = (s.clone(), next.clone(), stop.clone());
-            tokio::spawn(async move {
-                let (mut acked, mut failed) = (Vec::new(), Vec::new());
-                let mut refused_at = Vec::new();
-                while !stop.load(Ordering::SeqCst) {
-                    let (ev, ok) = send(&s, &next).await;
-                    if ok {
-                        acked.push(ev);
-                    } else {
-                        refused_at.push(std::time::Instant::now());
-                        failed.push(ev);
-                    }
-                }
-                (acked, failed, refused_at)
-            })
-        })
-        .collect();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let killed = std::time::Instant::now();
     cluster.kill_port(primary);
     // Wait for the promotion, then for acknowledgements to resume.
@@ -1020,44 +1141,18 @@ async fn failover_under_load(b: &mut Backend, prefix: &str) {
     // With `wait_replicas = 1` the promoted primary acknowledges once it
     // has a replica again: the killed node comes back as one.
     cluster.node(primary).restart();
-    let mut resumed = false;
-    for _ in 0..100 {
-        let (ev, acked) = send(&s, &next).await;
-        if acked {
-            resumed = true;
-            break;
-        }
-        refused.push(ev);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
     assert!(
-        resumed,
+        load.until_acked().await,
         "acknowledgements did not resume after the failover"
     );
-    let promoted_after = killed.elapsed();
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    stop.store(true, Ordering::SeqCst);
-    let (mut acked, mut failed) = (Vec::new(), refused);
-    let mut refused_at = Vec::new();
-    for l in loaders {
-        let (a, f, r) = l.await.unwrap();
-        acked.extend(a);
-        failed.extend(f);
-        refused_at.extend(r);
-    }
-    let total = each_event_once(&s, &acked, &failed, &next).await;
-    let outage = match (refused_at.iter().min(), refused_at.iter().max()) {
-        (Some(a), Some(z)) => z.duration_since(*a).as_secs_f64(),
-        _ => 0.0,
-    };
+    let resumed_in = killed.elapsed();
+    let (acked, sent, refused) = load.finish().await;
     eprintln!(
-        "failover: acknowledged {total} events ({} counted in all), {} batches \
-         refused over {outage:.1} s; replica promoted {:.1} s after the kill, \
-         acknowledgements back {:.1} s after it (the old primary rejoined as a replica)",
-        next.load(Ordering::SeqCst),
-        failed.len(),
+        "failover: acknowledged {acked} of {sent} events, {refused} batches refused; \
+         replica promoted {:.1} s after the kill, acknowledgements back {:.1} s after it \
+         (the old primary rejoined as a replica)",
         promoted_in.as_secs_f64(),
-        promoted_after.as_secs_f64()
+        resumed_in.as_secs_f64()
     );
 }
 
@@ -1079,6 +1174,7 @@ fn cluster_runs_the_same_suites() {
         export_import(&cluster, "c4:").await;
         every_key(&cluster, "c5:").await;
         windows_at_midnight(&cluster, "c6:").await;
+        reshard_under_load(&cluster).await;
         // Last: it kills a primary.
         failover_under_load(&mut cluster, "c7:").await;
     });
