@@ -1,4 +1,5 @@
 -- hotrank: remove an article from every ranking; counters stay.
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, article id. Returns 0 if unknown or already deleted.
 local P, id = ARGV[1], ARGV[2]
 local meta = K(P .. 'meta:article:' .. id)

@@ -1,5 +1,7 @@
 -- hotrank: gate and count a batch of events atomically (docs/redis-keys.md).
 --
+-- KEYS: none (one Redis), or on a cluster every key the batch may touch
+-- (declared.lua checks the names).
 -- ARGV[1..15]: prefix, now, dedupe window (s), visitor limit, ip limit,
 -- eventId TTL (s), hourly keep (s), daily keep (s), with_counts (0/1),
 -- require_known (0/1), max articles (0: none), behaviour limit (distinct

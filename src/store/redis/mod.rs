@@ -17,6 +17,9 @@
 //!   since a ranking last looked are found through a change log (`changes`,
 //!   a sorted set by change sequence number) that every write appends to
 //!   inside its own script.
+//! - **Cluster** (`cluster = true`): every key is tagged with the prefix
+//!   (`{P}…`, [`Keys::tagged`]), so one site is one slot and every script
+//!   and pipeline stays on one node; scripts declare their keys.
 //! - **Outages**: a [`redis::aio::ConnectionManager`] reconnects by itself;
 //!   until then every call fails fast with [`StoreError::Unavailable`]
 //!   (503), and nothing is acknowledged that Redis did not apply.

@@ -3,6 +3,7 @@
 -- voted:<id> (expiring when voting closes), and the seed's time: and
 -- score: sorted sets get the article.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), then
 -- field/value pairs of the metadata. Returns the new id, or '' if the
 -- caller declared KEYS and the id is not among the candidates it declared

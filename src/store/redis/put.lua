@@ -1,5 +1,6 @@
 -- hotrank: create or replace an article's metadata (counters untouched).
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, article id, publishedAt, then field/value pairs.
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]

@@ -1,5 +1,6 @@
 -- hotrank: what changed since a ranking (or this node) last looked.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, ranking state key, this node's last seq, max entries.
 -- Returns {seq, floor, ranking seq (-1: none), ranking now (-1: none),
 -- truncated (0/1), clock, id1, seq1, id2, seq2, ...}: the change log

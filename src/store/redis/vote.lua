@@ -3,6 +3,7 @@
 -- and the score frozen. The window follows the caller's clock (`now`), as
 -- every TTL in this store follows event time.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, id, user (hex), 'u' or 'd', now, window (s), down-votes
 -- allowed ('1'/'0'), score per vote.
 -- Returns {ups, downs}, or {-1} unknown/deleted, {-2} down-votes disabled,

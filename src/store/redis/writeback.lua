@@ -1,5 +1,6 @@
 -- hotrank: writes exact scores back into a ranking as its new bounds.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, ranking key, state key, seq the scores were computed at,
 -- now, mode ('r' rebuild, 'i' incremental), TTL (s, 0: none), most live
 -- rankings, default ranking key, then pairs (article id, score or '-' to
