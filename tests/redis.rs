@@ -805,6 +805,7 @@ async fn every_key(server: &Backend, prefix: &str) {
         "gate:bot:<slot>",
         "gate:batch:<hex>",
         "voted:<id>",
+        "post:req:<hex>",
         "cursor:<16 hex>",
         "stats:articles",
     ] {
@@ -886,6 +887,45 @@ async fn ingest_script_is_all_or_nothing() {
         .await
         .unwrap();
     assert_eq!(other, [4, 0, 0, 4, 0, 0, 4, 0, 0]);
+}
+
+/// A post re-sent with the same request id (the cluster client re-sends a
+/// call whose connection dropped) answers the first call's id and creates
+/// nothing twice; a new request id creates the next post.
+#[tokio::test]
+async fn post_script_is_idempotent() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/post.lua")
+    ));
+    let post = |request: &str| {
+        let mut inv = script.prepare_invoke();
+        inv.arg("")
+            .arg(T0)
+            .arg(format!("{:032x}", 7))
+            .arg(86_400)
+            .arg(request)
+            .arg("title")
+            .arg("hello");
+        inv
+    };
+    let first = format!("{:032x}", 1);
+    let a: String = post(&first).invoke_async(&mut con).await.unwrap();
+    let again: String = post(&first).invoke_async(&mut con).await.unwrap();
+    assert_eq!(a, "1");
+    assert_eq!(again, a, "a re-sent post answers the first id");
+    let counter: i64 = con.get("article:").await.unwrap();
+    assert_eq!(counter, 1, "and creates nothing");
+    let n: i64 = con.zcard("articles:new").await.unwrap();
+    assert_eq!(n, 1);
+    let b: String = post(&format!("{:032x}", 2))
+        .invoke_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(b, "2");
 }
 
 /// Issue 11 item 2: a 180 h window's PV only follows the events in its

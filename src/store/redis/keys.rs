@@ -38,6 +38,10 @@ impl Keys {
     pub fn post_counter(&self) -> String {
         self.k(format_args!("article:"))
     }
+    /// The id one post.lua call created, by request id.
+    pub fn post_request(&self, request: &str) -> String {
+        self.k(format_args!("post:req:{request}"))
+    }
     /// Seed 003's `time:` and `score:` sorted sets.
     pub fn vote_time(&self) -> String {
         self.k(format_args!("time:"))
@@ -316,6 +320,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "the post counter (`INCR`); ids already taken are skipped",
         Ttl::None,
         "none",
+        "post.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "post:req:<hex>",
+        r"^post:req:[0-9a-f]{32}$",
+        "string",
+        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice",
+        Ttl::Expires,
+        "2 min",
         "post.lua"
     ),
     key_spec!(

@@ -995,11 +995,14 @@ impl Store for RedisStore {
         let published = now.to_string();
         let poster = format!("{poster:032x}");
         let window = self.settings.models.votes.window_secs().to_string();
+        // A call the cluster client re-sends answers the first one's id.
+        let request = format!("{:032x}", rand::random::<u128>());
         let mut args: Vec<&[u8]> = vec![
             self.keys.prefix.as_bytes(),
             published.as_bytes(),
             poster.as_bytes(),
             window.as_bytes(),
+            request.as_bytes(),
         ];
         for (k, v) in &pairs {
             args.push(k.as_bytes());
@@ -1019,6 +1022,7 @@ impl Store for RedisStore {
                 .map_err(store_err)?;
             let cur = cur.unwrap_or(0);
             let mut keys = vec![
+                k.post_request(&request),
                 k.post_counter(),
                 k.articles_count(),
                 k.newest(),

@@ -4,12 +4,17 @@
 -- score: sorted sets get the article.
 --
 -- KEYS: every key it touches (declared.lua checks the names).
--- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), then
--- field/value pairs of the metadata. Returns the new id, or '' if the
+-- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), request
+-- id (32 hex digits), then field/value pairs of the metadata. A call re-sent
+-- with the same request id (a reply lost with its connection) returns the
+-- first call's id and creates nothing. Returns the new id, or '' if the
 -- caller declared KEYS and the id is not among the candidates it declared
 -- (its `meta:article:<id>` and `voted:<id>`): nothing is written then, and
 -- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local req = K(P .. 'post:req:' .. ARGV[5])
+local done = redis.call('GET', req)
+if done then return done end
 local counter = K(P .. 'article:')
 local n = tonumber(redis.call('GET', counter) or '0')
 local id
@@ -22,7 +27,7 @@ until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
 redis.call('SET', counter, n)
 local meta = K(P .. 'meta:article:' .. id)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
-for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
 redis.call('INCR', K(P .. 'stats:articles'))
 redis.call('ZADD', K(P .. 'articles:new'), published, id)
@@ -33,4 +38,5 @@ redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
 local seq = redis.call('INCR', K(P .. 'changes:seq'))
 redis.call('ZADD', K(P .. 'changes'), seq, id)
+redis.call('SET', req, id, 'EX', 120)
 return id
