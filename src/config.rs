@@ -745,6 +745,18 @@ mod tests {
         let mut bad = c.clone();
         bad.redis.url = "rediss://x".into();
         assert!(bad.validate().unwrap_err().contains("redis.url"));
+        // A cluster takes one or more seed nodes, every one redis://.
+        let mut cl = c.clone();
+        cl.redis.cluster = true;
+        cl.redis.url = "redis://10.0.0.1:7000, redis://10.0.0.2:7000".into();
+        assert!(cl.validate().is_ok());
+        cl.redis.url = "redis://10.0.0.1:7000,rediss://10.0.0.2:7000".into();
+        assert!(cl.validate().unwrap_err().contains("redis.url"));
+        let t: Config =
+            toml::from_str("store = \"redis\"\n[redis]\ncluster = true\nwait_replicas = 1\n")
+                .unwrap();
+        assert!(t.redis.cluster);
+        assert_eq!(t.redis.wait_replicas, 1);
         assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
     }
 

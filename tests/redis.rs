@@ -979,13 +979,16 @@ async fn windows_at_midnight(server: &Backend, prefix: &str) {
     }
 }
 
+type Batches = Vec<Vec<Value>>;
+
 /// Three clients sending batches of 20 fresh events to one API node
 /// until stopped, while a test disturbs its Redis.
 struct Load {
     s: Arc<TestServer>,
     next: Arc<AtomicU64>,
     stop: Arc<std::sync::atomic::AtomicBool>,
-    loaders: Vec<tokio::task::JoinHandle<(Vec<Vec<Value>>, Vec<Vec<Value>>)>>,
+    /// Each client's (acknowledged, refused) batches.
+    loaders: Vec<tokio::task::JoinHandle<(Batches, Batches)>>,
     /// Batches sent outside the loaders; checked with theirs.
     acked: Vec<Vec<Value>>,
     refused: Vec<Vec<Value>>,
