@@ -889,6 +889,43 @@ async fn ingest_script_is_all_or_nothing() {
     assert_eq!(other, [4, 0, 0, 4, 0, 0, 4, 0, 0]);
 }
 
+/// A script call that declares keys may touch no other (declared.lua): a
+/// `PUT` that leaves out one of its keys fails and writes nothing.
+#[tokio::test]
+async fn scripts_refuse_undeclared_keys() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/put.lua")
+    ));
+    let put = |keys: &[&str]| {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
+        inv.arg("").arg("a1").arg(T0);
+        inv
+    };
+    let all = [
+        "meta:article:a1",
+        "stats:articles",
+        "articles:new",
+        "changes:seq",
+        "changes",
+    ];
+    let err = put(&all[..4])
+        .invoke_async::<i64>(&mut con)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("undeclared key changes"), "{err}");
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(n, 0, "nothing written");
+    let created: i64 = put(&all).invoke_async(&mut con).await.unwrap();
+    assert_eq!(created, 1);
+}
+
 /// A post re-sent with the same request id (the cluster client re-sends a
 /// call whose connection dropped) answers the first call's id and creates
 /// nothing twice; a new request id creates the next post.

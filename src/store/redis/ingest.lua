@@ -90,6 +90,30 @@ for i = 1, n do
   ev[i] = e
 end
 
+-- With declared keys (a cluster), every name the batch may write is
+-- checked before anything is read or written (dedupe keys and gate slots
+-- are checked where they are named, also before the first write).
+if DECLARED then
+  for _, name in ipairs({ 'clock', 'stats:counted', 'changes:seq', 'changes',
+      'stats:quarantine', 'stats:articles', 'articles:new' }) do
+    K(P .. name)
+  end
+  for _, e in ipairs(ev) do
+    local a, h, d = e.art, e.hour, e.day
+    K(P .. 'counter:views:' .. a)
+    K(P .. 'hll:uv:' .. a)
+    K(P .. 'counter:article:' .. a)
+    K(P .. 'meta:article:' .. a)
+    K(P .. 'bucket:h:' .. a .. ':' .. h)
+    K(P .. 'hll:uv:h:' .. a .. ':' .. h)
+    K(P .. 'bucket:d:' .. a .. ':' .. d)
+    K(P .. 'hll:uv:d:' .. a .. ':' .. d)
+    K(P .. 'active:h:' .. h)
+    K(P .. 'active:d:' .. d)
+    K(P .. 'stats:quarantine:h:' .. h)
+  end
+end
+
 -- Rate logs: the last `limit` admission times of a key, oldest first, as
 -- fixed-width decimal milliseconds in one string. A visitor's record is
 -- its rate log, then '|' and '<ms>,<article>;' per article it viewed in

@@ -23,20 +23,23 @@ repeat
   id = tostring(n)
   if DECLARED and not DECLARED[P .. 'meta:article:' .. id] then return '' end
 until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
+-- Every name is checked before the first write.
+local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
+local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
+local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
+local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
 -- As the seed's INCR loop leaves it: the counter at the new id.
 redis.call('SET', counter, n)
-local meta = K(P .. 'meta:article:' .. id)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('INCR', K(P .. 'stats:articles'))
-redis.call('ZADD', K(P .. 'articles:new'), published, id)
-redis.call('ZADD', K(P .. 'time:'), published, id)
-redis.call('ZADD', K(P .. 'score:'), published, id)
-local voted = K(P .. 'voted:' .. id)
+redis.call('INCR', stats)
+redis.call('ZADD', newest, published, id)
+redis.call('ZADD', vtime, published, id)
+redis.call('ZADD', vscore, published, id)
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
-local seq = redis.call('INCR', K(P .. 'changes:seq'))
-redis.call('ZADD', K(P .. 'changes'), seq, id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
 redis.call('SET', req, id, 'EX', 120)
 return id

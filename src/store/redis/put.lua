@@ -4,15 +4,18 @@
 -- ARGV: prefix, article id, publishedAt, then field/value pairs.
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
+-- Every name is checked before the first write.
 local meta = K(P .. 'meta:article:' .. id)
+local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
+local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
-if redis.call('EXISTS', meta) == 0 then redis.call('INCR', K(P .. 'stats:articles')) end
+if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end
 redis.call('DEL', meta)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('ZADD', K(P .. 'articles:new'), published, id)
-local seq = redis.call('INCR', K(P .. 'changes:seq'))
-redis.call('ZADD', K(P .. 'changes'), seq, id)
+redis.call('ZADD', newest, published, id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
 return created
