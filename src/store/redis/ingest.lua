@@ -361,11 +361,12 @@ for i, e in ipairs(ev) do
   verdicts[i] = verdict
 end
 
--- Phase 3: write.
+-- Phase 3: write. (Every name below was checked before the first write,
+-- in the DECLARED block at the top: keep that block in step with them.)
 -- Queries never run before the newest arrival any ingest carried
 -- (`clock`, read by sync.lua).
-if now > tonumber(redis.call('GET', K(P .. 'clock')) or '0') then
-  redis.call('SET', K(P .. 'clock'), now)
+if now > tonumber(redis.call('GET', P .. 'clock') or '0') then
+  redis.call('SET', P .. 'clock', now)
 end
 
 for _, key in ipairs(dd_out) do
@@ -435,16 +436,16 @@ for i, e in ipairs(ev) do
       -- Views, by far the most events, go straight to their keys: with
       -- most articles seen once per batch, aggregating costs more Lua
       -- than it saves in calls.
-      redis.call('INCRBY', K(P .. 'counter:views:' .. e.art), 1)
-      redis.call('PFADD', K(P .. 'hll:uv:' .. e.art), e.vb)
-      view_bucket(K(P .. 'bucket:h:' .. e.art .. ':' .. e.hour), K(P .. 'hll:uv:h:' .. e.art .. ':' .. e.hour),
+      redis.call('INCRBY', P .. 'counter:views:' .. e.art, 1)
+      redis.call('PFADD', P .. 'hll:uv:' .. e.art, e.vb)
+      view_bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, P .. 'hll:uv:h:' .. e.art .. ':' .. e.hour,
         (e.hour + 1) * 3600 + hkeep, e.vb)
-      view_bucket(K(P .. 'bucket:d:' .. e.art .. ':' .. e.day), K(P .. 'hll:uv:d:' .. e.art .. ':' .. e.day),
+      view_bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, P .. 'hll:uv:d:' .. e.art .. ':' .. e.day,
         (e.day + 1) * 86400 + dkeep, e.vb)
     else
-      local hh = bucket(K(P .. 'bucket:h:' .. e.art .. ':' .. e.hour), (e.hour + 1) * 3600 + hkeep)
-      local hd = bucket(K(P .. 'bucket:d:' .. e.art .. ':' .. e.day), (e.day + 1) * 86400 + dkeep)
-      local life = bucket(K(P .. 'counter:article:' .. e.art))
+      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, (e.day + 1) * 86400 + dkeep)
+      local life = bucket(P .. 'counter:article:' .. e.art)
       if e.kind == 'd' then
       add(life, 'dwell_s', e.secs)
       add(life, 'dwell_n', 1)
@@ -469,19 +470,19 @@ for i, e in ipairs(ev) do
     -- Quarantined events never register an article, but are tallied on
     -- the ones that exist.
     if e.tally then
-      add(bucket(K(P .. 'counter:article:' .. e.art)), name, 1)
-      add(bucket(K(P .. 'bucket:h:' .. e.art .. ':' .. e.hour), (e.hour + 1) * 3600 + hkeep), name, 1)
+      add(bucket(P .. 'counter:article:' .. e.art), name, 1)
+      add(bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
     end
   end
 end
 
 -- New articles: registered by their first counted event.
 for _, id in ipairs(new_arts) do
-  local meta = K(P .. 'meta:article:' .. id)
+  local meta = P .. 'meta:article:' .. id
   redis.call('HSETNX', meta, 'publishedAt', arts[id].published)
-  redis.call('ZADD', K(P .. 'articles:new'), arts[id].published, id)
+  redis.call('ZADD', P .. 'articles:new', arts[id].published, id)
 end
-if #new_arts > 0 then redis.call('INCRBY', K(P .. 'stats:articles'), #new_arts) end
+if #new_arts > 0 then redis.call('INCRBY', P .. 'stats:articles', #new_arts) end
 
 for _, key in ipairs(key_order) do
   local is_new = false
@@ -505,30 +506,30 @@ local function sadd_all(key, set, expires_at)
 end
 
 if counted > 0 then
-  redis.call('INCRBY', K(P .. 'stats:counted'), counted)
-  local seq = redis.call('INCR', K(P .. 'changes:seq'))
+  redis.call('INCRBY', P .. 'stats:counted', counted)
+  local seq = redis.call('INCR', P .. 'changes:seq')
   for s = 1, #changed_list, SET_CHUNK do
     local args = {}
     for j = s, math.min(s + SET_CHUNK - 1, #changed_list) do
       args[#args + 1] = seq
       args[#args + 1] = changed_list[j]
     end
-    redis.call('ZADD', K(P .. 'changes'), unpack(args))
+    redis.call('ZADD', P .. 'changes', unpack(args))
   end
   for hour, set in pairs(act_h) do
-    sadd_all(K(P .. 'active:h:' .. hour), set, (hour + 1) * 3600 + hkeep)
+    sadd_all(P .. 'active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)
   end
   for day, set in pairs(act_d) do
-    sadd_all(K(P .. 'active:d:' .. day), set, (day + 1) * 86400 + dkeep)
+    sadd_all(P .. 'active:d:' .. day, set, (day + 1) * 86400 + dkeep)
   end
 end
 for v = 1, 4 do
   if q_global[v] > 0 then
-    redis.call('HINCRBY', K(P .. 'stats:quarantine'), QNAMES[v], q_global[v])
+    redis.call('HINCRBY', P .. 'stats:quarantine', QNAMES[v], q_global[v])
   end
 end
 for hour, qh in pairs(q_hour) do
-  local key = K(P .. 'stats:quarantine:h:' .. hour)
+  local key = P .. 'stats:quarantine:h:' .. hour
   for v = 1, 4 do
     if qh[v] > 0 then redis.call('HINCRBY', key, QNAMES[v], qh[v]) end
   end
@@ -539,8 +540,8 @@ local out = {}
 for i, e in ipairs(ev) do
   out[#out + 1] = verdicts[i]
   if with_counts and arts[e.art].exists and verdicts[i] ~= 5 and verdicts[i] ~= 6 then
-    out[#out + 1] = tonumber(redis.call('GET', K(P .. 'counter:views:' .. e.art)) or '0')
-    out[#out + 1] = redis.call('PFCOUNT', K(P .. 'hll:uv:' .. e.art))
+    out[#out + 1] = tonumber(redis.call('GET', P .. 'counter:views:' .. e.art) or '0')
+    out[#out + 1] = redis.call('PFCOUNT', P .. 'hll:uv:' .. e.art)
   else
     out[#out + 1] = 0
     out[#out + 1] = 0
