@@ -209,6 +209,12 @@ pub struct RedisConfig {
     pub connect_timeout_ms: u64,
     /// A call that takes longer fails (503) rather than hang.
     pub response_timeout_ms: u64,
+    /// `url` names one or more seed nodes of a Redis Cluster
+    /// (comma-separated; `--store redis-cluster`).
+    pub cluster: bool,
+    /// Replicas that must confirm an ingest batch (`WAIT`) before it is
+    /// acknowledged; 0 (default) waits for none.
+    pub wait_replicas: u32,
 }
 
 impl Default for RedisConfig {
@@ -220,6 +226,8 @@ impl Default for RedisConfig {
             batch_events: 250,
             connect_timeout_ms: 1000,
             response_timeout_ms: 2000,
+            cluster: false,
+            wait_replicas: 0,
         }
     }
 }
@@ -528,7 +536,12 @@ impl Config {
                 "redis.connect_timeout_ms and redis.response_timeout_ms must be > 0".into(),
             );
         }
-        if self.store == StoreKind::Redis && !rc.url.starts_with("redis://") {
+        let urls_ok = if rc.cluster {
+            rc.url.split(',').all(|u| u.trim().starts_with("redis://"))
+        } else {
+            rc.url.starts_with("redis://")
+        };
+        if self.store == StoreKind::Redis && !urls_ok {
             return Err(format!(
                 "redis.url = {:?} is invalid: must start with redis:// (TLS is not built in)",
                 rc.url
@@ -743,6 +756,18 @@ mod tests {
         let mut bad = c.clone();
         bad.redis.url = "rediss://x".into();
         assert!(bad.validate().unwrap_err().contains("redis.url"));
+        // A cluster takes one or more seed nodes, every one redis://.
+        let mut cl = c.clone();
+        cl.redis.cluster = true;
+        cl.redis.url = "redis://10.0.0.1:7000, redis://10.0.0.2:7000".into();
+        assert!(cl.validate().is_ok());
+        cl.redis.url = "redis://10.0.0.1:7000,rediss://10.0.0.2:7000".into();
+        assert!(cl.validate().unwrap_err().contains("redis.url"));
+        let t: Config =
+            toml::from_str("store = \"redis\"\n[redis]\ncluster = true\nwait_replicas = 1\n")
+                .unwrap();
+        assert!(t.redis.cluster);
+        assert_eq!(t.redis.wait_replicas, 1);
         assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
     }
 

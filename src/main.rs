@@ -88,8 +88,9 @@ struct ServeArgs {
     /// Log format: text or json.
     #[arg(long, env = "HOTRANK_LOG_FORMAT", value_parser = ["text", "json"])]
     log_format: Option<String>,
-    /// Where state lives: embedded (default) or redis.
-    #[arg(long, env = "HOTRANK_STORE", value_parser = ["embedded", "redis"])]
+    /// Where state lives: embedded (default), redis, or redis-cluster
+    /// (`--redis-url` then names one or more seed nodes, comma-separated).
+    #[arg(long, env = "HOTRANK_STORE", value_parser = ["embedded", "redis", "redis-cluster"])]
     store: Option<String>,
     /// Redis URL for --store redis [default: redis://127.0.0.1:6379/0].
     #[arg(long, env = "HOTRANK_REDIS_URL")]
@@ -130,11 +131,14 @@ impl ServeArgs {
             };
         }
         if let Some(st) = &self.store {
-            c.store = if st == "redis" {
-                StoreKind::Redis
-            } else {
+            c.store = if st == "embedded" {
                 StoreKind::Embedded
+            } else {
+                StoreKind::Redis
             };
+            if st == "redis-cluster" {
+                c.redis.cluster = true;
+            }
         }
         if let Some(u) = &self.redis_url {
             c.redis.url = u.clone();

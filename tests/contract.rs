@@ -28,7 +28,7 @@ pub struct Harness {
 /// How a test reads a store's own accounting of its gate state.
 enum Probe {
     Embedded(Arc<EmbeddedStore>),
-    Redis(String),
+    Redis(Arc<RedisStore>),
 }
 
 /// Entries of gate state the store holds: the embedded store's own
@@ -42,20 +42,30 @@ async fn gate_entries(h: &Harness) -> u64 {
             let (a, b, c) = e.gate_sizes();
             (a + b + c) as u64
         }
-        Probe::Redis(url) => {
-            let client = ::redis::Client::open(url.as_str()).expect("url");
-            let mut con = client
-                .get_multiplexed_async_connection()
-                .await
-                .expect("connect");
-            let keys: Vec<String> = ::redis::cmd("KEYS")
-                .arg("gate:*")
-                .query_async(&mut con)
-                .await
-                .expect("KEYS");
+        Probe::Redis(store) => {
+            // The site's keys, from the node that holds them.
+            let prefix = store.keys().prefix.clone();
+            let site_key = store.keys().changes_seq();
+            let mut con = store.con();
+            let mut keys = Vec::new();
+            let mut cursor = 0;
+            loop {
+                let (next, batch) = con
+                    .scan(&site_key, cursor, &format!("{prefix}gate:*"), 1000)
+                    .await
+                    .expect("SCAN");
+                keys.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
             let mut n = 0u64;
-            for k in keys.iter().filter(|k| !k.starts_with("gate:batch:")) {
-                if k.starts_with("gate:dd:") {
+            for k in keys
+                .iter()
+                .filter(|k| !k[prefix.len()..].starts_with("gate:batch:"))
+            {
+                if k[prefix.len()..].starts_with("gate:dd:") {
                     n += 1; // one key per dedupe pair
                     continue;
                 }
@@ -98,11 +108,28 @@ async fn make_redis(s: StoreSettings) -> Harness {
         url: server.url(),
         ..RedisOptions::default()
     };
-    let store = RedisStore::connect(opts, s).expect("redis store");
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
     Harness {
-        store: Arc::new(store),
-        probe: Probe::Redis(server.url()),
+        store: store.clone(),
+        probe: Probe::Redis(store),
         _keep: Box::new(server),
+    }
+}
+
+/// On the binary's shared 3-primary cluster, under a prefix of its own.
+async fn make_redis_cluster(s: StoreSettings) -> Harness {
+    let cluster = common::redis::RedisCluster::shared();
+    let opts = RedisOptions {
+        url: cluster.url(),
+        prefix: common::redis::unique_prefix(),
+        cluster: true,
+        ..RedisOptions::default()
+    };
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    Harness {
+        store: store.clone(),
+        probe: Probe::Redis(store),
+        _keep: Box::new(()),
     }
 }
 
@@ -815,3 +842,4 @@ macro_rules! contract_suite {
 
 contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
+contract_suite!(redis_cluster, make_redis_cluster);

@@ -41,6 +41,21 @@ async fn make_redis(s: StoreSettings) -> Made {
     )
 }
 
+/// On the binary's shared 3-primary cluster, under a prefix of its own.
+async fn make_redis_cluster(s: StoreSettings) -> Made {
+    let cluster = common::redis::RedisCluster::shared();
+    let opts = RedisOptions {
+        url: cluster.url(),
+        prefix: common::redis::unique_prefix(),
+        cluster: true,
+        ..RedisOptions::default()
+    };
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
 fn id(s: &str) -> ArticleId {
     ArticleId::parse(s).unwrap()
 }
@@ -483,6 +498,8 @@ macro_rules! model_suite {
 model_suite!(embedded, super::make_embedded);
 
 model_suite!(redis, super::make_redis);
+
+model_suite!(redis_cluster, super::make_redis_cluster);
 
 /// Rebuilds a score from its explanation, by each model's own rule.
 fn rebuild(model: &str, e: &Value) -> f64 {

@@ -623,6 +623,20 @@ fn redis_two_nodes_match_the_oracle() {
     });
 }
 
+/// The same on a 3-primary Redis Cluster: each case is a site of its own
+/// (its own prefix, so its own slot), the cases spread over the primaries.
+#[test]
+fn redis_cluster_two_nodes_match_the_oracle() {
+    let cluster = common::redis::Backend::Cluster(common::redis::RedisCluster::start(3, 0));
+    drive("redis cluster", 192, |case| {
+        let opts = cluster.options(&format!("oracle{case}:"));
+        Nodes {
+            a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
+            b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
+        }
+    });
+}
+
 /// Regression scenarios from the issue "Exact and durable at the edges",
 /// each on both stores.
 mod scenarios {

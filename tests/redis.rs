@@ -19,27 +19,19 @@ use hotrank::model::{
 use hotrank::score::ModelKind;
 use hotrank::store::dump::{DUMP_VERSION, Record};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use hotrank::store::redis::{RedisStore, dump_redis, load_redis};
 use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{Store, StoreSettings};
 
-use common::redis::RedisServer;
+use common::redis::{Backend, RedisCluster, RedisServer};
 use common::{T0, TestServer};
 
 fn id(s: &str) -> ArticleId {
     ArticleId::parse(s).expect("valid id")
 }
 
-fn redis_store(server: &RedisServer, prefix: &str, s: StoreSettings) -> RedisStore {
-    RedisStore::connect(
-        RedisOptions {
-            url: server.url(),
-            prefix: prefix.into(),
-            ..RedisOptions::default()
-        },
-        s,
-    )
-    .expect("redis store")
+fn redis_store(b: &Backend, prefix: &str, s: StoreSettings) -> RedisStore {
+    RedisStore::connect(b.options(prefix), s).expect("redis store")
 }
 
 /// A deterministic mixed stream over a few hours: views (with repeats
@@ -199,9 +191,13 @@ fn assert_same(a: &[String], b: &[String], what: &str) {
 /// counters, stats, hourly rows) for the same event stream.
 #[tokio::test]
 async fn same_answers_as_embedded() {
+    same_answers(&Backend::One(RedisServer::start()), "").await;
+}
+
+async fn same_answers(server: &Backend, prefix: &str) {
     let (metas, batches) = stream();
-    let server = RedisServer::start();
-    let r = redis_store(&server, "", StoreSettings::default());
+    let keys = server.keys(prefix);
+    let r = redis_store(server, prefix, StoreSettings::default());
     let dir = tempfile::tempdir().unwrap();
     let e = embedded(dir.path(), StoreSettings::default());
     for (i, m) in &metas {
@@ -235,14 +231,10 @@ async fn same_answers_as_embedded() {
         s.delete_article(&id("art5"), T0).await.unwrap();
     }
     // Redis holds the very sketch bytes the embedded store holds.
-    let mut con = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = r.con();
     for rec in e.export() {
         if let Record::Article { id, lifetime, .. } = rec {
-            let bytes: Vec<u8> = con.get(format!("hll:uv:{id}")).await.unwrap();
+            let bytes: Vec<u8> = con.get(keys.uv(&id)).await.unwrap();
             assert_eq!(
                 hotrank::store::dump::bytes_from_b64(&lifetime.uv).unwrap(),
                 bytes,
@@ -253,7 +245,7 @@ async fn same_answers_as_embedded() {
     // Queries come after the last event (T0 + 2360), as they do live.
     // A second node (its own caches) sees the same; collecting the change
     // log between rounds keeps every answer exact.
-    let r2 = redis_store(&server, "", StoreSettings::default());
+    let r2 = redis_store(server, prefix, StoreSettings::default());
     for now in [T0 + 3000, T0 + 5000, T0 + 9000] {
         let a = answers(&e, now).await;
         let b = answers(&r, now).await;
@@ -262,7 +254,7 @@ async fn same_answers_as_embedded() {
         let c = answers(&r2, now).await;
         assert_same(&a, &c, &format!("second node at {now}"));
     }
-    let floor: i64 = con.get("changes:floor").await.unwrap();
+    let floor: i64 = con.get(keys.changes_floor()).await.unwrap();
     assert!(floor > 0, "the change log was collected");
 }
 
@@ -270,11 +262,16 @@ async fn same_answers_as_embedded() {
 /// counts and cursors are the same whichever node is asked.
 #[tokio::test]
 async fn two_nodes_share_everything() {
-    let server = RedisServer::start();
+    two_nodes(&Backend::One(RedisServer::start()), "site1:").await;
+}
+
+async fn two_nodes(server: &Backend, prefix: &str) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
+    let cluster = server.is_cluster();
     let edit = |c: &mut hotrank::config::Config| {
         c.gate.visitor_limit_per_minute = 5;
-        c.redis.prefix = "site1:".into();
+        c.redis.prefix = prefix.into();
+        c.redis.cluster = cluster;
     };
     let a = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
     let b = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
@@ -344,9 +341,18 @@ async fn two_nodes_share_everything() {
 /// What redis-cli shows under the seed 000 key names matches the API.
 #[tokio::test]
 async fn seed_keys_match_the_api() {
-    let server = RedisServer::start();
+    seed_keys(&Backend::One(RedisServer::start()), "").await;
+}
+
+async fn seed_keys(server: &Backend, prefix: &str) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    let s = TestServer::start_redis(dir, &server.url(), |_| {}).await;
+    let cluster = server.is_cluster();
+    let s = TestServer::start_redis(dir, &server.url(), |c| {
+        c.redis.prefix = prefix.into();
+        c.redis.cluster = cluster;
+    })
+    .await;
+    let keys = server.keys(prefix);
     for (n, article) in ["12345", "777", "42"].into_iter().enumerate() {
         let (st, _) = s
             .admin_put(
@@ -365,12 +371,11 @@ async fn seed_keys_match_the_api() {
     }
     s.clock.advance(600);
     let (_, hot) = s.get("/api/hot?limit=10").await;
-    let mut con = server
-        .client()
-        .get_multiplexed_async_connection()
+    let mut con = redis_store(server, prefix, StoreSettings::default()).con();
+    let z: Vec<(String, f64)> = con
+        .zrevrange_withscores(keys.ranking_default(), 0, 9)
         .await
         .unwrap();
-    let z: Vec<(String, f64)> = con.zrevrange_withscores("hot:score", 0, 9).await.unwrap();
     let items = hot["items"].as_array().unwrap();
     assert_eq!(z.len(), items.len());
     for (it, (member, score)) in items.iter().zip(&z) {
@@ -381,16 +386,14 @@ async fn seed_keys_match_the_api() {
             "{api} vs {score}"
         );
         let (_, a) = s.get(&format!("/api/articles/{member}")).await;
-        let pv: u64 = con.get(format!("counter:views:{member}")).await.unwrap();
+        let member = id(member);
+        let pv: u64 = con.get(keys.views(&member)).await.unwrap();
         let uv: u64 = redis::cmd("PFCOUNT")
-            .arg(format!("hll:uv:{member}"))
+            .arg(keys.uv(&member))
             .query_async(&mut con)
             .await
             .unwrap();
-        let published: i64 = con
-            .hget(format!("meta:article:{member}"), "publishedAt")
-            .await
-            .unwrap();
+        let published: i64 = con.hget(keys.meta(&member), "publishedAt").await.unwrap();
         assert_eq!(a["pv"].as_u64().unwrap(), pv);
         assert_eq!(a["uv"].as_u64().unwrap(), uv);
         assert_eq!(it["pv"].as_u64().unwrap(), pv);
@@ -402,6 +405,10 @@ async fn seed_keys_match_the_api() {
 /// embedded → export → import into Redis → same answers; and back.
 #[tokio::test]
 async fn export_import_both_ways() {
+    export_import(&Backend::One(RedisServer::start()), "imported:").await;
+}
+
+async fn export_import(server: &Backend, prefix: &str) {
     let (metas, batches) = stream();
     let d1 = tempfile::tempdir().unwrap();
     let e1 = embedded(d1.path(), StoreSettings::default());
@@ -419,8 +426,7 @@ async fn export_import_both_ways() {
         source: "embedded".into(),
     }];
     dump.extend(e1.export());
-    let server = RedisServer::start();
-    let r = redis_store(&server, "imported:", StoreSettings::default());
+    let r = redis_store(server, prefix, StoreSettings::default());
     let n = load_redis(&r, &dump, &StoreSettings::default(), T0)
         .await
         .expect("import to redis");
@@ -479,6 +485,84 @@ async fn export_import_both_ways() {
     assert_eq!(again, VoteOutcome::AlreadyVoted, "voters moved back");
 }
 
+/// One batch of 20 events with fresh visitors and ids; returns the
+/// batch and whether it was acknowledged (a 503 carries Retry-After).
+async fn send(s: &TestServer, next: &AtomicU64) -> (Vec<Value>, bool) {
+    let base = next.fetch_add(20, Ordering::SeqCst);
+    let events: Vec<Value> = (base..base + 20)
+        .map(|i| {
+            json!({"type": "view", "articleId": format!("a{}", i % 7),
+                        "visitorId": format!("v{i}"), "eventId": format!("e{i}")})
+        })
+        .collect();
+    let r = s
+        .client
+        .post(s.url("/api/events"))
+        .json(&json!({"events": events}))
+        .send()
+        .await
+        .expect("request");
+    let st = r.status();
+    if st == StatusCode::SERVICE_UNAVAILABLE {
+        assert!(
+            r.headers().contains_key("retry-after"),
+            "503 without Retry-After"
+        );
+    }
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    match st {
+        StatusCode::OK => {
+            assert_eq!(body["verdicts"]["counted"], 20, "{body}");
+            (events, true)
+        }
+        StatusCode::SERVICE_UNAVAILABLE => {
+            assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
+            (events, false)
+        }
+        other => panic!("unexpected {other}: {body}"),
+    }
+}
+/// After an outage: every acknowledged batch is stored (sent again, each
+/// event is replayed), unacknowledged ones were stored at most once, and
+/// the site counted each event it was sent exactly once. Returns the
+/// number of acknowledged events.
+async fn each_event_once(
+    s: &TestServer,
+    acked: &[Vec<Value>],
+    failed: &[Vec<Value>],
+    next: &AtomicU64,
+) -> usize {
+    // Every acknowledged event is stored: sent again, each is replayed.
+    let total_acked: usize = acked.iter().map(Vec::len).sum();
+    for events in acked {
+        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
+        assert_eq!(st, StatusCode::OK);
+        assert_eq!(
+            body["verdicts"]["replayed"], 20,
+            "an acknowledged event was lost: {body}"
+        );
+    }
+    // Unacknowledged ones were stored at most once: a retry either replays
+    // or counts them now.
+    for events in failed {
+        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
+        assert_eq!(st, StatusCode::OK);
+        let v = &body["verdicts"];
+        assert_eq!(
+            v["replayed"].as_u64().unwrap() + v["counted"].as_u64().unwrap(),
+            20
+        );
+    }
+    let sent = next.load(Ordering::SeqCst);
+    let (_, stats) = s.get("/api/stats").await;
+    assert_eq!(
+        stats["counted"].as_u64().unwrap(),
+        sent,
+        "each event counted once"
+    );
+    total_acked
+}
+
 /// Redis killed (SIGKILL) and restarted on its port under load: no event
 /// is acknowledged without being stored, requests during the outage get
 /// 503, and the service recovers by itself.
@@ -495,34 +579,6 @@ async fn redis_restart_under_load() {
         .await,
     );
     let next = Arc::new(AtomicU64::new(0));
-    // One batch of 20 events with fresh visitors and ids; returns the
-    // batch and whether it was acknowledged.
-    async fn send(s: &TestServer, next: &AtomicU64) -> (Vec<Value>, bool) {
-        let base = next.fetch_add(20, Ordering::SeqCst);
-        let events: Vec<Value> = (base..base + 20)
-            .map(|i| {
-                json!({"type": "view", "articleId": format!("a{}", i % 7),
-                            "visitorId": format!("v{i}"), "eventId": format!("e{i}")})
-            })
-            .collect();
-        let r = s
-            .client
-            .post(s.url("/api/events"))
-            .json(&json!({"events": events}))
-            .send()
-            .await
-            .expect("request");
-        let st = r.status();
-        let body: Value = r.json().await.unwrap_or(Value::Null);
-        match st {
-            StatusCode::OK => {
-                assert_eq!(body["verdicts"]["counted"], 20, "{body}");
-                (events, true)
-            }
-            StatusCode::SERVICE_UNAVAILABLE => (events, false),
-            other => panic!("unexpected {other}: {body}"),
-        }
-    }
     let loaders: Vec<_> = (0..3)
         .map(|_| {
             let (s, next) = (s.clone(), next.clone());
@@ -581,34 +637,7 @@ async fn redis_restart_under_load() {
         acked.extend(a);
         failed.extend(f);
     }
-    // Every acknowledged event is stored: sent again, each is replayed.
-    let total_acked: usize = acked.iter().map(Vec::len).sum();
-    for events in &acked {
-        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
-        assert_eq!(st, StatusCode::OK);
-        assert_eq!(
-            body["verdicts"]["replayed"], 20,
-            "an acknowledged event was lost: {body}"
-        );
-    }
-    // Unacknowledged ones were stored at most once: a retry either replays
-    // or counts them now.
-    for events in &failed {
-        let (st, body) = s.post("/api/events", &json!({"events": events})).await;
-        assert_eq!(st, StatusCode::OK);
-        let v = &body["verdicts"];
-        assert_eq!(
-            v["replayed"].as_u64().unwrap() + v["counted"].as_u64().unwrap(),
-            20
-        );
-    }
-    let sent = next.load(Ordering::SeqCst);
-    let (_, stats) = s.get("/api/stats").await;
-    assert_eq!(
-        stats["counted"].as_u64().unwrap(),
-        sent,
-        "each event counted once"
-    );
+    let total_acked = each_event_once(&s, &acked, &failed, &next).await;
     assert!(total_acked > 0);
     eprintln!(
         "acknowledged {total_acked} events, {} batches refused during the outage",
@@ -652,13 +681,17 @@ fn docs_render_the_key_table() {
 /// exactly when the table says so.
 #[tokio::test]
 async fn every_key_matches_the_table() {
+    every_key(&Backend::One(RedisServer::start()), "site:").await;
+}
+
+async fn every_key(server: &Backend, prefix: &str) {
     use hotrank::store::redis::{Ttl, key_spec_of};
-    let server = RedisServer::start();
     let s = StoreSettings {
         bot_articles_per_minute: 3,
         ..StoreSettings::default()
     };
-    let store = redis_store(&server, "site:", s);
+    let store = redis_store(server, prefix, s);
+    let site = server.keys(prefix).prefix;
     let (metas, batches) = stream();
     feed(&store, &metas, &batches).await;
     // A visitor that views 5 articles in a minute: quarantined.
@@ -701,13 +734,44 @@ async fn every_key_matches_the_table() {
     q.model = ModelKind::Votes;
     store.hot(&q, T0 + 60).await.unwrap();
 
-    let client = redis::Client::open(server.url()).unwrap();
-    let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    // Every key of the site, from the node that holds its slot (on a
+    // cluster: all of them, checked below).
+    let mut con = store.con();
+    let mut keys = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let (next, batch) = con
+            .scan(
+                &store.keys().changes_seq(),
+                cursor,
+                &format!("{site}*"),
+                1000,
+            )
+            .await
+            .unwrap();
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    // On a cluster every key of the site hashes to the slot of its tag.
+    let slots: std::collections::BTreeSet<i64> = if server.is_cluster() {
+        let mut slots = std::collections::BTreeSet::new();
+        for k in &keys {
+            let slot: i64 = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(k)
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            slots.insert(slot);
+        }
+        slots
+    } else {
+        Default::default()
+    };
+    assert!(slots.len() <= 1, "one site, one slot: {slots:?}");
     assert!(
         keys.len() > 100,
         "a mixed load leaves many keys: {}",
@@ -716,7 +780,7 @@ async fn every_key_matches_the_table() {
     let mut seen = std::collections::BTreeSet::new();
     for k in &keys {
         let rest = k
-            .strip_prefix("site:")
+            .strip_prefix(site.as_str())
             .unwrap_or_else(|| panic!("{k}: no prefix"));
         let spec = key_spec_of(rest).unwrap_or_else(|| panic!("{k}: not in KEY_TABLE"));
         seen.insert(spec.pattern);
@@ -741,6 +805,7 @@ async fn every_key_matches_the_table() {
         "gate:bot:<slot>",
         "gate:batch:<hex>",
         "voted:<id>",
+        "post:req:<hex>",
         "cursor:<16 hex>",
         "stats:articles",
     ] {
@@ -756,7 +821,10 @@ async fn ingest_script_is_all_or_nothing() {
     let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let script = redis::Script::new(include_str!("../src/store/redis/ingest.lua"));
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/ingest.lua")
+    ));
     let call = |batch: &str, bad_middle: bool| {
         let mut inv = script.prepare_invoke();
         for a in [
@@ -821,12 +889,91 @@ async fn ingest_script_is_all_or_nothing() {
     assert_eq!(other, [4, 0, 0, 4, 0, 0, 4, 0, 0]);
 }
 
+/// A script call that declares keys may touch no other (declared.lua): a
+/// `PUT` that leaves out one of its keys fails and writes nothing.
+#[tokio::test]
+async fn scripts_refuse_undeclared_keys() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/put.lua")
+    ));
+    let put = |keys: &[&str]| {
+        let mut inv = script.prepare_invoke();
+        for k in keys {
+            inv.key(*k);
+        }
+        inv.arg("").arg("a1").arg(T0);
+        inv
+    };
+    let all = [
+        "meta:article:a1",
+        "stats:articles",
+        "articles:new",
+        "changes:seq",
+        "changes",
+    ];
+    let err = put(&all[..4])
+        .invoke_async::<i64>(&mut con)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("undeclared key changes"), "{err}");
+    let n: i64 = redis::cmd("DBSIZE").query_async(&mut con).await.unwrap();
+    assert_eq!(n, 0, "nothing written");
+    let created: i64 = put(&all).invoke_async(&mut con).await.unwrap();
+    assert_eq!(created, 1);
+}
+
+/// A post re-sent with the same request id (the cluster client re-sends a
+/// call whose connection dropped) answers the first call's id and creates
+/// nothing twice; a new request id creates the next post.
+#[tokio::test]
+async fn post_script_is_idempotent() {
+    let server = RedisServer::start();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut con = client.get_multiplexed_async_connection().await.unwrap();
+    let script = redis::Script::new(concat!(
+        include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/post.lua")
+    ));
+    let post = |request: &str| {
+        let mut inv = script.prepare_invoke();
+        inv.arg("")
+            .arg(T0)
+            .arg(format!("{:032x}", 7))
+            .arg(86_400)
+            .arg(request)
+            .arg("title")
+            .arg("hello");
+        inv
+    };
+    let first = format!("{:032x}", 1);
+    let a: String = post(&first).invoke_async(&mut con).await.unwrap();
+    let again: String = post(&first).invoke_async(&mut con).await.unwrap();
+    assert_eq!(a, "1");
+    assert_eq!(again, a, "a re-sent post answers the first id");
+    let counter: i64 = con.get("article:").await.unwrap();
+    assert_eq!(counter, 1, "and creates nothing");
+    let n: i64 = con.zcard("articles:new").await.unwrap();
+    assert_eq!(n, 1);
+    let b: String = post(&format!("{:032x}", 2))
+        .invoke_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(b, "2");
+}
+
 /// Issue 11 item 2: a 180 h window's PV only follows the events in its
 /// hours; it does not rise at 00:00 UTC when the oldest day turns partial.
 #[tokio::test]
 async fn windows_do_not_rise_at_midnight() {
-    let server = RedisServer::start();
-    let store = redis_store(&server, "", StoreSettings::default());
+    windows_at_midnight(&Backend::One(RedisServer::start()), "").await;
+}
+
+async fn windows_at_midnight(server: &Backend, prefix: &str) {
+    let store = redis_store(server, prefix, StoreSettings::default());
     let midnight = (T0 / 86_400 + 1) * 86_400;
     let hour = 3600;
     // One view an hour, by a new visitor each, from 10 days back.
@@ -867,4 +1014,248 @@ async fn windows_do_not_rise_at_midnight() {
             last_pv = pv;
         }
     }
+}
+
+type Batches = Vec<Vec<Value>>;
+
+/// Three clients sending batches of 20 fresh events to one API node
+/// until stopped, while a test disturbs its Redis.
+struct Load {
+    s: Arc<TestServer>,
+    next: Arc<AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Each client's (acknowledged, refused) batches.
+    loaders: Vec<tokio::task::JoinHandle<(Batches, Batches)>>,
+    /// Batches sent outside the loaders; checked with theirs.
+    acked: Vec<Vec<Value>>,
+    refused: Vec<Vec<Value>>,
+}
+
+impl Load {
+    /// Once the node acknowledges a first batch.
+    async fn start(s: TestServer) -> Load {
+        let mut load = Load {
+            s: Arc::new(s),
+            next: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            loaders: Vec::new(),
+            acked: Vec::new(),
+            refused: Vec::new(),
+        };
+        assert!(load.until_acked().await, "the cluster takes events");
+        load.loaders = (0..3)
+            .map(|_| {
+                let (s, next, stop) = (load.s.clone(), load.next.clone(), load.stop.clone());
+                tokio::spawn(async move {
+                    let (mut acked, mut failed) = (Vec::new(), Vec::new());
+                    while !stop.load(Ordering::SeqCst) {
+                        let (ev, ok) = send(&s, &next).await;
+                        if ok {
+                            acked.push(ev);
+                        } else {
+                            failed.push(ev);
+                        }
+                    }
+                    (acked, failed)
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        load
+    }
+
+    /// Sends until a batch is acknowledged (at most ~10 s).
+    async fn until_acked(&mut self) -> bool {
+        for _ in 0..100 {
+            let (ev, acked) = send(&self.s, &self.next).await;
+            if acked {
+                self.acked.push(ev);
+                return true;
+            }
+            self.refused.push(ev);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    /// Stops the clients and checks every event: acknowledged ones are
+    /// stored, none is counted twice. Returns (acknowledged events, sent
+    /// events, refused batches).
+    async fn finish(self) -> (usize, u64, usize) {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        self.stop.store(true, Ordering::SeqCst);
+        let (mut acked, mut failed) = (self.acked, self.refused);
+        for l in self.loaders {
+            let (a, f) = l.await.unwrap();
+            acked.extend(a);
+            failed.extend(f);
+        }
+        let total = each_event_once(&self.s, &acked, &failed, &self.next).await;
+        (total, self.next.load(Ordering::SeqCst), failed.len())
+    }
+}
+
+/// An API node on the cluster for the load tests.
+async fn load_node(url: &str, prefix: &str) -> TestServer {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    TestServer::start_redis(dir, url, |c| {
+        c.gate.ip_limit_per_minute = 0;
+        c.redis.prefix = prefix.into();
+        c.redis.cluster = true;
+        c.redis.wait_replicas = 1;
+        c.redis.response_timeout_ms = 500;
+        c.redis.connect_timeout_ms = 200;
+    })
+    .await
+}
+
+/// The slot of a site's keys.
+fn site_slot(cluster: &RedisCluster, b: &Backend, prefix: &str) -> u16 {
+    let key = b.keys(prefix).changes_seq();
+    cluster
+        .cli(cluster.nodes[0].port(), &["CLUSTER", "KEYSLOT", &key])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The site's slot moved to another primary with `redis-cli --cluster
+/// reshard` under load: hotrank follows `MOVED`/`ASK` (and retries the
+/// `TRYAGAIN` of a script whose keys are half moved), every acknowledged
+/// event is stored, none is counted twice.
+async fn reshard_under_load(b: &Backend) {
+    let Backend::Cluster(cluster) = b else {
+        panic!("a cluster test")
+    };
+    // A site whose slot is among the first of its primary's range (redis-cli
+    // moves a source's lowest slots first), so few slots move.
+    let mut prefix = String::new();
+    let mut slot = u16::MAX;
+    for n in 0..20_000 {
+        let p = format!("rs{n}:");
+        let s = site_slot(cluster, b, &p);
+        if s < 16 {
+            (prefix, slot) = (p, s);
+            break;
+        }
+    }
+    assert!(slot < 16, "no prefix on a low slot");
+    let from = cluster.primary_of(slot).expect("a primary");
+    let to = cluster
+        .nodes
+        .iter()
+        .map(|n| n.port())
+        .find(|p| *p != from && cluster.cli(*p, &["ROLE"]).starts_with("master"))
+        .expect("another primary");
+    let id = |port: u16| cluster.cli(port, &["CLUSTER", "MYID"]).trim().to_string();
+    let (from_id, to_id) = (id(from), id(to));
+    let load = Load::start(load_node(&b.url(), &prefix).await).await;
+    let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
+    let args: Vec<String> = [
+        "--cluster".to_string(),
+        "reshard".into(),
+        format!("127.0.0.1:{from}"),
+        "--cluster-from".into(),
+        from_id,
+        "--cluster-to".into(),
+        to_id,
+        "--cluster-slots".into(),
+        (slot + 1).to_string(),
+        "--cluster-yes".into(),
+        "--cluster-pipeline".into(),
+        "5".into(),
+    ]
+    .into();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(cli)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster reshard")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "reshard failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(cluster.primary_of(slot), Some(to), "the slot moved");
+    let mut load = load;
+    assert!(load.until_acked().await, "acknowledgements after the move");
+    let (acked, sent, refused) = load.finish().await;
+    eprintln!(
+        "reshard: slot {slot} moved under load; acknowledged {acked} of {sent} events, \
+         {refused} batches refused"
+    );
+}
+
+/// A primary of a 3-primary cluster (one replica each) killed (SIGKILL)
+/// under load: the replica is promoted, hotrank follows by itself, only
+/// 503s (with Retry-After) are answered meanwhile, every acknowledged
+/// event survives (`wait_replicas = 1`) and none is counted twice.
+async fn failover_under_load(b: &mut Backend, prefix: &str) {
+    let url = b.url();
+    let Backend::Cluster(cluster) = &*b else {
+        panic!("a cluster test")
+    };
+    let slot = site_slot(cluster, b, prefix);
+    let mut load = Load::start(load_node(&url, prefix).await).await;
+    let Backend::Cluster(cluster) = b else {
+        unreachable!()
+    };
+    let primary = cluster.primary_of(slot).expect("the slot has a primary");
+    let killed = std::time::Instant::now();
+    cluster.kill_port(primary);
+    // Wait for the promotion, then for acknowledgements to resume.
+    let mut promoted = false;
+    for _ in 0..300 {
+        if cluster.primary_of(slot).is_some_and(|p| p != primary) {
+            promoted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(promoted, "no replica was promoted");
+    let promoted_in = killed.elapsed();
+    // With `wait_replicas = 1` the promoted primary acknowledges once it
+    // has a replica again: the killed node comes back as one.
+    cluster.node(primary).restart();
+    assert!(
+        load.until_acked().await,
+        "acknowledgements did not resume after the failover"
+    );
+    let resumed_in = killed.elapsed();
+    let (acked, sent, refused) = load.finish().await;
+    eprintln!(
+        "failover: acknowledged {acked} of {sent} events, {refused} batches refused; \
+         replica promoted {:.1} s after the kill, acknowledgements back {:.1} s after it \
+         (the old primary rejoined as a replica)",
+        promoted_in.as_secs_f64(),
+        resumed_in.as_secs_f64()
+    );
+}
+
+/// The Redis suites above on a 3-primary Redis Cluster (one replica each),
+/// one cluster for the whole binary, one key prefix (so one slot) per
+/// suite. Alone: `cargo test --test redis cluster`.
+#[test]
+fn cluster_runs_the_same_suites() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut cluster = Backend::Cluster(RedisCluster::start(3, 1));
+    rt.block_on(async {
+        same_answers(&cluster, "c1:").await;
+        two_nodes(&cluster, "c2:").await;
+        seed_keys(&cluster, "").await;
+        export_import(&cluster, "c4:").await;
+        every_key(&cluster, "c5:").await;
+        windows_at_midnight(&cluster, "c6:").await;
+        reshard_under_load(&cluster).await;
+        // Last: it kills a primary.
+        failover_under_load(&mut cluster, "c7:").await;
+    });
 }

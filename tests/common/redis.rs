@@ -8,7 +8,10 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::ChildStdin;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long to wait for a freshly started server to answer PING.
@@ -23,6 +26,11 @@ pub struct RedisServer {
     port: u16,
     _dir: tempfile::TempDir,
     extra: Vec<String>,
+    /// Watched servers run under a shell that kills them when this pipe
+    /// closes, at the latest when the test process exits: a fixture kept
+    /// in a `static` (never dropped) leaves nothing behind.
+    watch: Option<ChildStdin>,
+    watched: bool,
 }
 
 impl RedisServer {
@@ -34,18 +42,25 @@ impl RedisServer {
     /// Starts a server with extra command-line arguments, e.g.
     /// `&["--hll-sparse-max-bytes", "500"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
+        RedisServer::start_opts(extra_args, false)
+    }
+
+    fn start_opts(extra_args: &[&str], watched: bool) -> RedisServer {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
         let mut last_err = String::new();
         for _ in 0..ATTEMPTS {
             let port = free_port();
             let dir = tempfile::tempdir().expect("create temp dir for redis-server");
             let extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
-            let child = spawn(&bin, port, dir.path(), &extra);
+            let mut child = spawn(&bin, port, dir.path(), &extra, watched);
+            let watch = child.stdin.take();
             let mut server = RedisServer {
                 child,
                 port,
                 _dir: dir,
                 extra,
+                watch,
+                watched,
             };
             match server.wait_ready() {
                 Ok(()) => return server,
@@ -63,6 +78,11 @@ impl RedisServer {
 
     /// Kills the server (SIGKILL: no shutdown save).
     pub fn kill(&mut self) {
+        if self.watch.take().is_some() {
+            // The watching shell kills the server and exits.
+            let _ = self.child.wait();
+            return;
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -70,7 +90,9 @@ impl RedisServer {
     /// Starts it again on the same port and directory, after [`Self::kill`].
     pub fn restart(&mut self) {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
-        self.child = spawn(&bin, self.port, self._dir.path(), &self.extra);
+        self.kill(); // reaps what is left of the previous run
+        self.child = spawn(&bin, self.port, self._dir.path(), &self.extra, self.watched);
+        self.watch = self.child.stdin.take();
         self.wait_ready()
             .expect("redis-server restarts on its port");
     }
@@ -122,14 +144,23 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }
 
-fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String]) -> Child {
+fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String], watched: bool) -> Child {
     let port_s = port.to_string();
-    let mut cmd = Command::new(bin);
+    let mut cmd = if watched {
+        let mut c = Command::new("sh");
+        c.args([
+            "-c",
+            "\"$0\" \"$@\" & r=$!; read _; kill -9 $r; wait $r",
+            bin,
+        ]);
+        c
+    } else {
+        Command::new(bin)
+    };
     cmd.args([
         "--port",
         &port_s,
@@ -143,7 +174,11 @@ fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String]) -> Child
     .args(["--daemonize", "no", "--protected-mode", "no"])
     .args(extra)
     .current_dir(dir)
-    .stdin(Stdio::null())
+    .stdin(if watched {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     match cmd.spawn() {
@@ -174,4 +209,211 @@ fn ping(port: u16) -> bool {
         }
     }
     &buf == b"+PONG\r\n"
+}
+
+/// A throw-away Redis Cluster: `primaries` primaries with `replicas`
+/// replicas each, every node a [`RedisServer`] with `--cluster-enabled yes`
+/// on free loopback ports (client and bus port), joined by `redis-cli
+/// --cluster create`. Dropping it kills every node.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start(primaries: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_opts(primaries, replicas, false)
+    }
+
+    /// One 3-primary cluster for the whole test binary, shared by its
+    /// tests (each uses [`unique_prefix`]); its nodes die with the process.
+    pub fn shared() -> &'static RedisCluster {
+        static SHARED: OnceLock<RedisCluster> = OnceLock::new();
+        SHARED.get_or_init(|| RedisCluster::start_opts(3, 0, true))
+    }
+
+    fn start_opts(primaries: usize, replicas: usize, watched: bool) -> RedisCluster {
+        let mut nodes = Vec::new();
+        for _ in 0..primaries * (1 + replicas) {
+            let bus = free_port().to_string();
+            nodes.push(RedisServer::start_opts(
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-node-timeout",
+                    "1000",
+                    // A replica takes over whatever its last contact with the
+                    // primary (tests kill primaries right after writes).
+                    "--cluster-replica-validity-factor",
+                    "0",
+                ],
+                watched,
+            ));
+        }
+        let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
+        let mut cmd = Command::new(&cli);
+        cmd.arg("--cluster").arg("create");
+        for n in &nodes {
+            cmd.arg(format!("127.0.0.1:{}", n.port()));
+        }
+        cmd.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `{cli}`: {e}"));
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let c = RedisCluster { nodes };
+        c.wait_ok(primaries * (1 + replicas));
+        c
+    }
+
+    /// Until every live node says `cluster_state:ok` and knows `known`
+    /// nodes, all slots covered.
+    pub fn wait_ok(&self, known: usize) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let ok = self.nodes.iter().filter(|n| ping(n.port())).all(|n| {
+                let info = self.cli(n.port(), &["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_assigned:16384")
+                    && info.contains(&format!("cluster_known_nodes:{known}"))
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster did not become ok");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `redis-cli -p PORT ARGS...` output.
+    pub fn cli(&self, port: u16, args: &[&str]) -> String {
+        let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
+        let out = Command::new(cli)
+            .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Seed URLs, comma-separated (`--redis-url` for `redis-cluster`).
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.url())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The port of the node that serves `slot` as primary now, as the
+    /// first live node sees it (`None`: no healthy primary has it).
+    pub fn primary_of(&self, slot: u16) -> Option<u16> {
+        for n in &self.nodes {
+            if !ping(n.port()) {
+                continue;
+            }
+            let nodes = self.cli(n.port(), &["CLUSTER", "NODES"]);
+            for line in nodes.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
+                    continue;
+                }
+                for range in &f[8..] {
+                    let mut it = range.split('-');
+                    let (Some(a), b) = (it.next(), it.next()) else {
+                        continue;
+                    };
+                    let (Ok(a), Ok(b)) = (a.parse::<u16>(), b.unwrap_or(a).parse::<u16>()) else {
+                        continue;
+                    };
+                    if (a..=b).contains(&slot) {
+                        let port = f[1].split(['@', ':']).nth(1).unwrap_or("0");
+                        return port.parse().ok();
+                    }
+                }
+            }
+            break;
+        }
+        None
+    }
+
+    /// The node on `port`.
+    pub fn node(&mut self, port: u16) -> &mut RedisServer {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .expect("a node on that port")
+    }
+}
+
+/// Where a Redis-store test runs: one `redis-server`, or a cluster.
+pub enum Backend {
+    One(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Backend {
+    pub fn url(&self) -> String {
+        match self {
+            Backend::One(s) => s.url(),
+            Backend::Cluster(c) => c.url(),
+        }
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Backend::Cluster(_))
+    }
+
+    /// Store options for a site under `prefix`.
+    pub fn options(&self, prefix: &str) -> hotrank::store::redis::RedisOptions {
+        hotrank::store::redis::RedisOptions {
+            url: self.url(),
+            prefix: prefix.into(),
+            cluster: self.is_cluster(),
+            ..Default::default()
+        }
+    }
+
+    /// The key names of a site under `prefix`.
+    pub fn keys(&self, prefix: &str) -> hotrank::store::redis::Keys {
+        if self.is_cluster() {
+            hotrank::store::redis::Keys::tagged(prefix)
+        } else {
+            hotrank::store::redis::Keys::new(prefix)
+        }
+    }
+}
+
+impl RedisCluster {
+    /// SIGKILLs the node on `port` (its `process_id` from `INFO`).
+    pub fn kill_port(&self, port: u16) {
+        let info = self.cli(port, &["INFO", "server"]);
+        let pid = info
+            .lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .expect("process_id in INFO")
+            .trim()
+            .to_string();
+        let st = Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill -9 {pid}");
+    }
+}
+
+/// A key prefix no other test of this process uses (`t<n>:`).
+pub fn unique_prefix() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("t{}:", NEXT.fetch_add(1, Ordering::SeqCst))
 }

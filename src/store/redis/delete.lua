@@ -1,12 +1,15 @@
 -- hotrank: remove an article from every ranking; counters stay.
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, article id. Returns 0 if unknown or already deleted.
 local P, id = ARGV[1], ARGV[2]
-local meta = P .. 'meta:article:' .. id
+-- Every name is checked before the first write.
+local meta = K(P .. 'meta:article:' .. id)
+local newest, cseq, changes = K(P .. 'articles:new'), K(P .. 'changes:seq'), K(P .. 'changes')
 if redis.call('EXISTS', meta) == 0 or redis.call('HGET', meta, 'deleted') == '1' then
   return 0
 end
 redis.call('HSET', meta, 'deleted', '1')
-redis.call('ZREM', P .. 'articles:new', id)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+redis.call('ZREM', newest, id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
 return 1

@@ -192,21 +192,30 @@ fn counters_of(h: &HashMap<String, Vec<u8>>, sketch: &Value) -> DumpCounters {
     }
 }
 
+/// `SCAN MATCH` text matching `s` literally (the cluster prefix has
+/// braces; prefixes have no other glob characters).
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Everything under the store's prefix as dump records.
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
-    let prefix = &store.options().prefix;
+    let prefix = &keys.prefix;
     let mut con = store.con();
     let mut found = Found::default();
     let mut cursor: u64 = 0;
+    let pattern = format!("{}*", glob_escape(prefix));
     loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut con)
+        let (next, batch): (u64, Vec<String>) = con
+            .scan(&keys.changes_seq(), cursor, &pattern, 1000)
             .await
             .map_err(store_err)?;
         for k in &batch {
@@ -436,13 +445,13 @@ pub async fn load_redis(
     let keys = store.keys();
     let mut con = store.con();
     let err = |e: StoreError| e.to_string();
-    let (_, existing): (u64, Vec<String>) = redis::cmd("SCAN")
-        .arg(0)
-        .arg("MATCH")
-        .arg(format!("{}meta:article:*", store.options().prefix))
-        .arg("COUNT")
-        .arg(100_000)
-        .query_async(&mut con)
+    let (_, existing): (u64, Vec<String>) = con
+        .scan(
+            &keys.changes_seq(),
+            0,
+            &format!("{}meta:article:*", glob_escape(&keys.prefix)),
+            100_000,
+        )
         .await
         .map_err(|e| err(store_err(e)))?;
     if !existing.is_empty() {

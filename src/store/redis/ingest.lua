@@ -1,5 +1,7 @@
 -- hotrank: gate and count a batch of events atomically (docs/redis-keys.md).
 --
+-- KEYS: none (one Redis), or on a cluster every key the batch may touch
+-- (declared.lua checks the names).
 -- ARGV[1..15]: prefix, now, dedupe window (s), visitor limit, ip limit,
 -- eventId TTL (s), hourly keep (s), daily keep (s), with_counts (0/1),
 -- require_known (0/1), max articles (0: none), behaviour limit (distinct
@@ -55,7 +57,7 @@ if not (now and window and vlimit and iplimit and eid_ttl and hkeep and dkeep
   return redis.error_reply('ERR ingest.lua: malformed header')
 end
 
-local batch_key = batch_id ~= '' and (P .. 'gate:batch:' .. batch_id) or nil
+local batch_key = batch_id ~= '' and (K(P .. 'gate:batch:' .. batch_id)) or nil
 local BATCH_TTL = 120
 
 -- A retried batch: the first call's answer, nothing applied again.
@@ -86,6 +88,30 @@ for i = 1, n do
   e.hour = math.floor(e.ts / 3600)
   e.day = math.floor(e.ts / 86400)
   ev[i] = e
+end
+
+-- With declared keys (a cluster), every name the batch may write is
+-- checked before anything is read or written (dedupe keys and gate slots
+-- are checked where they are named, also before the first write).
+if DECLARED then
+  for _, name in ipairs({ 'clock', 'stats:counted', 'changes:seq', 'changes',
+      'stats:quarantine', 'stats:articles', 'articles:new' }) do
+    K(P .. name)
+  end
+  for _, e in ipairs(ev) do
+    local a, h, d = e.art, e.hour, e.day
+    K(P .. 'counter:views:' .. a)
+    K(P .. 'hll:uv:' .. a)
+    K(P .. 'counter:article:' .. a)
+    K(P .. 'meta:article:' .. a)
+    K(P .. 'bucket:h:' .. a .. ':' .. h)
+    K(P .. 'hll:uv:h:' .. a .. ':' .. h)
+    K(P .. 'bucket:d:' .. a .. ':' .. d)
+    K(P .. 'hll:uv:d:' .. a .. ':' .. d)
+    K(P .. 'active:h:' .. h)
+    K(P .. 'active:d:' .. d)
+    K(P .. 'stats:quarantine:h:' .. h)
+  end
 end
 
 -- Rate logs: the last `limit` admission times of a key, oldest first, as
@@ -126,7 +152,7 @@ local FAM = {}
 local function family(name, S)
   local k = math.floor(now / S)
   local f = {
-    cur = P .. name .. ':' .. k, prev = P .. name .. ':' .. (k - 1),
+    cur = K(P .. name .. ':' .. k), prev = K(P .. name .. ':' .. (k - 1)),
     expires_at = (k + 2) * S, fields = {}, list = {}, val = {}, dirty = {}, out = {},
   }
   FAM[#FAM + 1] = f
@@ -153,7 +179,7 @@ for _, e in ipairs(ev) do
   if track_visitors then e.vfield = want(RV, e.vh) end
   if bot_n > 0 then want(BOT, e.vh) end
   if e.kind == 'v' or e.kind == 'l' or e.kind == 'f' or e.kind == 's' then
-    e.dkey = P .. 'gate:dd:' .. e.art .. ':' .. e.kind .. ':' .. e.vh
+    e.dkey = K(P .. 'gate:dd:' .. e.art .. ':' .. e.kind .. ':' .. e.vh)
     if not dd_seen[e.dkey] then
       dd_seen[e.dkey] = true
       dd_keys[#dd_keys + 1] = e.dkey
@@ -186,14 +212,14 @@ for _, e in ipairs(ev) do
   end
 end
 for s = 1, #art_list, CHUNK do
-  local got = redis.call('ZMSCORE', P .. 'articles:new', unpack(art_list, s, math.min(s + CHUNK - 1, #art_list)))
+  local got = redis.call('ZMSCORE', K(P .. 'articles:new'), unpack(art_list, s, math.min(s + CHUNK - 1, #art_list)))
   for j = 1, #got do arts[art_list[s + j - 1]].exists = got[j] and true or false end
 end
 local new_untrusted = false
 for _, id in ipairs(art_list) do
   local a = arts[id]
   if require_known or not a.exists then
-    local m = redis.call('HMGET', P .. 'meta:article:' .. id, 'publishedAt', 'known')
+    local m = redis.call('HMGET', K(P .. 'meta:article:' .. id), 'publishedAt', 'known')
     a.exists = m[1] and true or false
     a.known = m[2] == '1'
   end
@@ -204,7 +230,7 @@ if max_articles > 0 then
     if not arts[e.art].exists and not e.trusted then new_untrusted = true end
   end
   if new_untrusted then
-    article_count = tonumber(redis.call('GET', P .. 'stats:articles') or '0')
+    article_count = tonumber(redis.call('GET', K(P .. 'stats:articles')) or '0')
   end
 end
 
@@ -335,7 +361,8 @@ for i, e in ipairs(ev) do
   verdicts[i] = verdict
 end
 
--- Phase 3: write.
+-- Phase 3: write. (Every name below was checked before the first write,
+-- in the DECLARED block at the top: keep that block in step with them.)
 -- Queries never run before the newest arrival any ingest carried
 -- (`clock`, read by sync.lua).
 if now > tonumber(redis.call('GET', P .. 'clock') or '0') then

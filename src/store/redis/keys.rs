@@ -24,6 +24,40 @@ impl Keys {
         }
     }
 
+    /// Redis Cluster names: the prefix becomes a hash tag (`{site1:}`,
+    /// `{hotrank}` for the empty prefix), so every key of one site hashes
+    /// to one slot and every script and pipeline stays on one node.
+    pub fn tagged(prefix: &str) -> Self {
+        let tag = if prefix.is_empty() { "hotrank" } else { prefix };
+        Keys {
+            prefix: format!("{{{tag}}}"),
+        }
+    }
+
+    /// The seed 003 post counter.
+    pub fn post_counter(&self) -> String {
+        self.k(format_args!("article:"))
+    }
+    /// The id one post.lua call created, by request id.
+    pub fn post_request(&self, request: &str) -> String {
+        self.k(format_args!("post:req:{request}"))
+    }
+    /// Seed 003's `time:` and `score:` sorted sets.
+    pub fn vote_time(&self) -> String {
+        self.k(format_args!("time:"))
+    }
+    pub fn vote_score(&self) -> String {
+        self.k(format_args!("score:"))
+    }
+    /// The newest arrival time any ingest call carried.
+    pub fn clock(&self) -> String {
+        self.k(format_args!("clock"))
+    }
+    /// The answer of one ingest call, by batch id.
+    pub fn batch(&self, id: &str) -> String {
+        self.k(format_args!("gate:batch:{id}"))
+    }
+
     fn k(&self, rest: std::fmt::Arguments<'_>) -> String {
         format!("{}{}", self.prefix, rest)
     }
@@ -286,6 +320,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "the post counter (`INCR`); ids already taken are skipped",
         Ttl::None,
         "none",
+        "post.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "post:req:<hex>",
+        r"^post:req:[0-9a-f]{32}$",
+        "string",
+        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice",
+        Ttl::Expires,
+        "2 min",
         "post.lua"
     ),
     key_spec!(

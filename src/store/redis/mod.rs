@@ -17,6 +17,9 @@
 //!   since a ranking last looked are found through a change log (`changes`,
 //!   a sorted set by change sequence number) that every write appends to
 //!   inside its own script.
+//! - **Cluster** (`cluster = true`): every key is tagged with the prefix
+//!   (`{P}…`, [`Keys::tagged`]), so one site is one slot and every script
+//!   and pipeline stays on one node; scripts declare their keys.
 //! - **Outages**: a [`redis::aio::ConnectionManager`] reconnects by itself;
 //!   until then every call fails fast with [`StoreError::Unavailable`]
 //!   (503), and nothing is acknowledged that Redis did not apply.
@@ -36,8 +39,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Script, Value};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Counters, Event, EventType, HotPage, HotQuery, Outcome,
@@ -61,6 +66,13 @@ pub struct RedisOptions {
     pub batch_events: usize,
     pub connect_timeout_ms: u64,
     pub response_timeout_ms: u64,
+    /// `url` names seed nodes of a Redis Cluster (comma-separated): every
+    /// key is hash-tagged with the prefix, so one site lives on one slot.
+    pub cluster: bool,
+    /// Replicas that must hold an ingest batch before it is acknowledged
+    /// (`WAIT`): with 1, a primary killed right after an acknowledgement
+    /// loses nothing its promoted replica does not have. 0: no wait.
+    pub wait_replicas: u32,
 }
 
 impl Default for RedisOptions {
@@ -72,6 +84,8 @@ impl Default for RedisOptions {
             batch_events: 250,
             connect_timeout_ms: 1000,
             response_timeout_ms: 2000,
+            cluster: false,
+            wait_replicas: 0,
         }
     }
 }
@@ -86,6 +100,8 @@ impl RedisOptions {
             batch_events: r.batch_events,
             connect_timeout_ms: r.connect_timeout_ms,
             response_timeout_ms: r.response_timeout_ms,
+            cluster: r.cluster,
+            wait_replicas: r.wait_replicas,
         }
     }
 }
@@ -103,17 +119,22 @@ struct Scripts {
     vote: Script,
 }
 
+/// A script with the key check (`declared.lua`) in front.
+fn script(body: &str) -> Script {
+    Script::new(&format!("{}{body}", include_str!("declared.lua")))
+}
+
 impl Scripts {
     fn new() -> Self {
         Scripts {
-            ingest: Script::new(include_str!("ingest.lua")),
-            window: Script::new(include_str!("window.lua")),
-            sync: Script::new(include_str!("sync.lua")),
-            writeback: Script::new(include_str!("writeback.lua")),
-            put: Script::new(include_str!("put.lua")),
-            post: Script::new(include_str!("post.lua")),
-            vote: Script::new(include_str!("vote.lua")),
-            delete: Script::new(include_str!("delete.lua")),
+            ingest: script(include_str!("ingest.lua")),
+            window: script(include_str!("window.lua")),
+            sync: script(include_str!("sync.lua")),
+            writeback: script(include_str!("writeback.lua")),
+            put: script(include_str!("put.lua")),
+            post: script(include_str!("post.lua")),
+            vote: script(include_str!("vote.lua")),
+            delete: script(include_str!("delete.lua")),
         }
     }
 
@@ -157,8 +178,103 @@ struct CachedArticle {
 /// Entries past this many per node are dropped wholesale.
 const CACHE_MAX: usize = 200_000;
 
+/// A connection to one Redis or to a Redis Cluster; both reconnect by
+/// themselves. The cluster client follows `MOVED`/`ASK` and topology
+/// changes; every pipeline this store sends touches one slot.
+#[derive(Clone)]
+pub enum Con {
+    One(ConnectionManager),
+    Cluster(Arc<LazyCluster>),
+}
+
+/// A cluster connection made on first use (the store connects lazily: a
+/// cluster that is down now is reached as soon as it is up).
+pub struct LazyCluster {
+    client: ClusterClient,
+    con: tokio::sync::OnceCell<ClusterConnection>,
+}
+
+impl LazyCluster {
+    async fn get(&self) -> redis::RedisResult<ClusterConnection> {
+        self.con
+            .get_or_try_init(|| self.client.get_async_connection())
+            .await
+            .cloned()
+    }
+}
+
+impl Con {
+    /// One `SCAN` step over keys matching `pattern`. On a cluster it asks
+    /// the primary of `site_key`'s slot, where every key of the site is.
+    pub async fn scan(
+        &mut self,
+        site_key: &str,
+        cursor: u64,
+        pattern: &str,
+        count: usize,
+    ) -> redis::RedisResult<(u64, Vec<String>)> {
+        let mut cmd = redis::cmd("SCAN");
+        cmd.arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(count);
+        match self {
+            Con::One(c) => cmd.query_async(c).await,
+            Con::Cluster(l) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let route = Route::with_key(site_key, SlotAddr::Master);
+                let v = l
+                    .get()
+                    .await?
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?;
+                Ok(redis::from_redis_value(v)?)
+            }
+        }
+    }
+}
+
+impl ConnectionLike for Con {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Con::One(c) => c.req_packed_command(cmd),
+            Con::Cluster(l) => {
+                Box::pin(async move { l.get().await?.req_packed_command(cmd).await })
+            }
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Con::One(c) => c.req_packed_commands(pipeline, offset, count),
+            Con::Cluster(l) => Box::pin(async move {
+                l.get()
+                    .await?
+                    .req_packed_commands(pipeline, offset, count)
+                    .await
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Con::One(c) => c.get_db(),
+            Con::Cluster(_) => 0,
+        }
+    }
+}
+
 pub struct RedisStore {
-    con: ConnectionManager,
+    con: Con,
     keys: Keys,
     opts: RedisOptions,
     settings: StoreSettings,
@@ -185,9 +301,16 @@ pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
         || e.is_connection_refusal()
         || matches!(
             e.kind(),
-            redis::ErrorKind::Server(
-                S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown | S::ReadOnly
-            )
+            redis::ErrorKind::ClusterConnectionNotFound
+                | redis::ErrorKind::Server(
+                    S::BusyLoading
+                        | S::TryAgain
+                        | S::ClusterDown
+                        | S::MasterDown
+                        | S::ReadOnly
+                        | S::Moved
+                        | S::Ask
+                )
         )
         || e.to_string().contains("BUSY");
     tracing::debug!(error = %e, "redis call failed");
@@ -335,19 +458,46 @@ impl RedisStore {
                 opts.prefix
             ));
         }
-        let client = redis::Client::open(opts.url.as_str())
-            .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_millis(opts.connect_timeout_ms)))
-            .set_response_timeout(Some(Duration::from_millis(opts.response_timeout_ms)))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let con = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| format!("redis connection manager: {e}"))?;
+        let connect = Duration::from_millis(opts.connect_timeout_ms);
+        let respond = Duration::from_millis(opts.response_timeout_ms);
+        let con = if opts.cluster {
+            let seeds: Vec<&str> = opts.url.split(',').map(str::trim).collect();
+            // Redirects and a failover (a replica promoted within seconds)
+            // are retried inside the client, with waits that stay within
+            // about one response timeout.
+            let client = ClusterClient::builder(seeds)
+                .connection_timeout(connect)
+                .response_timeout(respond)
+                .retries(6)
+                .min_retry_wait(50)
+                .max_retry_wait(500)
+                .build()
+                .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
+            Con::Cluster(Arc::new(LazyCluster {
+                client,
+                con: tokio::sync::OnceCell::new(),
+            }))
+        } else {
+            let client = redis::Client::open(opts.url.as_str())
+                .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(connect))
+                .set_response_timeout(Some(respond))
+                .set_number_of_retries(1)
+                .set_min_delay(Duration::from_millis(50))
+                .set_max_delay(Duration::from_millis(500));
+            Con::One(
+                ConnectionManager::new_lazy_with_config(client, config)
+                    .map_err(|e| format!("redis connection manager: {e}"))?,
+            )
+        };
         Ok(RedisStore {
             con,
-            keys: Keys::new(&opts.prefix),
+            keys: if opts.cluster {
+                Keys::tagged(&opts.prefix)
+            } else {
+                Keys::new(&opts.prefix)
+            },
             opts,
             settings,
             scripts: Scripts::new(),
@@ -364,7 +514,9 @@ impl RedisStore {
         &self.opts
     }
 
-    pub(crate) fn con(&self) -> ConnectionManager {
+    /// A connection to this store's Redis (or cluster): tools and tests
+    /// read keys through it.
+    pub fn con(&self) -> Con {
         self.con.clone()
     }
 
@@ -408,15 +560,20 @@ impl RedisStore {
         }
     }
 
-    /// One `EVALSHA` with no keys.
+    /// One `EVALSHA` declaring `keys` (every key the script touches: on a
+    /// cluster they route the call and keep it right while a slot moves).
     async fn eval<T: redis::FromRedisValue>(
         &self,
         script: &Script,
+        keys: &[String],
         args: &[&[u8]],
     ) -> Result<T, StoreError> {
         let mut v: Vec<T> = self
             .eval_pipe(|p| {
-                let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(0);
+                let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len());
+                for k in keys {
+                    c.arg(k.as_str());
+                }
                 for a in args {
                     c.arg(*a);
                 }
@@ -562,6 +719,64 @@ impl RedisStore {
         Ok(s.seq)
     }
 
+    /// Every key one ingest.lua call over `part` may touch (a superset:
+    /// the script's `K()` refuses any other).
+    fn ingest_keys(&self, part: &[Event], batch_id: &str, now: Timestamp) -> Vec<String> {
+        let k = &self.keys;
+        let s = &self.settings;
+        let mut keys = std::collections::BTreeSet::new();
+        let families = [
+            ("gate:eid", i64::from(s.event_id_ttl_secs).max(1)),
+            ("gate:rl:v", 120),
+            ("gate:rl:ip", 120),
+            ("gate:bot", i64::from(s.bot_quarantine_secs).max(60)),
+        ];
+        for (name, secs) in families {
+            let slot = now.div_euclid(secs);
+            keys.insert(k.gate_slot(name, slot));
+            keys.insert(k.gate_slot(name, slot - 1));
+        }
+        for name in [
+            k.batch(batch_id),
+            k.newest(),
+            k.articles_count(),
+            k.clock(),
+            k.counted(),
+            k.changes_seq(),
+            k.changes(),
+            k.quarantine(),
+        ] {
+            keys.insert(name);
+        }
+        for ev in part {
+            let a = &ev.article;
+            let (hour, day) = (hour_of(ev.ts), day_of(ev.ts));
+            if matches!(
+                ev.kind,
+                EventType::View | EventType::Like | EventType::Favorite | EventType::Share
+            ) {
+                let kind = kind_char(ev.kind).chars().next().unwrap_or('v');
+                keys.insert(k.dedupe(a, kind, ev.visitor));
+            }
+            for name in [
+                k.meta(a),
+                k.views(a),
+                k.uv(a),
+                k.counters(a),
+                k.bucket_h(a, hour),
+                k.uv_h(a, hour),
+                k.bucket_d(a, day),
+                k.uv_d(a, day),
+                k.active_h(hour),
+                k.active_d(day),
+                k.quarantine_h(hour),
+            ] {
+                keys.insert(name);
+            }
+        }
+        keys.into_iter().collect()
+    }
+
     /// Lifetime counters and quarantine of one article.
     async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
         let got: Vec<Value> = self
@@ -605,7 +820,7 @@ impl Store for RedisStore {
         let with_counts = events.len() == 1;
         let (hkeep, dkeep) = self.keeps();
         let header: Vec<String> = vec![
-            self.opts.prefix.clone(),
+            self.keys.prefix.clone(),
             now.to_string(),
             s.dedupe_window_secs.to_string(),
             s.visitor_limit_per_minute.to_string(),
@@ -627,9 +842,26 @@ impl Store for RedisStore {
             .chunks(chunk)
             .map(|_| format!("{:032x}", rand::random::<u128>()))
             .collect();
+        // On a cluster each call declares every key it may touch (one slot:
+        // the site's tag); on one Redis it declares none, which saves
+        // sending ~8 names per event.
+        let keys: Vec<Vec<String>> = events
+            .chunks(chunk)
+            .zip(&ids)
+            .map(|(part, id)| {
+                if self.opts.cluster {
+                    self.ingest_keys(part, id, now)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
         let build = |p: &mut redis::Pipeline| {
-            for (part, id) in events.chunks(chunk).zip(&ids) {
-                let c = p.cmd("EVALSHA").arg(sha).arg(0);
+            for ((part, id), keys) in events.chunks(chunk).zip(&ids).zip(&keys) {
+                let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
+                for k in keys {
+                    c.arg(k.as_str());
+                }
                 for h in &header {
                     c.arg(h.as_str());
                 }
@@ -652,8 +884,15 @@ impl Store for RedisStore {
                         .arg(if ev.trusted { "1" } else { "0" });
                 }
             }
+            // In the same pipeline, so on the same node: the batch is on
+            // that many replicas before it is acknowledged.
+            if self.opts.wait_replicas > 0 {
+                p.cmd("WAIT")
+                    .arg(self.opts.wait_replicas)
+                    .arg(self.opts.response_timeout_ms / 2);
+            }
         };
-        let replies: Vec<Vec<i64>> = match self.eval_pipe(&build).await {
+        let mut replies: Vec<Value> = match self.eval_pipe(&build).await {
             Err(StoreError::Unavailable(first)) => {
                 // The connection broke: some calls may have run. Their ids
                 // make the retry safe; it answers what ran and runs the rest.
@@ -665,9 +904,21 @@ impl Store for RedisStore {
             }
             r => r?,
         };
+        if self.opts.wait_replicas > 0 {
+            let acked = replies.pop().as_ref().and_then(v_i64).unwrap_or(0);
+            if acked < i64::from(self.opts.wait_replicas) {
+                // Applied on the primary, maybe not on a replica: not
+                // acknowledged. A retry is safe (eventIds, batch ids).
+                return Err(StoreError::Unavailable(format!(
+                    "redis: {acked} of {} replicas confirmed the batch",
+                    self.opts.wait_replicas
+                )));
+            }
+        }
         let mut out = Vec::with_capacity(events.len());
         let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
         for r in replies {
+            let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| bad_reply("ingest"))?;
             for t in r.chunks(3) {
                 let [code, pv, uv] = t else {
                     return Err(bad_reply("ingest"));
@@ -709,7 +960,7 @@ impl Store for RedisStore {
         let published = meta.published_at.to_string();
         let pairs = meta_pairs(&meta);
         let mut args: Vec<&[u8]> = vec![
-            self.opts.prefix.as_bytes(),
+            self.keys.prefix.as_bytes(),
             id.as_str().as_bytes(),
             published.as_bytes(),
         ];
@@ -717,7 +968,15 @@ impl Store for RedisStore {
             args.push(k.as_bytes());
             args.push(v.as_bytes());
         }
-        let created: i64 = self.eval(&self.scripts.put, &args).await?;
+        let k = &self.keys;
+        let keys = [
+            k.meta(&id),
+            k.articles_count(),
+            k.newest(),
+            k.changes_seq(),
+            k.changes(),
+        ];
+        let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
         Ok(if created == 1 {
             PutOutcome::Created
         } else {
@@ -736,18 +995,56 @@ impl Store for RedisStore {
         let published = now.to_string();
         let poster = format!("{poster:032x}");
         let window = self.settings.models.votes.window_secs().to_string();
+        // A call the cluster client re-sends answers the first one's id.
+        let request = format!("{:032x}", rand::random::<u128>());
         let mut args: Vec<&[u8]> = vec![
-            self.opts.prefix.as_bytes(),
+            self.keys.prefix.as_bytes(),
             published.as_bytes(),
             poster.as_bytes(),
             window.as_bytes(),
+            request.as_bytes(),
         ];
         for (k, v) in &pairs {
             args.push(k.as_bytes());
             args.push(v.as_bytes());
         }
-        let id: String = self.eval(&self.scripts.post, &args).await?;
-        ArticleId::parse(&id).map_err(|_| bad_reply("post"))
+        // The script picks the id after the counter's, skipping ids taken
+        // otherwise; it may only touch the candidates declared here, and
+        // answers '' (writing nothing) when all of them are taken.
+        let k = &self.keys;
+        let mut candidates = 8;
+        for _ in 0..6 {
+            let mut con = self.con();
+            let cur: Option<i64> = redis::cmd("GET")
+                .arg(k.post_counter())
+                .query_async(&mut con)
+                .await
+                .map_err(store_err)?;
+            let cur = cur.unwrap_or(0);
+            let mut keys = vec![
+                k.post_request(&request),
+                k.post_counter(),
+                k.articles_count(),
+                k.newest(),
+                k.vote_time(),
+                k.vote_score(),
+                k.changes_seq(),
+                k.changes(),
+            ];
+            for n in cur + 1..=cur + candidates {
+                let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
+                keys.push(k.meta(&id));
+                keys.push(k.voted(&id));
+            }
+            let id: String = self.eval(&self.scripts.post, &keys, &args).await?;
+            if !id.is_empty() {
+                return ArticleId::parse(&id).map_err(|_| bad_reply("post"));
+            }
+            candidates *= 8;
+        }
+        Err(StoreError::Unavailable(
+            "redis: post ids kept being taken; try again".into(),
+        ))
     }
 
     async fn vote(
@@ -770,7 +1067,7 @@ impl Store for RedisStore {
         };
         let allow: &[u8] = if votes.allow_down_votes { b"1" } else { b"0" };
         let args: Vec<&[u8]> = vec![
-            self.opts.prefix.as_bytes(),
+            self.keys.prefix.as_bytes(),
             id.as_str().as_bytes(),
             user.as_bytes(),
             dir,
@@ -779,7 +1076,17 @@ impl Store for RedisStore {
             allow,
             per.as_bytes(),
         ];
-        let r: Vec<i64> = self.eval(&self.scripts.vote, &args).await?;
+        let k = &self.keys;
+        let keys = [
+            k.meta(id),
+            k.voted(id),
+            k.counters(id),
+            k.vote_time(),
+            k.vote_score(),
+            k.changes_seq(),
+            k.changes(),
+        ];
+        let r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
         Ok(match r.as_slice() {
             [-1] => VoteOutcome::UnknownArticle,
             [-2] => VoteOutcome::DownVotesDisabled,
@@ -839,10 +1146,13 @@ impl Store for RedisStore {
     }
 
     async fn delete_article(&self, id: &ArticleId, _now: Timestamp) -> Result<bool, StoreError> {
+        let k = &self.keys;
+        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
         let done: i64 = self
             .eval(
                 &self.scripts.delete,
-                &[self.opts.prefix.as_bytes(), id.as_str().as_bytes()],
+                &keys,
+                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
             )
             .await?;
         Ok(done == 1)
@@ -971,9 +1281,11 @@ impl Store for RedisStore {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
+        // A keyed read, so that on a cluster it asks the site's primary.
         let mut con = self.con();
-        redis::cmd("PING")
-            .query_async::<String>(&mut con)
+        redis::cmd("EXISTS")
+            .arg(self.keys.changes_seq())
+            .query_async::<i64>(&mut con)
             .await
             .map_err(store_err)?;
         Ok(())

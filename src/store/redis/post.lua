@@ -3,24 +3,43 @@
 -- voted:<id> (expiring when voting closes), and the seed's time: and
 -- score: sorted sets get the article.
 --
--- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), then
--- field/value pairs of the metadata. Returns the new id.
+-- KEYS: every key it touches (declared.lua checks the names).
+-- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), request
+-- id (32 hex digits), then field/value pairs of the metadata. A call re-sent
+-- with the same request id (a reply lost with its connection) returns the
+-- first call's id and creates nothing. Returns the new id, or '' if the
+-- caller declared KEYS and the id is not among the candidates it declared
+-- (its `meta:article:<id>` and `voted:<id>`): nothing is written then, and
+-- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local req = K(P .. 'post:req:' .. ARGV[5])
+local done = redis.call('GET', req)
+if done then return done end
+local counter = K(P .. 'article:')
+local n = tonumber(redis.call('GET', counter) or '0')
 local id
 repeat
-  id = tostring(redis.call('INCR', P .. 'article:'))
-until redis.call('EXISTS', P .. 'meta:article:' .. id) == 0
-local meta = P .. 'meta:article:' .. id
+  n = n + 1
+  id = tostring(n)
+  if DECLARED and not DECLARED[P .. 'meta:article:' .. id] then return '' end
+until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
+-- Every name is checked before the first write.
+local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
+local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
+local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
+local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
+-- As the seed's INCR loop leaves it: the counter at the new id.
+redis.call('SET', counter, n)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
-for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('INCR', P .. 'stats:articles')
-redis.call('ZADD', P .. 'articles:new', published, id)
-redis.call('ZADD', P .. 'time:', published, id)
-redis.call('ZADD', P .. 'score:', published, id)
-local voted = P .. 'voted:' .. id
+redis.call('INCR', stats)
+redis.call('ZADD', newest, published, id)
+redis.call('ZADD', vtime, published, id)
+redis.call('ZADD', vscore, published, id)
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
+redis.call('SET', req, id, 'EX', 120)
 return id

@@ -1,17 +1,21 @@
 -- hotrank: create or replace an article's metadata (counters untouched).
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, article id, publishedAt, then field/value pairs.
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
-local meta = P .. 'meta:article:' .. id
+-- Every name is checked before the first write.
+local meta = K(P .. 'meta:article:' .. id)
+local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
+local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
-if redis.call('EXISTS', meta) == 0 then redis.call('INCR', P .. 'stats:articles') end
+if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end
 redis.call('DEL', meta)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
-redis.call('ZADD', P .. 'articles:new', published, id)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+redis.call('ZADD', newest, published, id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
 return created

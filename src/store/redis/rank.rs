@@ -102,15 +102,24 @@ impl RedisStore {
     /// last looked, and drops this node's cached state of what changed.
     pub(super) async fn sync(&self, state: Option<&str>) -> Result<Synced, StoreError> {
         let node_seq = self.cache.lock().seq;
-        let none = format!("{}changes:none", self.opts.prefix);
+        let none = format!("{}changes:none", self.keys.prefix);
+        let state = state.unwrap_or(&none);
         let node = node_seq.to_string();
         let max = MAX_DELTA.to_string();
+        let keys = [
+            self.keys.changes_seq(),
+            self.keys.changes_floor(),
+            state.to_string(),
+            self.keys.clock(),
+            self.keys.changes(),
+        ];
         let v: Vec<Value> = self
             .eval(
                 &self.scripts.sync,
+                &keys,
                 &[
-                    self.opts.prefix.as_bytes(),
-                    state.unwrap_or(&none).as_bytes(),
+                    self.keys.prefix.as_bytes(),
+                    state.as_bytes(),
                     node.as_bytes(),
                     max.as_bytes(),
                 ],
@@ -235,8 +244,30 @@ impl RedisStore {
         } else {
             RANKING_TTL
         };
+        let mut keys = vec![
+            zkey.to_string(),
+            skey.clone(),
+            self.keys.changes(),
+            self.keys.ranking_index(),
+        ];
+        if rebuild {
+            // A rebuild may drop the least recently used other rankings:
+            // it may touch those named in the index now.
+            let mut con = self.con();
+            let names: Vec<String> = redis::cmd("SMEMBERS")
+                .arg(self.keys.ranking_index())
+                .query_async(&mut con)
+                .await
+                .map_err(store_err)?;
+            for n in names {
+                if n.starts_with(&self.keys.prefix) && n != zkey {
+                    keys.push(ranking_state(&n));
+                    keys.push(n);
+                }
+            }
+        }
         let head = [
-            self.opts.prefix.clone(),
+            self.keys.prefix.clone(),
             zkey.to_string(),
             skey,
             seq.to_string(),
@@ -255,7 +286,7 @@ impl RedisStore {
             .chain(tail.iter())
             .map(|s| s.as_bytes())
             .collect();
-        let _: i64 = self.eval(&self.scripts.writeback, &args).await?;
+        let _: i64 = self.eval(&self.scripts.writeback, &keys, &args).await?;
         Ok(())
     }
 

@@ -3,29 +3,33 @@
 -- and the score frozen. The window follows the caller's clock (`now`), as
 -- every TTL in this store follows event time.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, id, user (hex), 'u' or 'd', now, window (s), down-votes
 -- allowed ('1'/'0'), score per vote.
 -- Returns {ups, downs}, or {-1} unknown/deleted, {-2} down-votes disabled,
 -- {-3} voting closed, {-4} already voted.
 local P, id, user, dir = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local st = redis.call('HMGET', P .. 'meta:article:' .. id, 'publishedAt', 'deleted')
+-- Every name is checked before the first write.
+local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
+local counters = K(P .. 'counter:article:' .. id)
+local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
+local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
+local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 if not st[1] or st[2] == '1' then return { -1 } end
 if dir == 'd' and allow ~= '1' then return { -2 } end
 local published = tonumber(st[1])
-local voted = P .. 'voted:' .. id
 if now - published >= window then
   redis.call('DEL', voted)
   return { -3 }
 end
 if redis.call('SADD', voted, user) == 0 then return { -4 } end
 redis.call('EXPIRE', voted, published + window - now)
-local counters = P .. 'counter:article:' .. id
 redis.call('HINCRBY', counters, (dir == 'd') and 'downs' or 'ups', 1)
 local c = redis.call('HMGET', counters, 'ups', 'downs')
 local ups, downs = tonumber(c[1] or '0'), tonumber(c[2] or '0')
-redis.call('ZADD', P .. 'time:', published, id)
-redis.call('ZADD', P .. 'score:', published + per * (ups - downs), id)
-local seq = redis.call('INCR', P .. 'changes:seq')
-redis.call('ZADD', P .. 'changes', seq, id)
+redis.call('ZADD', vtime, published, id)
+redis.call('ZADD', vscore, published + per * (ups - downs), id)
+local seq = redis.call('INCR', cseq)
+redis.call('ZADD', changes, seq, id)
 return { ups, downs }

@@ -1,5 +1,6 @@
 -- hotrank: writes exact scores back into a ranking as its new bounds.
 --
+-- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, ranking key, state key, seq the scores were computed at,
 -- now, mode ('r' rebuild, 'i' incremental), TTL (s, 0: none), most live
 -- rankings, default ranking key, then pairs (article id, score or '-' to
@@ -15,14 +16,17 @@
 local P, zkey, skey = ARGV[1], ARGV[2], ARGV[3]
 local seq, now, mode, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local maxlive, default = tonumber(ARGV[8]), ARGV[9]
-local changes = P .. 'changes'
-local index = P .. 'hot:index'
+local changes = K(P .. 'changes')
+local index = K(P .. 'hot:index')
+K(zkey)
+K(skey)
 if mode == 'r' then
   redis.call('DEL', zkey)
   redis.call('HSET', skey, 'seq', seq, 'now', now)
   local others = {}
   for _, name in ipairs(redis.call('SMEMBERS', index)) do
-    if name ~= zkey and name ~= default then
+    -- Only rankings the caller declared (it read the index just before).
+    if name ~= zkey and name ~= default and (not DECLARED or DECLARED[name]) then
       local used = tonumber(redis.call('HGET', name .. ':state', 'now') or '0')
       others[#others + 1] = { name, used }
     end
