@@ -25,15 +25,24 @@ cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null || true; 
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-start() { # bin fsync dir -> PORT, PID
+start() { # bin fsync dir -> PORT, PID; every run starts from an empty data dir
   local bin=$1 fsync=$2 dir=$3
-  PORT=$(free_port)
+  rm -rf "$dir"
   mkdir -p "$dir"
   printf '[gate]\nip_limit_per_minute = 0\nvisitor_limit_per_minute = 0\n[embedded]\nfsync = "%s"\n' "$fsync" > "$dir/hotrank.toml"
   [ -n "$EXTRA_TOML" ] && printf "$EXTRA_TOML\n" >> "$dir/hotrank.toml"
-  "$bin" serve --config "$dir/hotrank.toml" --data-dir "$dir/data" --listen "127.0.0.1:$PORT" >"$dir/log" 2>&1 &
-  PID=$!
-  until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null; do sleep 0.05; done
+  for _ in 1 2 3; do # a free port can be taken before we bind it: try another
+    PORT=$(free_port)
+    "$bin" serve --config "$dir/hotrank.toml" --data-dir "$dir/data" --listen "127.0.0.1:$PORT" >"$dir/log" 2>&1 &
+    PID=$!
+    until curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null; do
+      kill -0 "$PID" 2>/dev/null || break
+      sleep 0.05
+    done
+    kill -0 "$PID" 2>/dev/null && return 0
+  done
+  echo "server did not start: $(tail -1 "$dir/log")" >&2
+  exit 1
 }
 
 run() { # label bin fsync batch connections
