@@ -659,3 +659,50 @@ async fn schema_versions() {
     a.close().await;
     b.close().await;
 }
+
+/// `hotrank archive export` twice (the second changes nothing) and
+/// `hotrank archive import` into a new data dir, through the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_export_and_import() {
+    let schema = Schema::new();
+    let work = tempfile::tempdir().unwrap();
+    let (d1, d2) = (work.path().join("d1"), work.path().join("d2"));
+    let e = embedded(&d1);
+    feed(&e).await;
+    let want = embedded_dump(&e);
+    e.shutdown().await.unwrap();
+    drop(e);
+    let config = work.path().join("hotrank.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[archive]\nschema = \"{}\"\nbatch_articles = 10\n",
+            schema.name
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str], dir: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir)
+            .env("HOTRANK_ARCHIVE_URL", pg_url())
+            .output()
+            .expect("run hotrank");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {err}");
+        err
+    };
+    let first = run(&["archive", "export"], &d1);
+    assert!(first.contains("archive export: 10/27 articles"), "{first}");
+    let second = run(&["archive", "export"], &d1);
+    assert!(
+        second.contains("archived 27 articles (0 changed)") && second.contains("(0 changed) to"),
+        "{second}"
+    );
+    let restored = run(&["archive", "import"], &d2);
+    assert!(restored.contains("restored 27 articles"), "{restored}");
+    assert_same_records(&want, &embedded_dump(&embedded(&d2)), "via the CLI");
+}
