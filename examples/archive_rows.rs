@@ -70,7 +70,7 @@ async fn main() {
             for _ in 0..per_hour {
                 visitor += 1;
                 events.push(Event {
-                    kind: if visitor % 10 == 0 {
+                    kind: if visitor.is_multiple_of(10) {
                         EventType::Like
                     } else {
                         EventType::View
