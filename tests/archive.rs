@@ -706,3 +706,19 @@ async fn cli_export_and_import() {
     assert!(restored.contains("restored 27 articles"), "{restored}");
     assert_same_records(&want, &embedded_dump(&embedded(&d2)), "via the CLI");
 }
+
+#[test]
+fn archive_defaults_are_documented() {
+    let c = hotrank::config::ArchiveConfig::default();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for line in [
+        format!("url = {:?}", c.url),
+        format!("schema = {:?}", c.schema),
+        format!("batch_articles = {}", c.batch_articles),
+        format!("max_connections = {}", c.max_connections),
+        format!("connect_timeout_ms = {}", c.connect_timeout_ms),
+    ] {
+        assert!(readme.contains(&line), "README lacks `{line}`");
+    }
+}
