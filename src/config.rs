@@ -52,6 +52,7 @@ pub struct Config {
     pub rankings: RankingsConfig,
     pub embedded: EmbeddedConfig,
     pub redis: RedisConfig,
+    pub archive: ArchiveConfig,
     pub models: Models,
 }
 
@@ -79,6 +80,7 @@ impl Default for Config {
             rankings: RankingsConfig::default(),
             embedded: EmbeddedConfig::default(),
             redis: RedisConfig::default(),
+            archive: ArchiveConfig::default(),
             models: Models::default(),
         }
     }
@@ -192,6 +194,15 @@ pub enum StoreKind {
     Redis,
 }
 
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Embedded => "embedded",
+            StoreKind::Redis => "redis",
+        }
+    }
+}
+
 /// The Redis store (`store = "redis"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -230,6 +241,45 @@ impl Default for RedisConfig {
             wait_replicas: 0,
         }
     }
+}
+
+/// The PostgreSQL archive (`hotrank archive export|import`; see
+/// docs/design.md, "Archive").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArchiveConfig {
+    /// `postgres://[user[:password]@]host[:port]/db` (`HOTRANK_ARCHIVE_URL`);
+    /// empty: no archive. TLS is not built in.
+    pub url: String,
+    /// The schema the archive's tables live in (created if missing):
+    /// 1–63 of `[a-z0-9_]`, not starting with a digit.
+    pub schema: String,
+    /// Articles written (or read) per transaction.
+    pub batch_articles: usize,
+    /// Connections the archive opens at most.
+    pub max_connections: u32,
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for ArchiveConfig {
+    fn default() -> Self {
+        ArchiveConfig {
+            url: String::new(),
+            schema: "hotrank".into(),
+            batch_articles: 500,
+            max_connections: 4,
+            connect_timeout_ms: 5000,
+        }
+    }
+}
+
+/// A PostgreSQL schema name the archive accepts unquoted.
+pub fn valid_archive_schema(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && !s.as_bytes()[0].is_ascii_digit()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -547,6 +597,31 @@ impl Config {
                 rc.url
             ));
         }
+        let ac = &self.archive;
+        let postgres = ac.url.starts_with("postgres://") || ac.url.starts_with("postgresql://");
+        if !ac.url.is_empty() && !postgres {
+            return Err(format!(
+                "archive.url = {:?} is invalid: must start with postgres:// or postgresql://",
+                ac.url
+            ));
+        }
+        if !valid_archive_schema(&ac.schema) {
+            return Err(format!(
+                "archive.schema = {:?} is invalid: use 1-63 of [a-z0-9_], not starting with a digit",
+                ac.schema
+            ));
+        }
+        if !(1..=10_000).contains(&ac.batch_articles) {
+            return Err(format!(
+                "archive.batch_articles = {} is invalid: must be in 1..=10000",
+                ac.batch_articles
+            ));
+        }
+        if ac.max_connections == 0 || ac.connect_timeout_ms == 0 {
+            return Err(
+                "archive.max_connections and archive.connect_timeout_ms must be > 0".into(),
+            );
+        }
         for (key, tok) in [
             ("admin_token", &self.admin_token),
             ("ingest_token", &self.ingest_token),
@@ -737,6 +812,36 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(c.validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn archive_keys() {
+        let c: Config = toml::from_str(
+            "[archive]\nurl = \"postgres://u@db:5432/h\"\nschema = \"site_1\"\nbatch_articles = 100\n",
+        )
+        .unwrap();
+        assert_eq!(c.archive.url, "postgres://u@db:5432/h");
+        assert_eq!(c.archive.schema, "site_1");
+        assert_eq!(c.archive.batch_articles, 100);
+        assert_eq!(c.archive.max_connections, 4);
+        c.validate().unwrap();
+        let mut bad = c.clone();
+        bad.archive.url = "mysql://x".into();
+        assert!(bad.validate().unwrap_err().contains("archive.url"));
+        let mut bad = c.clone();
+        bad.archive.schema = "Site; DROP".into();
+        assert!(bad.validate().unwrap_err().contains("archive.schema"));
+        let mut bad = c.clone();
+        bad.archive.schema = "1abc".into();
+        assert!(bad.validate().unwrap_err().contains("archive.schema"));
+        let mut bad = c;
+        bad.archive.batch_articles = 0;
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("archive.batch_articles")
+        );
+        assert!(toml::from_str::<Config>("[archive]\nnope = 1\n").is_err());
     }
 
     #[test]

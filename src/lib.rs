@@ -19,6 +19,8 @@
 //!   embedded store with its write-ahead log and snapshots; the Redis store
 //!   shared by many API nodes, docs/redis-keys.md), and the dumps that
 //!   move state between them.
+//! - [`archive`]: the PostgreSQL archive of either store's state (seed
+//!   002's Cassandra), written and read as dump records.
 //! - [`api`]: the axum routers, one per area, and the error type.
 //! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`config`]: the TOML configuration and its validation.
@@ -32,6 +34,7 @@
 //! docs/design.md explains the data model, freshness and durability.
 
 pub mod api;
+pub mod archive;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
 use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
 use hotrank::store::dump::{DUMP_VERSION, Record, read_records, write_records};
@@ -55,11 +56,25 @@ enum Command {
     /// Load JSON lines written by `export` into the configured store, which
     /// must be empty (a new data dir, or a Redis prefix with no articles).
     Import(DumpArgs),
+    /// The PostgreSQL archive (`[archive] url`): write the store's full
+    /// state to it, or restore a store from it.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// Rebuild an embedded data directory whose log is damaged (the server
     /// refuses to start on one): keep every intact record, report what was
     /// skipped, write a new snapshot and move the old log aside. Stop the
     /// server first.
     Repair(ServeArgs),
+}
+
+#[derive(Subcommand)]
+enum ArchiveCommand {
+    /// Write all state of the configured store (embedded or redis) to the
+    /// archive in batches. Upserts: a second run changes nothing; articles
+    /// only the archive holds stay. Stop an embedded server first.
+    Export(ServeArgs),
+    /// Restore the configured store, which must be empty, from the archive.
+    Import(ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -98,6 +113,9 @@ struct ServeArgs {
     /// Prefix of every Redis key (keeps sites apart on one Redis).
     #[arg(long, env = "HOTRANK_REDIS_PREFIX")]
     redis_prefix: Option<String>,
+    /// PostgreSQL URL of the archive (`[archive] url`).
+    #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
+    archive_url: Option<String>,
     #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
@@ -145,6 +163,9 @@ impl ServeArgs {
         }
         if let Some(p) = &self.redis_prefix {
             c.redis.prefix = p.clone();
+        }
+        if let Some(u) = &self.archive_url {
+            c.archive.url = u.clone();
         }
         if self.admin_token.is_some() {
             c.admin_token = self.admin_token.clone();
@@ -237,27 +258,51 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
-    config.validate()?;
-    let settings = StoreSettings::from_config(&config);
-    let records = match config.store {
+/// All state of the configured store as dump records.
+fn store_records(rt: &tokio::runtime::Runtime, config: &Config) -> Result<Vec<Record>, String> {
+    let settings = StoreSettings::from_config(config);
+    match config.store {
         StoreKind::Embedded => {
-            let (store, _) = EmbeddedStore::open(Durability::from_config(&config), settings)?;
+            let (store, _) = EmbeddedStore::open(Durability::from_config(config), settings)?;
             let mut r = vec![Record::Header {
                 version: DUMP_VERSION,
                 source: "embedded".into(),
             }];
             r.extend(store.export());
-            r
+            Ok(r)
         }
         StoreKind::Redis => {
-            let rt = runtime()?;
             let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(&config), settings)?;
+            let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
             rt.block_on(dump_redis(&store, SystemClock.now()))
-                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
         }
-    };
+    }
+}
+
+/// Loads dump records into the configured store, which must be empty;
+/// returns the number of articles.
+fn load_records(
+    rt: &tokio::runtime::Runtime,
+    config: &Config,
+    records: &[Record],
+) -> Result<u64, String> {
+    let settings = StoreSettings::from_config(config);
+    match config.store {
+        StoreKind::Embedded => {
+            EmbeddedStore::import_into(&Durability::from_config(config), &settings, records)
+        }
+        StoreKind::Redis => {
+            let _in_runtime = rt.enter();
+            let store = RedisStore::connect(RedisOptions::from_config(config), settings.clone())?;
+            rt.block_on(load_redis(&store, records, &settings, SystemClock.now()))
+        }
+    }
+}
+
+fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
+    config.validate()?;
+    let records = store_records(&runtime()?, &config)?;
     let n = match file {
         Some(path) => {
             let f = std::fs::File::create(&path)
@@ -275,7 +320,6 @@ fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
 
 fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
     config.validate()?;
-    let settings = StoreSettings::from_config(&config);
     let records = match file {
         Some(path) => {
             let f = std::fs::File::open(&path)
@@ -284,18 +328,74 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
         }
         None => read_records(std::io::stdin().lock())?,
     };
-    let n = match config.store {
-        StoreKind::Embedded => {
-            EmbeddedStore::import_into(&Durability::from_config(&config), &settings, &records)?
-        }
-        StoreKind::Redis => {
-            let rt = runtime()?;
-            let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(&config), settings.clone())?;
-            rt.block_on(load_redis(&store, &records, &settings, SystemClock.now()))?
-        }
-    };
+    let n = load_records(&runtime()?, &config, &records)?;
     eprintln!("imported {n} articles");
+    Ok(())
+}
+
+fn open_archive(rt: &tokio::runtime::Runtime, config: &Config) -> Result<Archive, String> {
+    if config.archive.url.is_empty() {
+        return Err("no archive: set [archive] url or HOTRANK_ARCHIVE_URL".into());
+    }
+    rt.block_on(Archive::connect(&ArchiveOptions::from_config(
+        &config.archive,
+    )))
+    .map_err(|e| e.to_string())
+}
+
+fn archive(cmd: ArchiveCommand) -> Result<(), String> {
+    let rt = runtime()?;
+    match cmd {
+        ArchiveCommand::Export(args) => {
+            let config = args.load()?;
+            config.validate()?;
+            let archive = open_archive(&rt, &config)?;
+            let started = std::time::Instant::now();
+            let records = store_records(&rt, &config)?;
+            let total = records
+                .iter()
+                .filter(|r| matches!(r, Record::Article { .. }))
+                .count();
+            eprintln!(
+                "read {total} articles from the {} store in {:.1} s",
+                config.store.as_str(),
+                started.elapsed().as_secs_f64()
+            );
+            let at = SourcePosition::at(SystemClock.now());
+            let w = rt
+                .block_on(archive.export(&records, &at, |w| {
+                    eprintln!(
+                        "archive export: {}/{total} articles ({} changed), {} rows ({} changed)",
+                        w.articles, w.articles_changed, w.rows, w.rows_changed
+                    );
+                }))
+                .map_err(|e| e.to_string())?;
+            eprintln!(
+                "archived {} articles ({} changed), {} rows ({} changed) to schema {} in {:.1} s",
+                w.articles,
+                w.articles_changed,
+                w.rows,
+                w.rows_changed,
+                archive.schema(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        ArchiveCommand::Import(args) => {
+            let config = args.load()?;
+            config.validate()?;
+            let archive = open_archive(&rt, &config)?;
+            let started = std::time::Instant::now();
+            let records = rt
+                .block_on(archive.records(|n| eprintln!("archive import: read {n} articles")))
+                .map_err(|e| e.to_string())?;
+            let n = load_records(&rt, &config, &records)?;
+            eprintln!(
+                "restored {n} articles into the {} store in {:.1} s",
+                config.store.as_str(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
     Ok(())
 }
 
@@ -365,6 +465,7 @@ fn main() -> ExitCode {
         }),
         Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
         Command::Import(a) => a.serve.load().and_then(|c| import(c, a.file)),
+        Command::Archive(cmd) => archive(cmd),
         Command::Repair(args) => args.load().and_then(repair),
         Command::CheckConfig(args) => args.load().and_then(|config| {
             let warnings = config.validate()?;

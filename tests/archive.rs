@@ -1,0 +1,724 @@
+//! The PostgreSQL archive against the real server at 127.0.0.1:5432 (user
+//! postgres, db test; `HOTRANK_TEST_PG_URL` overrides) and real
+//! redis-servers: every round trip through the archive gives the same
+//! records (sketches byte for byte) and the same answers as the direct
+//! dump path, a second export changes no row, and one article restores
+//! alone. Each test works in a schema of its own, dropped at the end.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use redis::AsyncCommands;
+use serde_json::Value;
+use sqlx::Connection;
+
+use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
+use hotrank::model::{
+    ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, Timestamp, VoteDirection,
+};
+use hotrank::score::ModelKind;
+use hotrank::store::dump::{DUMP_VERSION, Record, bytes_from_b64};
+use hotrank::store::embedded::{Durability, EmbeddedStore};
+use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use hotrank::store::wal::FsyncPolicy;
+use hotrank::store::{Store, StoreSettings};
+
+use common::T0;
+use common::redis::RedisServer;
+
+const HOUR: i64 = 3600;
+const DAY: i64 = 86_400;
+
+fn pg_url() -> String {
+    std::env::var("HOTRANK_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A schema of this test's own, dropped (with everything in it) on drop.
+struct Schema {
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Schema {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        Schema {
+            name: format!(
+                "hrtest_{}_{}_{nanos}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+
+    /// Small batches, so that exports and reads take several.
+    async fn archive(&self) -> Archive {
+        Archive::connect(&ArchiveOptions {
+            url: pg_url(),
+            schema: self.name.clone(),
+            batch_articles: 7,
+            max_connections: 2,
+            connect_timeout: std::time::Duration::from_secs(10),
+        })
+        .await
+        .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&pg_url()).await {
+                    let _ = sqlx::raw_sql(&sql).execute(&mut c).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn id(s: &str) -> ArticleId {
+    ArticleId::parse(s).expect("valid id")
+}
+
+const ARTICLES: usize = 24;
+
+/// Twelve days of mixed traffic over 24 articles (older than Redis's
+/// hourly horizon, so the Redis dump carries daily buckets too): views
+/// with repeats, likes, comments, dwell, bots, eventId retries; votes with
+/// voter sets; one deleted article.
+async fn feed(store: &dyn Store) {
+    for a in 0..ARTICLES {
+        let meta = ArticleMeta {
+            title: Some(format!("Article {a}")),
+            author: Some(format!("au{}", a % 5)),
+            category: Some(if a % 3 == 0 { "tech" } else { "life" }.into()),
+            groups: if a % 2 == 0 {
+                vec!["even".into()]
+            } else {
+                vec![]
+            },
+            url: (a % 4 == 0).then(|| format!("https://example.com/{a}")),
+            published_at: T0 - 12 * DAY + a as i64 * 11 * HOUR,
+            ..ArticleMeta::default()
+        };
+        store
+            .put_article(id(&format!("art{a}")), meta, T0 - 12 * DAY)
+            .await
+            .expect("put");
+    }
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for b in 0..96 {
+        let ts = T0 - 12 * DAY + b * 3 * HOUR;
+        let mut events = Vec::new();
+        for e in 0..30u64 {
+            let kind = match rnd(12) {
+                0 => EventType::Like,
+                1 => EventType::Dwell,
+                2 => EventType::Comment,
+                3 => EventType::Share,
+                _ => EventType::View,
+            };
+            events.push(Event {
+                kind,
+                // A few articles are registered by their first event.
+                article: id(&format!("art{}", rnd(ARTICLES as u64 + 3))),
+                visitor: u128::from(rnd(80)),
+                ip: rnd(7),
+                ts: ts + (e as i64) % 60,
+                arrival_ms: (ts + 60) * 1000 + e as i64,
+                event_id: (rnd(5) == 0).then(|| u128::from(rnd(300))),
+                seconds: if kind == EventType::Dwell { 40 } else { 0 },
+                bot: rnd(30) == 0,
+                trusted: false,
+            });
+        }
+        store.ingest(events, ts + 60).await.expect("ingest");
+    }
+    for (a, user, dir) in [
+        (20, 1u128, VoteDirection::Up),
+        (20, 2, VoteDirection::Up),
+        (21, 3, VoteDirection::Down),
+        (23, 4, VoteDirection::Up),
+    ] {
+        store
+            .vote(&id(&format!("art{a}")), user, dir, T0 - HOUR)
+            .await
+            .expect("vote");
+    }
+    store
+        .delete_article(&id("art7"), T0 - HOUR)
+        .await
+        .expect("delete");
+}
+
+/// Everything a reader can see at `now`, as comparable text: every
+/// article's view and hourly rows, hot and new lists over several windows
+/// and filters, and the stats.
+async fn answers(store: &dyn Store, now: Timestamp, long: bool) -> Vec<String> {
+    let mut ranges = vec![
+        RangeSpec::Hours(1),
+        RangeSpec::Hours(24),
+        RangeSpec::Hours(72),
+        RangeSpec::All,
+    ];
+    if long {
+        ranges.push(RangeSpec::Hours(14 * 24));
+    }
+    let mut qs = Vec::new();
+    for range in ranges {
+        for model in [ModelKind::Gravity, ModelKind::Votes, ModelKind::Window] {
+            qs.push(HotQuery {
+                explain: true,
+                ..HotQuery::top(model, range, 30)
+            });
+        }
+    }
+    let mut q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 5);
+    q.category = Some("tech".into());
+    qs.push(q);
+    let mut q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+    q.group = Some("even".into());
+    q.per_author = Some(1);
+    qs.push(q);
+    let mut out = Vec::new();
+    for q in &qs {
+        let page = store.hot(q, now).await.expect("hot");
+        out.push(format!("{:?} {:?}", q.range, page.generated_at));
+        for it in page.items {
+            out.push(format!(
+                "{} {} {} {:?} {:?}",
+                it.rank, it.id, it.score, it.counters, it.explain
+            ));
+        }
+        for it in store.newest(q, now).await.expect("new").items {
+            out.push(format!("new {} {} {:?}", it.rank, it.id, it.counters));
+        }
+    }
+    for a in 0..ARTICLES + 3 {
+        let a = id(&format!("art{a}"));
+        out.push(format!(
+            "{:?}",
+            store.article(&a, now).await.expect("article")
+        ));
+        let hours = if long { 14 * 24 } else { 48 };
+        out.push(format!(
+            "{:?}",
+            store.hourly(&a, now, hours).await.expect("hourly")
+        ));
+    }
+    out.push(format!("{:?}", store.stats(now, 24).await.expect("stats")));
+    out
+}
+
+fn assert_same(want: &[String], got: &[String], what: &str) {
+    assert_eq!(want.len(), got.len(), "{what}: answer count");
+    for (x, y) in want.iter().zip(got) {
+        assert_eq!(x, y, "{what}");
+    }
+}
+
+/// Article records sorted by id, and every other record (totals, gate
+/// entries) as sorted JSON: what must survive a round trip unchanged.
+fn canonical(records: &[Record]) -> (Vec<Record>, Vec<String>) {
+    let mut arts: Vec<Record> = records
+        .iter()
+        .filter(|r| matches!(r, Record::Article { .. }))
+        .cloned()
+        .collect();
+    arts.sort_by(|a, b| match (a, b) {
+        (Record::Article { id: x, .. }, Record::Article { id: y, .. }) => x.cmp(y),
+        _ => std::cmp::Ordering::Equal,
+    });
+    let mut rest: Vec<String> = records
+        .iter()
+        .filter(|r| !matches!(r, Record::Article { .. } | Record::Header { .. }))
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    rest.sort();
+    (arts, rest)
+}
+
+/// The first place two JSON values differ, as a path and both sides.
+fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let (l, r) = (
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                );
+                first_difference(&format!("{path}.{k}"), l, r)
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (l, r))| first_difference(&format!("{path}[{i}]"), l, r)),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} != {b}")),
+    }
+}
+
+fn assert_same_records(want: &[Record], got: &[Record], what: &str) {
+    let (wa, wr) = canonical(want);
+    let (ga, gr) = canonical(got);
+    assert_eq!(wa.len(), ga.len(), "{what}: article count");
+    for (x, y) in wa.iter().zip(&ga) {
+        if x != y {
+            let (jx, jy) = (
+                serde_json::to_value(x).unwrap(),
+                serde_json::to_value(y).unwrap(),
+            );
+            panic!("{what}: {:?}", first_difference("", &jx, &jy));
+        }
+    }
+    assert_eq!(wr, gr, "{what}: totals and gate state");
+}
+
+fn durability(dir: &std::path::Path) -> Durability {
+    Durability {
+        dir: dir.to_path_buf(),
+        fsync: FsyncPolicy::Interval(std::time::Duration::from_millis(5)),
+        segment_bytes: 1 << 20,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+        storage: hotrank::store::storage::Disk::shared(),
+    }
+}
+
+fn embedded(dir: &std::path::Path) -> EmbeddedStore {
+    EmbeddedStore::open(durability(dir), StoreSettings::default())
+        .expect("open")
+        .0
+}
+
+/// A new embedded store holding `records` (the `hotrank import` path).
+fn embedded_from(dir: &std::path::Path, records: &[Record]) -> EmbeddedStore {
+    EmbeddedStore::import_into(&durability(dir), &StoreSettings::default(), records)
+        .expect("import into embedded");
+    embedded(dir)
+}
+
+fn redis_store(server: &RedisServer, prefix: &str) -> RedisStore {
+    RedisStore::connect(
+        RedisOptions {
+            url: server.url(),
+            prefix: prefix.into(),
+            ..RedisOptions::default()
+        },
+        StoreSettings::default(),
+    )
+    .expect("redis store")
+}
+
+fn embedded_dump(e: &EmbeddedStore) -> Vec<Record> {
+    let mut d = vec![Record::Header {
+        version: DUMP_VERSION,
+        source: "embedded".into(),
+    }];
+    d.extend(e.export());
+    d
+}
+
+/// Every table of the archive as text, ordered: what "changes nothing"
+/// compares.
+async fn tables(a: &Archive) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in [
+        "articles",
+        "counters",
+        "votes",
+        "totals",
+        "quarantine_hours",
+        "gate",
+    ] {
+        let rows: Vec<(String,)> = sqlx::query_as(&format!("SELECT t::text FROM {t} t ORDER BY 1"))
+            .fetch_all(a.pool())
+            .await
+            .expect("read table");
+        out.push(format!("{t}: {} rows", rows.len()));
+        out.extend(rows.into_iter().map(|(r,)| r));
+    }
+    out
+}
+
+/// embedded → archive → embedded, and → Redis: the same records and the
+/// same answers as the direct dump paths; a second export changes no row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_round_trips() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let d1 = tempfile::tempdir().unwrap();
+    let e1 = embedded(d1.path());
+    feed(&e1).await;
+    let dump = embedded_dump(&e1);
+    let mut batches = 0;
+    let w = archive
+        .export(&dump, &SourcePosition::at(T0), |_| batches += 1)
+        .await
+        .expect("export");
+    assert_eq!(w.articles, ARTICLES as u64 + 3);
+    assert_eq!(w.articles_changed, w.articles);
+    assert_eq!(w.rows_changed, w.rows, "a new archive takes every row");
+    assert!(batches >= 4, "27 articles in batches of 7, then the rest");
+
+    // Idempotent: the same state again changes no row, not even as_of.
+    let before = tables(&archive).await;
+    assert!(before.iter().any(|r| r.starts_with("counters: ")));
+    let again = archive
+        .export(&dump, &SourcePosition::at(T0 + 500), |_| {})
+        .await
+        .expect("export again");
+    assert_eq!((again.articles_changed, again.rows_changed), (0, 0));
+    assert_eq!(again.rows, w.rows);
+    assert_same(&before, &tables(&archive).await, "second export");
+
+    // The archive hands back exactly what went in.
+    let back = archive.records(|_| {}).await.expect("read archive");
+    assert!(matches!(&back[0], Record::Header { source, .. } if source == "archive"));
+    assert_same_records(&dump, &back, "embedded -> archive");
+
+    // → embedded: same records (sketch bytes included), same answers.
+    // (Records first: answering caches each sketch's cardinality in its
+    // header, as PFCOUNT does in Redis.)
+    let d2 = tempfile::tempdir().unwrap();
+    let e2 = embedded_from(d2.path(), &back);
+    assert_same_records(&dump, &embedded_dump(&e2), "restored embedded store");
+    assert_same(
+        &answers(&e1, T0, true).await,
+        &answers(&e2, T0, true).await,
+        "embedded -> archive -> embedded",
+    );
+
+    // → Redis: the same keys and answers as loading the dump directly.
+    let server = RedisServer::start();
+    let direct = redis_store(&server, "direct:");
+    load_redis(&direct, &dump, &StoreSettings::default(), T0)
+        .await
+        .expect("load dump");
+    let via = redis_store(&server, "via:");
+    let n = load_redis(&via, &back, &StoreSettings::default(), T0)
+        .await
+        .expect("load archive");
+    assert_eq!(n, ARTICLES as u64 + 3);
+    assert_same_records(
+        &dump_redis(&direct, T0).await.unwrap(),
+        &dump_redis(&via, T0).await.unwrap(),
+        "redis keys",
+    );
+    assert_same(
+        &answers(&direct, T0, true).await,
+        &answers(&via, T0, true).await,
+        "embedded -> archive -> redis",
+    );
+    assert_same(
+        &answers(&e1, T0, false).await,
+        &answers(&via, T0, false).await,
+        "embedded vs its restore in redis",
+    );
+    archive.close().await;
+}
+
+/// Redis → archive → Redis and → embedded: the same as the direct paths,
+/// day buckets (past Redis's hourly horizon) included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_round_trips() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::start();
+    let r1 = redis_store(&server, "live:");
+    feed(&r1).await;
+    let dump = dump_redis(&r1, T0).await.expect("dump redis");
+    assert!(
+        dump.iter()
+            .any(|r| matches!(r, Record::Article { days, .. } if !days.is_empty())),
+        "the workload reaches past the hourly horizon"
+    );
+    archive
+        .export(&dump, &SourcePosition::at(T0), |_| {})
+        .await
+        .expect("export");
+    let again = archive
+        .export(&dump, &SourcePosition::at(T0 + 60), |_| {})
+        .await
+        .expect("export again");
+    assert_eq!(again.rows_changed, 0, "{again:?}");
+    let back = archive.records(|_| {}).await.expect("read archive");
+    assert_same_records(&dump, &back, "redis -> archive");
+
+    // → Redis (a new prefix): the same keys' contents and answers as
+    // loading the dump directly, and the same recent answers as the
+    // source. (Its long windows differ: the source still holds hourly
+    // buckets past the horizon until their TTL, which no dump carries.)
+    let r2 = redis_store(&server, "restored:");
+    load_redis(&r2, &back, &StoreSettings::default(), T0)
+        .await
+        .expect("load archive into redis");
+    let direct_r = redis_store(&server, "direct:");
+    load_redis(&direct_r, &dump, &StoreSettings::default(), T0)
+        .await
+        .expect("load dump into redis");
+    assert_same_records(
+        &dump,
+        &dump_redis(&r2, T0).await.unwrap(),
+        "restored redis keys",
+    );
+    assert_same(
+        &answers(&direct_r, T0, true).await,
+        &answers(&r2, T0, true).await,
+        "redis -> archive -> redis",
+    );
+    assert_same(
+        &answers(&r1, T0, false).await,
+        &answers(&r2, T0, false).await,
+        "redis vs its restore",
+    );
+
+    // → embedded: same as importing the Redis dump directly, and the same
+    // short-window answers as the Redis store it came from.
+    let d1 = tempfile::tempdir().unwrap();
+    let direct = embedded_from(d1.path(), &dump);
+    let d2 = tempfile::tempdir().unwrap();
+    let via = embedded_from(d2.path(), &back);
+    assert_same(
+        &answers(&direct, T0, true).await,
+        &answers(&via, T0, true).await,
+        "redis -> archive -> embedded",
+    );
+    assert_same(
+        &answers(&r1, T0, false).await,
+        &answers(&via, T0, false).await,
+        "redis vs its restore in embedded",
+    );
+    archive.close().await;
+}
+
+/// The incremental path: one article's newer state upserted with its
+/// source position changes only that article; it reads back alone, and its
+/// sketch image `SET` into Redis counts what the store counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_article_upserts_and_restores() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let dir = tempfile::tempdir().unwrap();
+    let e = embedded(dir.path());
+    feed(&e).await;
+    archive
+        .export(&embedded_dump(&e), &SourcePosition::at(T0), |_| {})
+        .await
+        .expect("export");
+    assert_eq!(archive.article(&id("nope")).await.unwrap(), None);
+
+    // New activity on art3 only.
+    let target = id("art3");
+    let events: Vec<Event> = (0..20u64)
+        .map(|v| Event {
+            kind: EventType::View,
+            article: target.clone(),
+            visitor: 10_000 + u128::from(v),
+            ip: 100 + v,
+            ts: T0 + 10,
+            arrival_ms: (T0 + 10) * 1000 + v as i64,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: false,
+        })
+        .collect();
+    e.ingest(events, T0 + 10).await.expect("ingest");
+    let record = e
+        .export()
+        .into_iter()
+        .find(|r| matches!(r, Record::Article { id, .. } if *id == target))
+        .expect("art3 exported");
+    let at = SourcePosition {
+        as_of: T0 + 10,
+        position: Some("0-1763760010000".into()),
+    };
+    let before = tables(&archive).await;
+    let w = archive
+        .upsert_articles(std::slice::from_ref(&record), &at)
+        .await
+        .expect("upsert");
+    assert_eq!(w.articles, 1);
+    assert_eq!(w.articles_changed, 1);
+    // The article row (new position), its lifetime counters and this
+    // hour's (a new row) changed; its meta, votes and other hours did not,
+    // nor did any other article.
+    assert_eq!(w.rows_changed, 3, "{w:?}");
+    let after = tables(&archive).await;
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|r| !before.contains(r) && !r.contains(" rows"))
+        .collect();
+    assert_eq!(changed.len(), 3, "{changed:#?}");
+    assert!(
+        changed.iter().all(|r| r.starts_with("(art3,")),
+        "{changed:#?}"
+    );
+    let stamped: Vec<(String, i64, Option<String>)> = sqlx::query_as(
+        "SELECT id, as_of, source_position FROM articles WHERE as_of <> $1 ORDER BY id",
+    )
+    .bind(T0)
+    .fetch_all(archive.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        stamped,
+        vec![("art3".into(), T0 + 10, at.position.clone())],
+        "only the upserted article moved"
+    );
+    assert!(
+        archive
+            .upsert_articles(
+                &[Record::Header {
+                    version: DUMP_VERSION,
+                    source: "x".into()
+                }],
+                &at
+            )
+            .await
+            .is_err(),
+        "only article records"
+    );
+
+    let got = archive.article(&target).await.unwrap().expect("archived");
+    assert_eq!(got, record, "restored byte for byte");
+    // Abacus's restore: SET the archived image into Redis, then PFCOUNT.
+    let Record::Article { lifetime, .. } = &got else {
+        unreachable!()
+    };
+    let server = RedisServer::start();
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let image = bytes_from_b64(&lifetime.uv).unwrap();
+    let _: () = con.set("restored:uv", &image).await.unwrap();
+    let back: Vec<u8> = con.get("restored:uv").await.unwrap();
+    assert_eq!(back, image, "Redis keeps the image as written");
+    let count: u64 = redis::cmd("PFCOUNT")
+        .arg("restored:uv")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let view = e.article(&target, T0 + 20).await.unwrap().unwrap();
+    assert_eq!(count, view.lifetime.uv);
+    assert!(count >= 20);
+    archive.close().await;
+}
+
+/// A schema written by a newer hotrank is refused; connecting twice to the
+/// same schema is fine (the migration runs once).
+#[tokio::test]
+async fn schema_versions() {
+    let schema = Schema::new();
+    let a = schema.archive().await;
+    let b = schema.archive().await;
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM archive_migrations")
+        .fetch_one(b.pool())
+        .await
+        .unwrap();
+    assert_eq!(n, i64::from(hotrank::archive::SCHEMA_VERSION));
+    sqlx::query("INSERT INTO archive_migrations (version, name) VALUES (999, 'future')")
+        .execute(a.pool())
+        .await
+        .unwrap();
+    let err = Archive::connect(&ArchiveOptions {
+        url: pg_url(),
+        schema: schema.name.clone(),
+        batch_articles: 7,
+        max_connections: 1,
+        connect_timeout: std::time::Duration::from_secs(10),
+    })
+    .await
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("newer"), "{err}");
+    a.close().await;
+    b.close().await;
+}
+
+/// `hotrank archive export` twice (the second changes nothing) and
+/// `hotrank archive import` into a new data dir, through the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_export_and_import() {
+    let schema = Schema::new();
+    let work = tempfile::tempdir().unwrap();
+    let (d1, d2) = (work.path().join("d1"), work.path().join("d2"));
+    let e = embedded(&d1);
+    feed(&e).await;
+    let want = embedded_dump(&e);
+    e.shutdown().await.unwrap();
+    drop(e);
+    let config = work.path().join("hotrank.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[archive]\nschema = \"{}\"\nbatch_articles = 10\n",
+            schema.name
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str], dir: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(dir)
+            .env("HOTRANK_ARCHIVE_URL", pg_url())
+            .output()
+            .expect("run hotrank");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {err}");
+        err
+    };
+    let first = run(&["archive", "export"], &d1);
+    assert!(first.contains("archive export: 10/27 articles"), "{first}");
+    let second = run(&["archive", "export"], &d1);
+    assert!(
+        second.contains("archived 27 articles (0 changed)") && second.contains("(0 changed) to"),
+        "{second}"
+    );
+    let restored = run(&["archive", "import"], &d2);
+    assert!(restored.contains("restored 27 articles"), "{restored}");
+    assert_same_records(&want, &embedded_dump(&embedded(&d2)), "via the CLI");
+}
+
+#[test]
+fn archive_defaults_are_documented() {
+    let c = hotrank::config::ArchiveConfig::default();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for line in [
+        format!("url = {:?}", c.url),
+        format!("schema = {:?}", c.schema),
+        format!("batch_articles = {}", c.batch_articles),
+        format!("max_connections = {}", c.max_connections),
+        format!("connect_timeout_ms = {}", c.connect_timeout_ms),
+    ] {
+        assert!(readme.contains(&line), "README lacks `{line}`");
+    }
+}
