@@ -5,6 +5,7 @@
 //! JSON body `{"error": {"code", "message"}}`. Handlers extract, call the
 //! store, and shape JSON: no storage logic lives here.
 
+mod around;
 mod articles;
 pub mod budget;
 mod error;
@@ -119,12 +120,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let routes = Router::new()
-        .merge(
-            ingest::router().route_layer(axum::middleware::from_fn_with_state(
-                state.clone(),
-                web::cors,
-            )),
-        )
+        .merge(ingest::router().route_layer(around::Around(web::Cors(state.clone()))))
         .merge(articles::router())
         .merge(rankings::router())
         .merge(overview::router())
@@ -146,7 +142,7 @@ fn guarded(routes: Router<AppState>, state: AppState) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             guard::panic_response,
         ))
-        .layer(axum::middleware::from_fn(ops::track))
+        .layer(around::Around(ops::Track))
         .with_state(state)
 }
 

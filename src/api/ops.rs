@@ -6,11 +6,11 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{MatchedPath, RawQuery, Request, State};
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use super::around::Hooks;
 use super::budget::QueryBudget;
 use super::extract::Params;
 use super::{ApiError, AppState};
@@ -90,18 +90,23 @@ async fn stats(
     })))
 }
 
-/// Counts requests by route and status, and logs slow ones.
-pub async fn track(req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".to_string());
-    let method = req.method().clone();
-    let resp = next.run(req).await;
-    record(&route, &method, resp.status(), started.elapsed());
-    resp
+/// Counts requests by route and status, and logs slow ones (an [`Around`]
+/// layer over every route).
+#[derive(Clone)]
+pub struct Track;
+
+impl Hooks for Track {
+    type Seen = (Instant, Method, Option<MatchedPath>);
+
+    fn before(&self, req: &Request) -> Self::Seen {
+        let route = req.extensions().get::<MatchedPath>().cloned();
+        (Instant::now(), req.method().clone(), route)
+    }
+
+    fn after(&self, (started, method, route): Self::Seen, resp: &mut Response) {
+        let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+        record(route, &method, resp.status(), started.elapsed());
+    }
 }
 
 /// Counts one answered request (`hotrank_http_*`) and logs it if it failed

@@ -9,11 +9,11 @@ use std::sync::OnceLock;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::AppState;
+use super::around::Hooks;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -175,21 +175,33 @@ pub async fn preflight(State(state): State<AppState>, headers: HeaderMap) -> Res
 }
 
 /// Adds `Access-Control-Allow-Origin` (the request's origin, when allowed)
-/// and `Vary: Origin` to every answer of the routes it wraps.
-pub async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let allowed = allowed_origin(&state, req.headers());
-    let is_options = req.method() == Method::OPTIONS;
-    let mut resp = next.run(req).await;
-    let h = resp.headers_mut();
-    h.append(header::VARY, HeaderValue::from_static("Origin"));
-    if let Some(origin) = allowed {
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        if !is_options {
-            h.insert(
-                header::ACCESS_CONTROL_EXPOSE_HEADERS,
-                HeaderValue::from_static("Retry-After"),
-            );
+/// and `Vary: Origin` to every answer of the routes it wraps (an
+/// [`Around`](super::around::Around) layer).
+#[derive(Clone)]
+pub struct Cors(pub AppState);
+
+impl Hooks for Cors {
+    /// The allowed origin, and whether the request is a preflight.
+    type Seen = (Option<HeaderValue>, bool);
+
+    fn before(&self, req: &Request) -> Self::Seen {
+        (
+            allowed_origin(&self.0, req.headers()),
+            req.method() == Method::OPTIONS,
+        )
+    }
+
+    fn after(&self, (allowed, is_options): Self::Seen, resp: &mut Response) {
+        let h = resp.headers_mut();
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+        if let Some(origin) = allowed {
+            h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            if !is_options {
+                h.insert(
+                    header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                    HeaderValue::from_static("Retry-After"),
+                );
+            }
         }
     }
-    resp
 }
