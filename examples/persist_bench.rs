@@ -121,6 +121,8 @@ async fn restart(dir: &std::path::Path, label: &str) -> EmbeddedStore {
     let t = Instant::now();
     let (store, report) = EmbeddedStore::open(durability(dir), settings()).expect("open");
     let opened = t.elapsed();
+    // As `hotrank serve` does before it listens.
+    store.warm(NOW);
     while store.ready().await.is_err() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

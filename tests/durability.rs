@@ -654,13 +654,13 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
         kind: EventType::ALL[(i % 3) as usize],
         article: ArticleId::parse(&format!("a{}", i % 97)).unwrap(),
         // Every 5th event repeats a visitor: some duplicates, some counted.
-        visitor: u128::from(if i % 5 == 0 { i / 5 } else { i }) + 1,
+        visitor: u128::from(if i.is_multiple_of(5) { i / 5 } else { i }) + 1,
         ip: i,
         ts: T0 + (i % 600) as i64,
         arrival_ms: (T0 + (i % 600) as i64) * 1000,
-        event_id: (i % 7 == 0).then_some(u128::from(i)),
+        event_id: i.is_multiple_of(7).then_some(u128::from(i)),
         seconds: 3,
-        bot: i % 50 == 0,
+        bot: i.is_multiple_of(50),
         trusted: true,
     };
     let dump = |store: &EmbeddedStore| {

@@ -217,9 +217,18 @@ impl Inner {
             .map(|b| b.hour * 3600)
             .max()
             .unwrap_or(0);
-        for idx in 0..inner.data.articles.len() as Idx {
-            inner.track_newest(idx);
+        // What `track_newest` keeps, built in bulk (a restart of millions
+        // of articles would spend seconds inserting one by one).
+        let live = (inner.data.articles.iter().enumerate())
+            .filter(|(_, a)| !a.deleted)
+            .map(|(i, a)| (i as Idx, a.meta.published_at, &a.id));
+        let mut newest = Vec::new();
+        inner.published.reserve(inner.data.articles.len());
+        for (idx, p, id) in live {
+            newest.push((std::cmp::Reverse(p), id.clone()));
+            inner.published.insert(idx, p);
         }
+        inner.newest = BTreeSet::from_iter(newest);
         inner
     }
 
@@ -417,28 +426,28 @@ impl EmbeddedStore {
         };
         let store = Self::assemble(data, Some(wal), Some(d), Some(lock), settings);
         *store.snapshot_seq.lock() = seq;
-        store.warm_default_ranking();
         report.elapsed_ms = started.elapsed().as_millis();
         Ok((store, report))
     }
 
     /// Builds the ranking of the default `/api/hot` query (gravity over
-    /// 72 h, no filter) of a store that holds articles, so that the first
-    /// query after a restart finds it built. The server opens the store
-    /// before it listens, so `/readyz` answers only after this.
-    fn warm_default_ranking(&self) {
+    /// 72 h, no filter) at `now` and walks its first page once, so that the
+    /// first query after a restart finds it built and its top bounds tight.
+    /// The server calls this after opening the store and before it listens,
+    /// so `/readyz` answers only after it. Returns the articles indexed.
+    pub fn warm(&self, now: Timestamp) -> usize {
         let mut guard = self.inner.lock();
         let i = &mut *guard;
         if i.data.articles.is_empty() {
-            return;
+            return 0;
         }
         let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
-        let (key, at) = (Self::rank_key(&q), i.newest_event);
-        let models = &self.settings.models;
-        (i.rankings).build(&key, &mut i.data, models, at, at, usize::MAX);
-        // One walk tightens the bounds at the top, as the first query would.
+        let key = Self::rank_key(&q);
+        let (models, newest) = (&self.settings.models, i.newest_event);
+        (i.rankings).build(&key, &mut i.data, models, now, newest, usize::MAX);
         let walk = pages::first_walk(&q, self.settings.ranking_cap);
-        (i.rankings).top(&key, walk, &mut i.data, models, at, at);
+        (i.rankings).top(&key, walk, &mut i.data, models, now, newest);
+        i.rankings.sizes().1
     }
 
     /// `hotrank repair`: rebuilds a data directory whose log is damaged.
