@@ -148,28 +148,65 @@ impl Durability {
             return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
         }
         let mut next = from + 1;
-        read_records(
-            &*self.storage,
-            &self.wal_dir(),
-            from,
-            |at, version, payload| {
+        pipelined(&mut data, |push| {
+            let each = |at, version, payload: &[u8]| {
                 if at > seq {
                     return Ok(());
                 }
                 if at != next {
                     return Err(format!("log record {at} where {next} was expected"));
                 }
-                data.apply(&persist::decode_record(version, payload)?);
+                push(persist::decode_record(version, payload)?);
                 next += 1;
                 Ok(())
-            },
-        )
+            };
+            read_records(&*self.storage, &self.wal_dir(), from, each)
+        })
         .map_err(|e| format!("reading the log in {}: {e}", self.wal_dir().display()))?;
         if next != seq + 1 {
             return Err(format!("the log ends at record {} before {seq}", next - 1));
         }
         Ok(data)
     }
+}
+
+/// Replays log records into `data` with two threads: `read` reads,
+/// checks and decodes them on this thread and hands each to `push`; another
+/// applies them, in order, a batch at a time. Restarts and snapshot rebuilds
+/// spend their time here, and the two halves overlap on two cores.
+fn pipelined<R>(data: &mut Data, read: impl FnOnce(&mut dyn FnMut(LogRecord)) -> R) -> R {
+    const BATCH: usize = 4096;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRecord>>(8);
+    std::thread::scope(|s| {
+        let applier = std::thread::Builder::new()
+            .name("hotrank-replay".into())
+            .spawn_scoped(s, move || {
+                for batch in rx {
+                    for rec in &batch {
+                        data.apply(rec);
+                    }
+                }
+            })
+            .expect("spawning the replay thread");
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut push = |rec: LogRecord| {
+            batch.push(rec);
+            if batch.len() == BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                // Fails only if the applier panicked: join reports that.
+                let _ = tx.send(full);
+            }
+        };
+        let out = read(&mut push);
+        if !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        if let Err(panic) = applier.join() {
+            std::panic::resume_unwind(panic);
+        }
+        out
+    })
 }
 
 /// A snapshot of ranked pages that a cursor continues, and when it was
@@ -404,9 +441,11 @@ impl EmbeddedStore {
             payload_version: persist::STATE_VERSION,
             storage: Arc::clone(&d.storage),
         };
-        let (wal, stats) = Wal::open(cfg, seq.unwrap_or(0), |_, version, payload| {
-            data.apply(&persist::decode_record(version, payload)?);
-            Ok(())
+        let (wal, stats) = pipelined(&mut data, |push| {
+            Wal::open(cfg, seq.unwrap_or(0), |_, version, payload| {
+                push(persist::decode_record(version, payload)?);
+                Ok(())
+            })
         })
         .map_err(|e| match e {
             WalError::Corrupt { .. } => format!(
