@@ -148,21 +148,21 @@ impl Durability {
             return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
         }
         let mut next = from + 1;
-        pipelined(&mut data, |push| {
-            let each = |at, version, payload: &[u8]| {
-                if at > seq {
-                    return Ok(());
-                }
-                if at != next {
-                    return Err(format!("log record {at} where {next} was expected"));
-                }
-                push(persist::decode_record(version, payload)?);
-                next += 1;
-                Ok(())
-            };
-            read_records(&*self.storage, &self.wal_dir(), from, each)
-        })
-        .map_err(|e| format!("reading the log in {}: {e}", self.wal_dir().display()))?;
+        // One thread (not `pipelined`): this runs beside live ingest, which
+        // needs the other core.
+        let each = |at, version, payload: &[u8]| {
+            if at > seq {
+                return Ok(());
+            }
+            if at != next {
+                return Err(format!("log record {at} where {next} was expected"));
+            }
+            data.apply(&persist::decode_record(version, payload)?);
+            next += 1;
+            Ok(())
+        };
+        read_records(&*self.storage, &self.wal_dir(), from, each)
+            .map_err(|e| format!("reading the log in {}: {e}", self.wal_dir().display()))?;
         if next != seq + 1 {
             return Err(format!("the log ends at record {} before {seq}", next - 1));
         }
@@ -172,8 +172,8 @@ impl Durability {
 
 /// Replays log records into `data` with two threads: `read` reads,
 /// checks and decodes them on this thread and hands each to `push`; another
-/// applies them, in order, a batch at a time. Restarts and snapshot rebuilds
-/// spend their time here, and the two halves overlap on two cores.
+/// applies them, in order, a batch at a time. A restart spends its time
+/// here, and the two halves overlap on two cores.
 fn pipelined<R>(data: &mut Data, read: impl FnOnce(&mut dyn FnMut(LogRecord)) -> R) -> R {
     const BATCH: usize = 4096;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRecord>>(8);
