@@ -224,7 +224,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_snapshot_seconds",
         Histogram,
         SECONDS,
-        "Time to write one snapshot of the embedded store.",
+        "Time to build and write one snapshot of the embedded store (built off the state lock: ingest does not wait for it).",
+    ),
+    family(
+        "hotrank_snapshot_fallbacks_total",
+        Counter,
+        COUNT,
+        "Snapshots that could not be rebuilt from the previous snapshot and the log and were encoded under the state lock instead (ingest waited).",
     ),
     family(
         "hotrank_snapshot_bytes",

@@ -145,7 +145,7 @@ where
     // The name is unique within this process; a file of that name can only be
     // left over from an earlier process that had the same pid, so overwrite it.
     let file = storage.create(path)?;
-    let mut out = BufWriter::with_capacity(256 << 10, file);
+    let mut out = BufWriter::with_capacity(256 << 10, Paced { file, unsynced: 0 });
     let header = encode_header(seq, version);
     out.write_all(&header)?;
     let mut counting = CrcWriter {
@@ -156,8 +156,37 @@ where
     write(&mut counting)?;
     let (crc, len) = (counting.hasher.finalize(), counting.len);
     out.write_all(&encode_footer(&header, len, crc))?;
-    let mut file = out.into_inner().map_err(|e| e.into_error())?;
+    let mut file = out.into_inner().map_err(|e| e.into_error())?.file;
     file.sync_data()
+}
+
+/// Bytes a snapshot writes between two syncs of its file.
+const SYNC_EVERY: u64 = 16 << 20;
+
+/// Syncs a snapshot file every [`SYNC_EVERY`] bytes while it is written,
+/// so that the disk never holds more than that much of it unsynced: one
+/// final sync of a file of hundreds of megabytes would hold up every sync of
+/// the log (and so every acknowledgement with fsync `always`) while it
+/// runs.
+struct Paced {
+    file: Box<dyn crate::store::storage::StorageFile>,
+    unsynced: u64,
+}
+
+impl Write for Paced {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.unsynced += n as u64;
+        if self.unsynced >= SYNC_EVERY {
+            self.file.sync_data()?;
+            self.unsynced = 0;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 fn encode_header(seq: u64, version: u32) -> [u8; HEADER_LEN] {

@@ -43,9 +43,13 @@ use crate::model::{
 use crate::rank::Filter;
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::score::{ModelKind, Models};
-use crate::store::snapshot::{list_snapshots, read_latest_snapshot, write_snapshot};
+use crate::store::snapshot::{
+    list_snapshots, read_latest_snapshot, write_snapshot, write_snapshot_with,
+};
 use crate::store::storage::{DirLock, Disk, Storage};
-use crate::store::wal::{FsyncPolicy, SalvageReport, Wal, WalConfig, WalError, salvage};
+use crate::store::wal::{
+    FsyncPolicy, SalvageReport, Wal, WalConfig, WalError, read_records, salvage,
+};
 use crate::store::{
     HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings, cursor,
 };
@@ -132,6 +136,77 @@ impl Durability {
         data.restore(settings);
         Ok((seq, data))
     }
+
+    /// The state as of log record `seq`: the newest valid snapshot at or
+    /// before it plus the log records after it, read without changing
+    /// anything (the log may be live). Fails unless every record up to
+    /// `seq` is there.
+    fn rebuild(&self, settings: &StoreSettings, seq: u64) -> Result<Data, String> {
+        let (from, mut data) = self.load_snapshot(settings)?;
+        let from = from.unwrap_or(0);
+        if from > seq {
+            return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
+        }
+        let mut next = from + 1;
+        // One thread (not `pipelined`): this runs beside live ingest, which
+        // needs the other core.
+        let each = |at, version, payload: &[u8]| {
+            if at > seq {
+                return Ok(());
+            }
+            if at != next {
+                return Err(format!("log record {at} where {next} was expected"));
+            }
+            data.apply(&persist::decode_record(version, payload)?);
+            next += 1;
+            Ok(())
+        };
+        read_records(&*self.storage, &self.wal_dir(), from, each)
+            .map_err(|e| format!("reading the log in {}: {e}", self.wal_dir().display()))?;
+        if next != seq + 1 {
+            return Err(format!("the log ends at record {} before {seq}", next - 1));
+        }
+        Ok(data)
+    }
+}
+
+/// Replays log records into `data` with two threads: `read` reads,
+/// checks and decodes them on this thread and hands each to `push`; another
+/// applies them, in order, a batch at a time. A restart spends its time
+/// here, and the two halves overlap on two cores.
+fn pipelined<R>(data: &mut Data, read: impl FnOnce(&mut dyn FnMut(LogRecord)) -> R) -> R {
+    const BATCH: usize = 4096;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<LogRecord>>(8);
+    std::thread::scope(|s| {
+        let applier = std::thread::Builder::new()
+            .name("hotrank-replay".into())
+            .spawn_scoped(s, move || {
+                for batch in rx {
+                    for rec in &batch {
+                        data.apply(rec);
+                    }
+                }
+            })
+            .expect("spawning the replay thread");
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut push = |rec: LogRecord| {
+            batch.push(rec);
+            if batch.len() == BATCH {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                // Fails only if the applier panicked: join reports that.
+                let _ = tx.send(full);
+            }
+        };
+        let out = read(&mut push);
+        if !batch.is_empty() {
+            let _ = tx.send(batch);
+        }
+        drop(tx);
+        if let Err(panic) = applier.join() {
+            std::panic::resume_unwind(panic);
+        }
+        out
+    })
 }
 
 /// A snapshot of ranked pages that a cursor continues, and when it was
@@ -179,9 +254,18 @@ impl Inner {
             .map(|b| b.hour * 3600)
             .max()
             .unwrap_or(0);
-        for idx in 0..inner.data.articles.len() as Idx {
-            inner.track_newest(idx);
+        // What `track_newest` keeps, built in bulk (a restart of millions
+        // of articles would spend seconds inserting one by one).
+        let live = (inner.data.articles.iter().enumerate())
+            .filter(|(_, a)| !a.deleted)
+            .map(|(i, a)| (i as Idx, a.meta.published_at, &a.id));
+        let mut newest = Vec::new();
+        inner.published.reserve(inner.data.articles.len());
+        for (idx, p, id) in live {
+            newest.push((std::cmp::Reverse(p), id.clone()));
+            inner.published.insert(idx, p);
         }
+        inner.newest = BTreeSet::from_iter(newest);
         inner
     }
 
@@ -297,6 +381,9 @@ pub struct EmbeddedStore {
     last_sweep: Mutex<Timestamp>,
     /// Serialises snapshots (maintenance and shutdown may race).
     snapshot_lock: tokio::sync::Mutex<()>,
+    /// Snapshots that could not be rebuilt off the lock (see
+    /// [`EmbeddedStore::snapshot`]).
+    snapshot_fallbacks: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -354,9 +441,11 @@ impl EmbeddedStore {
             payload_version: persist::STATE_VERSION,
             storage: Arc::clone(&d.storage),
         };
-        let (wal, stats) = Wal::open(cfg, seq.unwrap_or(0), |_, version, payload| {
-            data.apply(&persist::decode_record(version, payload)?);
-            Ok(())
+        let (wal, stats) = pipelined(&mut data, |push| {
+            Wal::open(cfg, seq.unwrap_or(0), |_, version, payload| {
+                push(persist::decode_record(version, payload)?);
+                Ok(())
+            })
         })
         .map_err(|e| match e {
             WalError::Corrupt { .. } => format!(
@@ -366,17 +455,38 @@ impl EmbeddedStore {
             ),
             e => format!("opening the log in {}: {e}", d.wal_dir().display()),
         })?;
-        let report = RecoveryReport {
+        let mut report = RecoveryReport {
             snapshot_seq: seq,
             replayed_records: stats.records,
             last_seq: wal.last_appended_seq(),
             truncated_bytes: stats.truncated_bytes,
             articles: data.articles.len(),
-            elapsed_ms: started.elapsed().as_millis(),
+            elapsed_ms: 0,
         };
         let store = Self::assemble(data, Some(wal), Some(d), Some(lock), settings);
         *store.snapshot_seq.lock() = seq;
+        report.elapsed_ms = started.elapsed().as_millis();
         Ok((store, report))
+    }
+
+    /// Builds the ranking of the default `/api/hot` query (gravity over
+    /// 72 h, no filter) at `now` and walks its first page once, so that the
+    /// first query after a restart finds it built and its top bounds tight.
+    /// The server calls this after opening the store and before it listens,
+    /// so `/readyz` answers only after it. Returns the articles indexed.
+    pub fn warm(&self, now: Timestamp) -> usize {
+        let mut guard = self.inner.lock();
+        let i = &mut *guard;
+        if i.data.articles.is_empty() {
+            return 0;
+        }
+        let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+        let key = Self::rank_key(&q);
+        let (models, newest) = (&self.settings.models, i.newest_event);
+        (i.rankings).build(&key, &mut i.data, models, now, newest, usize::MAX);
+        let walk = pages::first_walk(&q, self.settings.ranking_cap);
+        (i.rankings).top(&key, walk, &mut i.data, models, now, newest);
+        i.rankings.sizes().1
     }
 
     /// `hotrank repair`: rebuilds a data directory whose log is damaged.
@@ -455,6 +565,7 @@ impl EmbeddedStore {
             snapshot_seq: Mutex::new(None),
             last_sweep: Mutex::new(i64::MIN / 2),
             snapshot_lock: tokio::sync::Mutex::new(()),
+            snapshot_fallbacks: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -584,6 +695,12 @@ impl EmbeddedStore {
         }
     }
 
+    /// Snapshots that fell back to encoding under the state lock. For tests.
+    #[doc(hidden)]
+    pub fn snapshot_fallbacks(&self) -> u64 {
+        (self.snapshot_fallbacks).load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Seqs of the log: (last appended, durable, synced). For tests.
     #[doc(hidden)]
     pub fn log_seqs(&self) -> Option<(u64, u64, u64)> {
@@ -592,14 +709,86 @@ impl EmbeddedStore {
             .map(|w| (w.last_appended_seq(), w.durable_seq(), w.synced_seq()))
     }
 
-    /// Writes a snapshot of the current state and drops the log that the
+    /// Writes a snapshot as of the last record appended now, without
+    /// holding the state lock while it is built: the state at that seq is
+    /// rebuilt on a blocking thread from the newest snapshot on disk plus
+    /// the log after it ([`Durability::rebuild`], the same code a restart
+    /// runs), so ingest never waits for it. Then drops the log that the
     /// oldest snapshot kept no longer needs. Does nothing if no record was
     /// appended since the newest snapshot (two snapshots never share a seq).
+    ///
+    /// If the rebuild fails (the log was cut back by a stalled writer, a
+    /// file cannot be read) it falls back to [`Self::snapshot_in_place`].
     pub async fn snapshot(&self) -> Result<(), StoreError> {
         let (Some(wal), Some(d)) = (&self.wal, &self.durability) else {
             return Ok(());
         };
         let _one = self.snapshot_lock.lock().await;
+        // Appends and applies happen under the state lock: once it is
+        // released, every record up to `seq` is applied and none after it.
+        let seq = {
+            let _inner = self.inner.lock();
+            wal.last_appended_seq()
+        };
+        if *self.snapshot_seq.lock() == Some(seq) {
+            return Ok(());
+        }
+        // The rebuild reads the records up to `seq` back from the log, and
+        // the snapshot must hold nothing a crash could still take back.
+        wal.wait_durable(seq)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("write-ahead log: {e}")))?;
+        let started = Instant::now();
+        let last_sweep = *self.last_sweep.lock();
+        let (d2, settings) = (d.clone(), self.settings.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let mut data = d2.rebuild(&settings, seq)?;
+            // Retention is not logged: drop what the live state dropped.
+            if last_sweep > i64::MIN / 2 {
+                data.expire(last_sweep, &settings);
+            }
+            let dir = d2.snapshot_dir();
+            let written = write_snapshot_with(
+                &*d2.storage,
+                &dir,
+                seq,
+                persist::STATE_VERSION,
+                SNAPSHOTS_KEPT,
+                |w| persist::write_state(&data, w),
+            );
+            drop(data);
+            Ok(written.and_then(|_| list_snapshots(&*d2.storage, &dir)))
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?;
+        match built {
+            Ok(written) => {
+                let kept = written
+                    .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
+                self.snapshot_written(wal, seq, kept, started)
+            }
+            Err::<_, String>(e) => {
+                tracing::warn!(seq, error = %e, "snapshot: rebuilding from the log failed; snapshotting under the state lock instead");
+                metrics::counter!("hotrank_snapshot_fallbacks_total").increment(1);
+                (self.snapshot_fallbacks).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.snapshot_in_place_locked(wal, d).await
+            }
+        }
+    }
+
+    /// Writes a snapshot by encoding the live state under the state lock
+    /// (ingest waits for the encoding). Used at shutdown, when nothing is
+    /// ingested any more and this is the cheaper way.
+    pub async fn snapshot_in_place(&self) -> Result<(), StoreError> {
+        let (Some(wal), Some(d)) = (&self.wal, &self.durability) else {
+            return Ok(());
+        };
+        let _one = self.snapshot_lock.lock().await;
+        self.snapshot_in_place_locked(wal, d).await
+    }
+
+    /// [`Self::snapshot_in_place`] with `snapshot_lock` held.
+    async fn snapshot_in_place_locked(&self, wal: &Wal, d: &Durability) -> Result<(), StoreError> {
         let (seq, bytes) = {
             let inner = self.inner.lock();
             // Appends happen under this lock: `seq` is exactly what `bytes` holds.
@@ -619,7 +808,6 @@ impl EmbeddedStore {
         let dir = d.snapshot_dir();
         let storage = Arc::clone(&d.storage);
         let started = Instant::now();
-        let size = bytes.len();
         let kept = tokio::task::spawn_blocking(move || {
             write_snapshot(
                 &*storage,
@@ -634,6 +822,17 @@ impl EmbeddedStore {
         .await
         .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?
         .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
+        self.snapshot_written(wal, seq, kept, started)
+    }
+
+    /// After a snapshot at `seq` is on disk: trims the log and records it.
+    fn snapshot_written(
+        &self,
+        wal: &Wal,
+        seq: u64,
+        kept: Vec<(u64, PathBuf)>,
+        started: Instant,
+    ) -> Result<(), StoreError> {
         *self.snapshot_seq.lock() = Some(seq);
         // The log is needed from the oldest snapshot kept on disk on.
         if kept.len() >= SNAPSHOTS_KEPT
@@ -643,6 +842,10 @@ impl EmbeddedStore {
                 .map_err(|e| StoreError::Unavailable(format!("trimming the log: {e}")))?;
         }
         *self.last_snapshot.lock() = Instant::now();
+        let size = kept
+            .first()
+            .and_then(|(_, p)| self.durability.as_ref()?.storage.len(p).ok())
+            .unwrap_or(0);
         metrics::histogram!("hotrank_snapshot_seconds").record(started.elapsed().as_secs_f64());
         metrics::gauge!("hotrank_snapshot_bytes").set(size as f64);
         tracing::info!(
@@ -1101,7 +1304,7 @@ impl Store for EmbeddedStore {
     async fn shutdown(&self) -> Result<(), StoreError> {
         if let Some(wal) = &self.wal {
             if self.records_since_snapshot() > 0 {
-                self.snapshot().await?;
+                self.snapshot_in_place().await?;
             }
             wal.close()
                 .map_err(|e| StoreError::Unavailable(format!("closing the log: {e}")))?;

@@ -55,6 +55,37 @@ pub fn encode_state(data: &Data) -> Result<Vec<u8>, String> {
     postcard::to_allocvec(data).map_err(|e| format!("state encoding: {e}"))
 }
 
+/// Streams the encoding of `data` into `w` (the same bytes as
+/// [`encode_state`]); a write error is returned as it was.
+pub fn write_state(data: &Data, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    struct Keep<'a> {
+        w: &'a mut dyn std::io::Write,
+        error: Option<std::io::Error>,
+    }
+    impl std::io::Write for Keep<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.w.write(buf)
+        }
+        fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            self.w.write_all(buf).inspect_err(|e| {
+                self.error
+                    .get_or_insert_with(|| std::io::Error::new(e.kind(), e.to_string()));
+            })
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.w.flush()
+        }
+    }
+    let mut keep = Keep { w, error: None };
+    match postcard::to_io(data, &mut keep) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(keep
+            .error
+            .take()
+            .unwrap_or_else(|| std::io::Error::other(format!("state encoding: {e}")))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
