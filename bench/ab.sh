@@ -7,7 +7,7 @@
 #   bench/ab.sh OLD_BIN NEW_BIN      # e.g. a build of main vs this branch
 #   DUR=8 ROUNDS=3 FSYNCS=always SHAPES="1:50" CASES="ingest query" bench/ab.sh ...
 #   EXTRA_TOML='[limits]\nqueries_per_minute_per_ip = 0' ...   # for builds with query budgets
-# Runs alternate old/new ROUNDS times per case; the per-second lines of
+# Runs alternate old/new ROUNDS times per case (ABBA order); the per-second lines of
 # `hotrank bench` are dropped, one summary line per run is kept.
 set -euo pipefail
 OLD=$1 NEW=$2
@@ -74,17 +74,23 @@ query() { # label bin
 
 echo "# A/B — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, ${DUR}s per run"
 if [[ " $CASES " == *" query "* ]]; then
-  for _ in $(seq "$ROUNDS"); do
-    query old "$OLD"
-    query new "$NEW"
+  for r in $(seq "$ROUNDS"); do
+    if (( r % 2 )); then query old "$OLD"; query new "$NEW"; else query new "$NEW"; query old "$OLD"; fi
   done
 fi
 [[ " $CASES " == *" ingest "* ]] || exit 0
 for fsync in $FSYNCS; do
   for shape in $SHAPES; do
-    for _ in $(seq "$ROUNDS"); do
-      run old "$OLD" "$fsync" "${shape%%:*}" "${shape##*:}"
-      run new "$NEW" "$fsync" "${shape%%:*}" "${shape##*:}"
+    for r in $(seq "$ROUNDS"); do
+      # ABBA order: a machine that slows down (or warms up) over the runs
+      # must not favour whichever build always goes first.
+      if (( r % 2 )); then
+        run old "$OLD" "$fsync" "${shape%%:*}" "${shape##*:}"
+        run new "$NEW" "$fsync" "${shape%%:*}" "${shape##*:}"
+      else
+        run new "$NEW" "$fsync" "${shape%%:*}" "${shape##*:}"
+        run old "$OLD" "$fsync" "${shape%%:*}" "${shape##*:}"
+      fi
     done
   done
 done
