@@ -945,6 +945,7 @@ async fn post_script_is_idempotent() {
             .arg(format!("{:032x}", 7))
             .arg(86_400)
             .arg(request)
+            .arg(432)
             .arg("title")
             .arg("hello");
         inv
@@ -958,6 +959,10 @@ async fn post_script_is_idempotent() {
     assert_eq!(counter, 1, "and creates nothing");
     let n: i64 = con.zcard("articles:new").await.unwrap();
     assert_eq!(n, 1);
+    let ups: i64 = con.hget("counter:article:1", "ups").await.unwrap();
+    assert_eq!(ups, 1, "the poster's vote, counted once");
+    let score: f64 = con.zscore("score:", "1").await.unwrap();
+    assert_eq!(score, (T0 + 432) as f64);
     let b: String = post(&format!("{:032x}", 2))
         .invoke_async(&mut con)
         .await

@@ -1205,7 +1205,7 @@ impl Store for EmbeddedStore {
             let mut inner = self.inner.lock();
             self.writable()?;
             let id = inner.data.next_post_id();
-            let rec = LogRecord::Post {
+            let rec = LogRecord::PostVoted {
                 id: id.clone(),
                 meta,
                 poster,

@@ -65,7 +65,9 @@ pub enum LogRecord {
     Put { id: ArticleId, meta: ArticleMeta },
     /// `DELETE /api/articles/{id}`.
     Delete { id: ArticleId },
-    /// Seed 003 posting: the id was taken from the post counter.
+    /// Seed 003 posting as logs before 2026-11-23 wrote it: the poster's
+    /// vote recorded (they cannot vote again) but not counted. Replayed as
+    /// it was; new posts are [`LogRecord::PostVoted`].
     Post {
         id: ArticleId,
         meta: ArticleMeta,
@@ -76,6 +78,15 @@ pub enum LogRecord {
         id: ArticleId,
         user: u128,
         direction: VoteDirection,
+    },
+    /// Seed 003 posting: the id was taken from the post counter, and the
+    /// poster's up-vote is recorded and counted, as Redis in Action's
+    /// `post_article` does (`votes` 1, score `publishedAt + 432`). Last in
+    /// the enum, so older logs keep their variant numbers.
+    PostVoted {
+        id: ArticleId,
+        meta: ArticleMeta,
+        poster: u128,
     },
 }
 
@@ -636,10 +647,14 @@ impl Data {
             }
             LogRecord::Put { id, meta } => Change::Meta(self.put(id, meta.clone()).0),
             LogRecord::Delete { id } => self.delete(id).map_or(Change::None, Change::Meta),
-            LogRecord::Post { id, meta, poster } => {
+            LogRecord::Post { id, meta, poster } | LogRecord::PostVoted { id, meta, poster } => {
                 let idx = self.put(id, meta.clone()).0;
                 self.next_post_id = self.next_post_id.max(id.as_str().parse().unwrap_or(0));
-                self.article_mut(idx).voters.insert(*poster);
+                let a = self.article_mut(idx);
+                a.voters.insert(*poster);
+                if matches!(rec, LogRecord::PostVoted { .. }) {
+                    a.lifetime.ups += 1;
+                }
                 Change::Meta(idx)
             }
             LogRecord::Vote {
@@ -958,5 +973,32 @@ mod dumping {
             }
             Ok(d)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Logs written before the poster's vote was counted replay as they
+    /// were; new posts count it (API.md, seed 003's `post_article`).
+    #[test]
+    fn old_posts_replay_uncounted_new_posts_count_the_posters_vote() {
+        let mut d = Data::new(&StoreSettings::default());
+        let post = |n: &str, voted: bool| {
+            let (id, meta, poster) = (ArticleId::parse(n).unwrap(), ArticleMeta::default(), 7);
+            if voted {
+                LogRecord::PostVoted { id, meta, poster }
+            } else {
+                LogRecord::Post { id, meta, poster }
+            }
+        };
+        for (n, voted) in [("1", false), ("2", true)] {
+            d.apply(&post(n, voted));
+            let a = d.article(d.lookup(&ArticleId::parse(n).unwrap()).unwrap());
+            assert_eq!(a.lifetime.ups, u64::from(voted), "post {n}");
+            assert!(a.voters.contains(&7), "the poster cannot vote again");
+        }
+        assert_eq!(d.next_post_id().as_str(), "3");
     }
 }

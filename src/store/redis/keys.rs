@@ -370,7 +370,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "lifetime `likes`, `comments`, `favorites`, `shares`, `dwell_s`, `dwell_n`, votes `ups`, `downs`, quarantine tallies `q_dup`, `q_rl`, `q_bot`, `q_rep`",
         Ttl::None,
         "none",
-        "ingest.lua, vote.lua"
+        "ingest.lua, vote.lua, post.lua (the poster's vote)"
     ),
     key_spec!(
         "counters",

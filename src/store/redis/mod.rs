@@ -997,12 +997,14 @@ impl Store for RedisStore {
         let window = self.settings.models.votes.window_secs().to_string();
         // A call the cluster client re-sends answers the first one's id.
         let request = format!("{:032x}", rand::random::<u128>());
+        let per = self.settings.models.votes.per_vote.to_string();
         let mut args: Vec<&[u8]> = vec![
             self.keys.prefix.as_bytes(),
             published.as_bytes(),
             poster.as_bytes(),
             window.as_bytes(),
             request.as_bytes(),
+            per.as_bytes(),
         ];
         for (k, v) in &pairs {
             args.push(k.as_bytes());
@@ -1035,6 +1037,7 @@ impl Store for RedisStore {
                 let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
                 keys.push(k.meta(&id));
                 keys.push(k.voted(&id));
+                keys.push(k.counters(&id));
             }
             let id: String = self.eval(&self.scripts.post, &keys, &args).await?;
             if !id.is_empty() {

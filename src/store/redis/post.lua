@@ -1,17 +1,21 @@
 -- hotrank: seed 003 posting. The id comes from the `article:` counter
--- (skipping ids taken otherwise), the poster's vote is recorded in
--- voted:<id> (expiring when voting closes), and the seed's time: and
--- score: sorted sets get the article.
+-- (skipping ids taken otherwise), the poster's up-vote is recorded in
+-- voted:<id> (expiring when voting closes) and counted (ups 1, score
+-- publishedAt + one vote's score, as the seed's post_article), and the
+-- seed's time: and score: sorted sets get the article.
 --
 -- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, publishedAt (now), poster (hex), voting window (s), request
--- id (32 hex digits), then field/value pairs of the metadata. A call re-sent
+-- id (32 hex digits), score per vote, then field/value pairs of the
+-- metadata. A call re-sent
 -- with the same request id (a reply lost with its connection) returns the
 -- first call's id and creates nothing. Returns the new id, or '' if the
 -- caller declared KEYS and the id is not among the candidates it declared
--- (its `meta:article:<id>` and `voted:<id>`): nothing is written then, and
+-- (its `meta:article:<id>`, `voted:<id>` and `counter:article:<id>`):
+-- nothing is written then, and
 -- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local per = tonumber(ARGV[6])
 local req = K(P .. 'post:req:' .. ARGV[5])
 local done = redis.call('GET', req)
 if done then return done end
@@ -25,18 +29,20 @@ repeat
 until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
 -- Every name is checked before the first write.
 local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
+local counters = K(P .. 'counter:article:' .. id)
 local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
 local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
 -- As the seed's INCR loop leaves it: the counter at the new id.
 redis.call('SET', counter, n)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
-for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
+for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
 redis.call('INCR', stats)
 redis.call('ZADD', newest, published, id)
 redis.call('ZADD', vtime, published, id)
-redis.call('ZADD', vscore, published, id)
+redis.call('HINCRBY', counters, 'ups', 1)
+redis.call('ZADD', vscore, tonumber(published) + per, id)
 redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
 local seq = redis.call('INCR', cseq)
