@@ -466,9 +466,8 @@ impl Data {
     /// Whether an event may be taken at all: with `require_known_articles`
     /// only for articles created by `PUT`; past `max_articles`, untrusted
     /// events only for articles the store already holds. A refused event
-    /// changes nothing.
-    /// Whether the store takes this event at all; `Ok` holds the event's
-    /// article as [`Self::lookup`] finds it, for `judge` and `apply_event`.
+    /// changes nothing. `Ok` holds the event's article as [`Self::lookup`]
+    /// finds it, for `judge` and `apply_event`.
     pub fn accepts(&self, ev: &Event, s: &StoreSettings) -> Result<Option<Idx>, IngestReject> {
         let found = self.lookup(&ev.article);
         if s.require_known_articles && !found.is_some_and(|i| self.article(i).known) {
