@@ -17,10 +17,11 @@ use tower::{Layer, Service};
 
 /// What an [`Around`] layer does around each request.
 pub trait Hooks: Clone + Send + Sync + 'static {
-    /// What `before` hands to `after`.
+    /// What `before` hands to `after`: all `after` knows of the request, so
+    /// that nothing else (the hooks themselves) is cloned per request.
     type Seen: Send + 'static;
     fn before(&self, req: &Request) -> Self::Seen;
-    fn after(&self, seen: Self::Seen, resp: &mut Response);
+    fn after(seen: Self::Seen, resp: &mut Response);
 }
 
 #[derive(Clone)]
@@ -60,7 +61,7 @@ where
         let seen = self.hooks.before(&req);
         AroundFuture {
             inner: self.inner.call(req),
-            after: Some((self.hooks.clone(), seen)),
+            seen: Some(seen),
         }
     }
 }
@@ -69,7 +70,7 @@ pin_project_lite::pin_project! {
     pub struct AroundFuture<F, H: Hooks> {
         #[pin]
         inner: F,
-        after: Option<(H, H::Seen)>,
+        seen: Option<H::Seen>,
     }
 }
 
@@ -83,8 +84,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let mut out = std::task::ready!(this.inner.poll(cx));
-        if let (Ok(resp), Some((hooks, seen))) = (&mut out, this.after.take()) {
-            hooks.after(seen, resp);
+        if let (Ok(resp), Some(seen)) = (&mut out, this.seen.take()) {
+            H::after(seen, resp);
         }
         Poll::Ready(out)
     }

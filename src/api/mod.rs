@@ -120,7 +120,7 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 /// The whole API.
 pub fn router(state: AppState) -> Router {
     let routes = Router::new()
-        .merge(ingest::router().route_layer(around::Around(web::Cors(state.clone()))))
+        .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
         .merge(rankings::router())
         .merge(overview::router())

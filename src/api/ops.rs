@@ -105,7 +105,7 @@ impl Hooks for Track {
         (Instant::now(), req.method().clone(), route)
     }
 
-    fn after(&self, (started, method, route): Self::Seen, resp: &mut Response) {
+    fn after((started, method, route): Self::Seen, resp: &mut Response) {
         let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
         record(route, &method, resp.status(), started.elapsed());
     }

@@ -4,7 +4,7 @@
 //! on the configured site origins may post events.
 
 use std::hash::Hasher;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -14,6 +14,7 @@ use axum::routing::get;
 
 use super::AppState;
 use super::around::Hooks;
+use crate::config::Config;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -135,11 +136,10 @@ async fn tracker(headers: HeaderMap) -> Response {
 }
 
 /// The request's `Origin` if `cors_origins` allows it.
-fn allowed_origin(state: &AppState, headers: &HeaderMap) -> Option<HeaderValue> {
+fn allowed_origin(config: &Config, headers: &HeaderMap) -> Option<HeaderValue> {
     let origin = headers.get(header::ORIGIN)?;
     let text = origin.to_str().ok()?;
-    state
-        .config
+    config
         .cors_origins
         .iter()
         .any(|o| o == "*" || o.eq_ignore_ascii_case(text))
@@ -157,7 +157,7 @@ pub async fn preflight(State(state): State<AppState>, headers: HeaderMap) -> Res
     let mut resp = StatusCode::NO_CONTENT.into_response();
     let h = resp.headers_mut();
     h.insert(header::ALLOW, HeaderValue::from_static("POST, OPTIONS"));
-    if allowed_origin(&state, &headers).is_some() {
+    if allowed_origin(&state.config, &headers).is_some() {
         h.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
             HeaderValue::from_static("POST"),
@@ -178,7 +178,7 @@ pub async fn preflight(State(state): State<AppState>, headers: HeaderMap) -> Res
 /// and `Vary: Origin` to every answer of the routes it wraps (an
 /// [`Around`](super::around::Around) layer).
 #[derive(Clone)]
-pub struct Cors(pub AppState);
+pub struct Cors(pub Arc<Config>);
 
 impl Hooks for Cors {
     /// The allowed origin, and whether the request is a preflight.
@@ -191,7 +191,7 @@ impl Hooks for Cors {
         )
     }
 
-    fn after(&self, (allowed, is_options): Self::Seen, resp: &mut Response) {
+    fn after((allowed, is_options): Self::Seen, resp: &mut Response) {
         let h = resp.headers_mut();
         h.append(header::VARY, HeaderValue::from_static("Origin"));
         if let Some(origin) = allowed {
