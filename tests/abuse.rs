@@ -188,6 +188,17 @@ async fn oversized_heads_get_json_414_and_431() {
     let long = format!("/api/hot?category={}", "a".repeat(9000));
     let r = s.client.get(s.url(&long)).send().await.unwrap();
     expect_error(r, StatusCode::URI_TOO_LONG, "uri_too_long").await;
+    // Refused before routing (in the accept loop), and still counted. Only
+    // this test sends a 414, so the series exists only if it was counted.
+    let metrics = s.text("/metrics").await;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("hotrank_http_requests_total{")
+                && l.contains(r#"route="unmatched""#)
+                && l.contains(r#"status="414""#)),
+        "{metrics}"
+    );
     // Over http.max_headers (64) but within the parser's own 100 lines: our
     // JSON answer. Past the parser's limit hyper answers a bare 431 itself
     // (README, "Limits and abuse").
