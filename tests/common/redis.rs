@@ -42,16 +42,27 @@ impl RedisServer {
     /// Starts a server with extra command-line arguments, e.g.
     /// `&["--hll-sparse-max-bytes", "500"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        RedisServer::start_opts(extra_args, false)
+        RedisServer::start_node(extra_args, false, false)
     }
 
-    fn start_opts(extra_args: &[&str], watched: bool) -> RedisServer {
+    /// `cluster_bus`: a cluster node, which also needs a bus port: its own
+    /// free one on Redis 7 (`--cluster-port`), the client port + 10000 on
+    /// Redis 6.2 (which has no such option).
+    fn start_node(extra_args: &[&str], watched: bool, cluster_bus: bool) -> RedisServer {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
         let mut last_err = String::new();
         for _ in 0..ATTEMPTS {
-            let port = free_port();
+            let fixed_bus = cluster_bus && server_major() < 7;
+            let port = if fixed_bus {
+                free_port_pair(10_000)
+            } else {
+                free_port()
+            };
             let dir = tempfile::tempdir().expect("create temp dir for redis-server");
-            let extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+            let mut extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+            if cluster_bus && !fixed_bus {
+                extra.extend(["--cluster-port".to_string(), free_port().to_string()]);
+            }
             let mut child = spawn(&bin, port, dir.path(), &extra, watched);
             let watch = child.stdin.take();
             let mut server = RedisServer {
@@ -192,6 +203,38 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
+/// A free port `p` whose `p + offset` is free too (a Redis 6.2 cluster
+/// node's bus port).
+fn free_port_pair(offset: u16) -> u16 {
+    loop {
+        let p = free_port();
+        if let Some(q) = p.checked_add(offset)
+            && TcpListener::bind(("127.0.0.1", q)).is_ok()
+        {
+            return p;
+        }
+    }
+}
+
+/// The major version of the `redis-server` the tests run (`REDIS_SERVER_BIN`
+/// or the one on `PATH`), read once from `--version` (`v=7.0.15`).
+pub fn server_major() -> u32 {
+    static MAJOR: OnceLock<u32> = OnceLock::new();
+    *MAJOR.get_or_init(|| {
+        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
+        let out = Command::new(&bin)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run `{bin} --version`: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix("v="))
+            .and_then(|v| v.split('.').next())
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("cannot read a version from `{bin} --version`: {text}"))
+    })
+}
+
 fn ping(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -234,15 +277,12 @@ impl RedisCluster {
     fn start_opts(primaries: usize, replicas: usize, watched: bool) -> RedisCluster {
         let mut nodes = Vec::new();
         for _ in 0..primaries * (1 + replicas) {
-            let bus = free_port().to_string();
-            nodes.push(RedisServer::start_opts(
+            nodes.push(RedisServer::start_node(
                 &[
                     "--cluster-enabled",
                     "yes",
                     "--cluster-config-file",
                     "nodes.conf",
-                    "--cluster-port",
-                    &bus,
                     "--cluster-node-timeout",
                     "1000",
                     // A replica takes over whatever its last contact with the
@@ -251,6 +291,7 @@ impl RedisCluster {
                     "0",
                 ],
                 watched,
+                true,
             ));
         }
         let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());

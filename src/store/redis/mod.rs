@@ -27,6 +27,7 @@
 mod dump;
 mod keys;
 mod rank;
+mod version;
 
 pub use dump::{dump_redis, load_redis};
 pub use keys::{
@@ -281,6 +282,8 @@ pub struct RedisStore {
     scripts: Scripts,
     cache: Mutex<NodeCache>,
     last_gc: Mutex<Timestamp>,
+    /// Set once `ready()` found every server new enough (version.rs).
+    version_ok: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -503,6 +506,7 @@ impl RedisStore {
             scripts: Scripts::new(),
             cache: Mutex::new(NodeCache::default()),
             last_gc: Mutex::new(i64::MIN / 2),
+            version_ok: Default::default(),
         })
     }
 
@@ -1284,6 +1288,11 @@ impl Store for RedisStore {
     }
 
     async fn ready(&self) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.version_ok.load(Relaxed) {
+            version::check(self.con()).await?;
+            self.version_ok.store(true, Relaxed);
+        }
         // A keyed read, so that on a cluster it asks the site's primary.
         let mut con = self.con();
         redis::cmd("EXISTS")
