@@ -75,7 +75,18 @@ async fn totals_series_and_trends(server: TestServer) {
     // Totals: every ranked article's counters in range.
     let pv: u64 = (1..=6).map(|n| n * 3).sum();
     assert_eq!(o["totals"]["pv"], pv);
-    assert_eq!(o["totals"]["uvSum"], pv, "every reader is new each hour");
+    // uvSum is the sum of the listed articles' own UV estimates. Every
+    // reader is new each hour, so each article's exact UV is its PV; the
+    // sketches may merge two of the 18 readers (HyperLogLog, keyed by this
+    // server's random identity key: a collision in about 1 run in 100), so
+    // compare with what the list itself says and bound the estimates.
+    let items = hot["items"].as_array().unwrap();
+    let uvs: Vec<u64> = items.iter().map(|it| it["uv"].as_u64().unwrap()).collect();
+    assert_eq!(o["totals"]["uvSum"], uvs.iter().sum::<u64>());
+    for it in items {
+        let (pv, uv) = (it["pv"].as_u64().unwrap(), it["uv"].as_u64().unwrap());
+        assert!(uv <= pv && uv + 1 >= pv, "{it}");
+    }
     assert_eq!(o["totals"]["counted"], pv);
     assert_eq!(o["totals"]["articles"], 6);
     assert_eq!(o["totals"]["complete"], true);

@@ -27,6 +27,9 @@ pub const INGEST: &str = "test-ingest-token";
 pub const BROWSER_UA: &str =
     "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0";
 
+/// The identity key of in-process test servers (see `start_with_store`).
+pub const TEST_IDENTITY_KEY: &str = "5e1f0c0ffee0ddba11c0ffee5e1f0c0f";
+
 pub fn test_config(dir: &std::path::Path) -> Config {
     Config {
         data_dir: dir.to_path_buf(),
@@ -78,6 +81,16 @@ impl TestServer {
         store: Arc<dyn Store>,
         now: i64,
     ) -> Self {
+        // A fixed identity key unless the test brought one: visitor hashes,
+        // and so every HyperLogLog estimate, are then the same in every run
+        // (a random key lets two of a test's readers share a register about
+        // once in a hundred runs and turns an exact-looking count into a
+        // flake).
+        let key = config.data_dir.join("identity.key");
+        if !key.exists() {
+            std::fs::create_dir_all(&config.data_dir).expect("data dir");
+            std::fs::write(&key, TEST_IDENTITY_KEY).expect("write identity.key");
+        }
         let clock = ManualClock::at(now);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
