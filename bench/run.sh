@@ -35,10 +35,11 @@ cargo build --release --quiet
 BIN=$ROOT/target/release/hotrank
 gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
 
-start_redis() { # port -> pid in PIDS
-  redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$TMP/redis-$1.log" &
+start_redis() { # port [extra redis-server args] -> pid in PIDS
+  local port=$1; shift
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no --logfile "$TMP/redis-$port.log" "$@" &
   PIDS+=($!)
-  until redis-cli -p "$1" ping >/dev/null 2>&1; do sleep 0.05; done
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 }
 stop_redis() { redis-cli -p "$1" shutdown nosave >/dev/null 2>&1 || true; }
 
@@ -68,10 +69,26 @@ if want 1; then
   INCR=$(redis-benchmark -p "$RP" -P 16 -n 2000000 -q -t incr | grep -o '[0-9.]* requests per second' | cut -d' ' -f1)
   echo "raw INCR P=16: $INCR requests/s"
   stop_redis "$RP"
+  # The durable baseline for single views: the seed's script, one request
+  # per round trip from 50 connections (as hotrank's single views), on a
+  # Redis that fsyncs its append-only file before every reply.
+  RP=$(free_port); start_redis "$RP" --appendonly yes --appendfsync always --dir "$TMP"
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  "$TMP/seqbench" -p "$RP" -c 50 -P 1 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-aof-always-c50.txt"
+  SEEDAOF=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-aof-always-c50.txt" | cut -d= -f2)
+  stop_redis "$RP"
+  EV=(--articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0)
   HP=$(free_port); start_hotrank "$HP" "$TMP/s1" '[gate]' 'ip_limit_per_minute = 0'
-  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
-  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
-  bench --target "127.0.0.1:$HP" --articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0 --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
+  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
+  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+  stop_hotrank "$HPID"
+  # One runtime worker thread against the default (one per core).
+  HP=$(free_port); TOKIO_WORKER_THREADS=1 start_hotrank "$HP" "$TMP/s1t1" '[gate]' 'ip_limit_per_minute = 0'
+  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000-t1.json" --label batch1000-1thread
+  stop_hotrank "$HPID"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s1i" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'fsync = "interval"'
+  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views-interval.json" --label views-interval
   stop_hotrank "$HPID"
   FP=$(free_port); "$BIN" bench-floor --listen "127.0.0.1:$FP" 2>/dev/null & PIDS+=($!); FLOORPID=$!
   until curl -s -o /dev/null "127.0.0.1:$FP/api/views" 2>/dev/null; do sleep 0.05; done
@@ -79,13 +96,17 @@ if want 1; then
   kill "$FLOORPID"
   B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
   V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
+  VI=$(field "$OUT/s1-views-interval.json" events_per_sec); T1=$(field "$OUT/s1-batch1000-t1.json" events_per_sec)
   printf '| load | events/s | ratio |\n|---|---|---|\n'
   printf '| seed script EVALSHA P=16 | %.0f | 1.00x |\n' "$SEED"
   printf '| seed dedupe+script P=16 | %.0f | %s |\n' "$SEEDD" "$(ratio "$SEEDD" "$SEED")"
   printf '| raw INCR P=16 | %.0f | %s |\n' "$INCR" "$(ratio "$INCR" "$SEED")"
-  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x) |\n' "$B1000" "$(ratio "$B1000" "$SEED")"
+  printf '| seed script P=1, 50 connections, Redis appendfsync always | %.0f | %s |\n' "$SEEDAOF" "$(ratio "$SEEDAOF" "$SEED")"
+  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x; moonshot > raw INCR: %s) |\n' "$B1000" "$(ratio "$B1000" "$SEED")" "$(ratio "$B1000" "$INCR")"
+  printf '| hotrank batch 1000, 1 worker thread (TOKIO_WORKER_THREADS=1) | %.0f | the default (one per core) does %s of it |\n' "$T1" "$(ratio "$B1000" "$T1")"
   printf '| hotrank batch 100 | %.0f | %s |\n' "$B100" "$(ratio "$B100" "$SEED")"
-  printf '| hotrank single POST /api/views | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$V1" "$(ratio "$V1" "$FL")"
+  printf '| hotrank single POST /api/views, fsync always | %.0f | %s of the seed script on an appendfsync-always Redis, 50 connections (goal >= 1) |\n' "$V1" "$(ratio "$V1" "$SEEDAOF")"
+  printf '| hotrank single POST /api/views, fsync interval | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$VI" "$(ratio "$VI" "$FL")"
   printf '| empty axum handler, single requests | %.0f | |\n' "$FL"
 fi
 
