@@ -113,6 +113,9 @@ struct ServeArgs {
     /// Prefix of every Redis key (keeps sites apart on one Redis).
     #[arg(long, env = "HOTRANK_REDIS_PREFIX")]
     redis_prefix: Option<String>,
+    /// Redis key layout: hotrank (default) or seed (the seeds' own keys).
+    #[arg(long, env = "HOTRANK_REDIS_LAYOUT", value_parser = ["hotrank", "seed"])]
+    redis_layout: Option<String>,
     /// PostgreSQL URL of the archive (`[archive] url`).
     #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
     archive_url: Option<String>,
@@ -163,6 +166,13 @@ impl ServeArgs {
         }
         if let Some(p) = &self.redis_prefix {
             c.redis.prefix = p.clone();
+        }
+        if let Some(l) = &self.redis_layout {
+            c.redis.layout = if l == "seed" {
+                hotrank::config::RedisLayout::Seed
+            } else {
+                hotrank::config::RedisLayout::Hotrank
+            };
         }
         if let Some(u) = &self.archive_url {
             c.archive.url = u.clone();
@@ -236,6 +246,9 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
         StoreKind::Redis => {
             let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
             tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
+            if config.redis.layout == hotrank::config::RedisLayout::Seed {
+                tracing::warn!("{}", hotrank::store::redis::SEED_LAYOUT_LIMITS);
+            }
             Ok(Arc::new(store))
         }
     }

@@ -27,11 +27,13 @@
 mod dump;
 mod keys;
 mod rank;
+mod seed;
 
 pub use dump::{dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
 };
+pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -73,6 +75,10 @@ pub struct RedisOptions {
     /// (`WAIT`): with 1, a primary killed right after an acknowledgement
     /// loses nothing its promoted replica does not have. 0: no wait.
     pub wait_replicas: u32,
+    /// The seeds' own key layout (`[redis] layout = "seed"`, see seed.rs).
+    pub seed_layout: bool,
+    /// Seed layout: seconds between refreshes of `hot:score`.
+    pub seed_refresh_secs: u64,
 }
 
 impl Default for RedisOptions {
@@ -86,6 +92,8 @@ impl Default for RedisOptions {
             response_timeout_ms: 2000,
             cluster: false,
             wait_replicas: 0,
+            seed_layout: false,
+            seed_refresh_secs: 60,
         }
     }
 }
@@ -102,6 +110,8 @@ impl RedisOptions {
             response_timeout_ms: r.response_timeout_ms,
             cluster: r.cluster,
             wait_replicas: r.wait_replicas,
+            seed_layout: r.layout == crate::config::RedisLayout::Seed,
+            seed_refresh_secs: r.seed_refresh_secs,
         }
     }
 }
@@ -281,6 +291,8 @@ pub struct RedisStore {
     scripts: Scripts,
     cache: Mutex<NodeCache>,
     last_gc: Mutex<Timestamp>,
+    /// Seed layout: when `hot:score` was last rewritten.
+    last_seed_refresh: Mutex<Timestamp>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -460,6 +472,9 @@ impl RedisStore {
         }
         let connect = Duration::from_millis(opts.connect_timeout_ms);
         let respond = Duration::from_millis(opts.response_timeout_ms);
+        if opts.seed_layout && opts.cluster {
+            return Err("redis.layout = \"seed\" needs one Redis, not a cluster".into());
+        }
         let con = if opts.cluster {
             let seeds: Vec<&str> = opts.url.split(',').map(str::trim).collect();
             // Redirects and a failover (a replica promoted within seconds)
@@ -495,6 +510,8 @@ impl RedisStore {
             con,
             keys: if opts.cluster {
                 Keys::tagged(&opts.prefix)
+            } else if opts.seed_layout {
+                Keys::seed(&opts.prefix)
             } else {
                 Keys::new(&opts.prefix)
             },
@@ -503,6 +520,7 @@ impl RedisStore {
             scripts: Scripts::new(),
             cache: Mutex::new(NodeCache::default()),
             last_gc: Mutex::new(i64::MIN / 2),
+            last_seed_refresh: Mutex::new(i64::MIN / 2),
         })
     }
 
@@ -778,6 +796,52 @@ impl RedisStore {
     }
 
     /// Lifetime counters and quarantine of one article.
+    /// `GET /api/articles/{id}` from hotrank's own keys.
+    async fn article_own(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+    ) -> Result<Option<ArticleView>, StoreError> {
+        let seq = self.sync_node().await?;
+        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
+            return Ok(None);
+        };
+        if m.deleted {
+            return Ok(None);
+        }
+        let (lifetime, quarantined) = self.lifetime(id).await?;
+        let mut scores = Vec::new();
+        for model in ModelKind::ALL {
+            let range = default_range(model);
+            let c = self
+                .windows(std::slice::from_ref(id), range, now, seq)
+                .await?;
+            let c = c.first().copied().unwrap_or_default();
+            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
+        }
+        Ok(Some(ArticleView {
+            id: id.clone(),
+            meta: m.meta.clone(),
+            lifetime,
+            quarantined,
+            deleted: false,
+            scores,
+        }))
+    }
+
+    async fn delete_own(&self, id: &ArticleId) -> Result<bool, StoreError> {
+        let k = &self.keys;
+        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
+        let done: i64 = self
+            .eval(
+                &self.scripts.delete,
+                &keys,
+                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
     async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
         let got: Vec<Value> = self
             .eval_pipe(|p| {
@@ -1121,47 +1185,24 @@ impl Store for RedisStore {
         id: &ArticleId,
         now: Timestamp,
     ) -> Result<Option<ArticleView>, StoreError> {
-        let seq = self.sync_node().await?;
-        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
-            return Ok(None);
-        };
-        if m.deleted {
-            return Ok(None);
+        let own = self.article_own(id, now).await?;
+        if self.seed_layout() {
+            return self.seed_article(id, own, now).await;
         }
-        let (lifetime, quarantined) = self.lifetime(id).await?;
-        let mut scores = Vec::new();
-        for model in ModelKind::ALL {
-            let range = default_range(model);
-            let c = self
-                .windows(std::slice::from_ref(id), range, now, seq)
-                .await?;
-            let c = c.first().copied().unwrap_or_default();
-            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
-        }
-        Ok(Some(ArticleView {
-            id: id.clone(),
-            meta: m.meta.clone(),
-            lifetime,
-            quarantined,
-            deleted: false,
-            scores,
-        }))
+        Ok(own)
     }
 
     async fn delete_article(&self, id: &ArticleId, _now: Timestamp) -> Result<bool, StoreError> {
-        let k = &self.keys;
-        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
-        let done: i64 = self
-            .eval(
-                &self.scripts.delete,
-                &keys,
-                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
-            )
-            .await?;
-        Ok(done == 1)
+        if self.seed_layout() {
+            return self.seed_delete(id).await;
+        }
+        self.delete_own(id).await
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        if self.seed_serves(q) {
+            return self.seed_votes_page(q, now).await;
+        }
         // Vote models rank every live article: one ranking whatever the range.
         if q.model.lists_every_live_article() && q.range != RangeSpec::All {
             let q = HotQuery {
@@ -1173,6 +1214,33 @@ impl Store for RedisStore {
         self.hot_page(q, now).await
     }
 
+    async fn post_article_by(
+        &self,
+        meta: ArticleMeta,
+        poster: u128,
+        poster_raw: &str,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        if self.seed_layout() {
+            return self.seed_post(meta, poster_raw, now).await;
+        }
+        self.post_article(meta, poster, now).await
+    }
+
+    async fn vote_by(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        user_raw: &str,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        if self.seed_layout() {
+            let up = direction == VoteDirection::Up;
+            return self.seed_vote(id, user_raw, up, now).await;
+        }
+        self.vote(id, user, direction, now).await
+    }
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
         self.newest_page(q, now).await
     }
@@ -1305,6 +1373,20 @@ impl Store for RedisStore {
         };
         if due {
             self.collect_changes().await?;
+        }
+        if self.seed_layout() {
+            let refresh = {
+                let mut last = self.last_seed_refresh.lock();
+                let every = self.opts.seed_refresh_secs as i64;
+                let due = now - *last >= every || now < *last;
+                if due {
+                    *last = now;
+                }
+                due
+            };
+            if refresh {
+                self.seed_refresh(now).await?;
+            }
         }
         Ok(())
     }
