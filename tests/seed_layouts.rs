@@ -28,8 +28,17 @@ fn server() -> &'static RedisServer {
 }
 
 async fn hotrank(prefix: &str) -> TestServer {
+    hotrank_at(prefix, common::T0).await
+}
+
+/// A seed-layout node whose clock starts at `now`.
+async fn hotrank_at(prefix: &str, now: i64) -> TestServer {
     let dir = Arc::new(tempfile::tempdir().unwrap());
-    TestServer::start_redis(dir, &server().url(), |c| {
+    let mut config = common::test_config(dir.path());
+    config.store = hotrank::config::StoreKind::Redis;
+    config.redis.url = server().url();
+    let c = &mut config;
+    {
         c.redis.prefix = prefix.into();
         c.redis.layout = RedisLayout::Seed;
         c.posting = hotrank::config::Access::Open;
@@ -40,8 +49,14 @@ async fn hotrank(prefix: &str) -> TestServer {
         l.votes_per_minute_per_ip = 100_000;
         l.votes_per_minute_per_user = 100_000;
         l.queries_per_minute_per_ip = 100_000;
-    })
-    .await
+    }
+    config.validate().expect("valid config");
+    let store = hotrank::store::redis::RedisStore::connect(
+        hotrank::store::redis::RedisOptions::from_config(&config),
+        hotrank::store::StoreSettings::from_config(&config),
+    )
+    .expect("redis store");
+    TestServer::start_with_store(dir, config, Arc::new(store), now).await
 }
 
 /// Seed 003's voting site, from its text: post (INCR, SADD voted, EXPIRE,
@@ -401,4 +416,204 @@ fn seed_layout_refuses_a_cluster() {
     c.redis.cluster = true;
     let e = c.validate().unwrap_err();
     assert!(e.contains("layout"), "{e}");
+}
+
+/// Seed 000's atomic update, written from its steps: `INCRBY` the views,
+/// `PFADD` + `PFCOUNT` the visitor sketch, the hours since `publishedAt`
+/// (Redis `TIME`; no publishedAt: 0), `(α·pv + β·uv) / (hours + base)^γ`,
+/// `ZADD hot:score`. KEYS: views, hll, zset, meta; ARGV: id, visitor, α,
+/// β, base, γ.
+const SEED000_SCRIPT: &str = r"
+local pv = redis.call('INCRBY', KEYS[1], 1)
+redis.call('PFADD', KEYS[2], ARGV[2])
+local uv = redis.call('PFCOUNT', KEYS[2])
+local published = tonumber(redis.call('HGET', KEYS[4], 'publishedAt') or '0')
+local clock = redis.call('TIME')
+local t = tonumber(clock[1])
+local age = 0
+if published > 0 and t > published then age = (t - published) / 3600.0 end
+local s = (tonumber(ARGV[3]) * pv + tonumber(ARGV[4]) * uv) / math.pow(age + tonumber(ARGV[5]), tonumber(ARGV[6]))
+redis.call('ZADD', KEYS[3], s, ARGV[1])
+return { pv, uv }
+";
+
+async fn seed000_view(
+    con: &mut redis::aio::MultiplexedConnection,
+    p: &str,
+    id: &str,
+    visitor: &str,
+) {
+    let _: Vec<i64> = redis::Script::new(SEED000_SCRIPT)
+        .key(format!("{p}counter:views:{id}"))
+        .key(format!("{p}hll:uv:{id}"))
+        .key(format!("{p}hot:score"))
+        .key(format!("{p}meta:article:{id}"))
+        .arg(id)
+        .arg(visitor)
+        .arg(1.0)
+        .arg(1.2)
+        .arg(2.0)
+        .arg(1.5)
+        .invoke_async(con)
+        .await
+        .unwrap();
+}
+
+/// The seed's formula, computed here from the keys at `now`.
+async fn gravity_of(
+    con: &mut redis::aio::MultiplexedConnection,
+    p: &str,
+    id: &str,
+    now: i64,
+) -> f64 {
+    let pv: Option<u64> = con.get(format!("{p}counter:views:{id}")).await.unwrap();
+    let uv: u64 = redis::cmd("PFCOUNT")
+        .arg(format!("{p}hll:uv:{id}"))
+        .query_async(con)
+        .await
+        .unwrap();
+    let published: Option<i64> = con
+        .hget(format!("{p}meta:article:{id}"), "publishedAt")
+        .await
+        .unwrap();
+    let published = published.unwrap_or(0);
+    let age = if published > 0 && now > published {
+        (now - published) as f64 / 3600.0
+    } else {
+        0.0
+    };
+    (pv.unwrap_or(0) as f64 + 1.2 * uv as f64) / (age + 2.0).powf(1.5)
+}
+
+/// Waits (real time) until the background refresh rewrote `hot:score` at
+/// hotrank's clock `now`, i.e. until it equals `want` (id, score) in order.
+async fn wait_hot_score(
+    con: &mut redis::aio::MultiplexedConnection,
+    p: &str,
+    want: &[(String, f64)],
+) -> Vec<(String, f64)> {
+    let mut got: Vec<(String, f64)> = Vec::new();
+    for _ in 0..100 {
+        got = con
+            .zrevrange_withscores(format!("{p}hot:score"), 0, -1)
+            .await
+            .unwrap();
+        let same = got.len() == want.len()
+            && got
+                .iter()
+                .zip(want)
+                .all(|(a, b)| a.0 == b.0 && (a.1 - b.1).abs() <= 1e-9 * b.1.abs().max(1.0));
+        if same {
+            return got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("hot:score never became {want:?}; it is {got:?}")
+}
+
+/// Seed 000's script and hotrank count into the same keys; without any
+/// query, `hot:score` holds the exact scores of both sides' articles,
+/// refreshed as the clock moves, trimmed to the top 1000, without deleted
+/// articles.
+#[tokio::test]
+async fn seed000_side_by_side() {
+    let prefix = unique_prefix();
+    let now0 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let s = hotrank_at(&prefix, now0).await;
+    let mut con = server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let p = prefix.as_str();
+    // The seed's verification steps: publishedAt, then views.
+    let mut ids: Vec<String> = Vec::new();
+    for n in 0..5 {
+        let id = format!("s{n}");
+        let _: () = con
+            .hset(
+                format!("{p}meta:article:{id}"),
+                "publishedAt",
+                now0 - 3600 * (n + 1),
+            )
+            .await
+            .unwrap();
+        for v in 0..(3 + 4 * n) {
+            seed000_view(&mut con, p, &id, &format!("visitor{}", v % (2 + n))).await;
+        }
+        ids.push(id);
+    }
+    // hotrank's articles, counted through its API.
+    for n in 0..4 {
+        let id = format!("h{n}");
+        let (st, _) = s
+            .admin_put(
+                &format!("/api/articles/{id}"),
+                &json!({"title": id, "publishedAt": now0 - 1800 * n}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        for v in 0..(2 + 5 * n) {
+            s.view(&id, &format!("w{v}")).await;
+        }
+        // The seed's script counts into hotrank's article too.
+        seed000_view(&mut con, p, &id, "seed-visitor").await;
+        ids.push(id);
+    }
+    for step in 1..=2 {
+        s.clock.advance(61);
+        let now = s.clock.now();
+        let mut want = Vec::new();
+        for id in &ids {
+            want.push((id.clone(), gravity_of(&mut con, p, id, now).await));
+        }
+        want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+        let got = wait_hot_score(&mut con, p, &want).await;
+        assert_eq!(got.len(), 9, "step {step}");
+        // hotrank's article view agrees with the seed's counters.
+        for id in &ids {
+            let (st, a) = s.get(&format!("/api/articles/{id}")).await;
+            assert_eq!(st, StatusCode::OK);
+            let pv: u64 = con.get(format!("{p}counter:views:{id}")).await.unwrap();
+            assert_eq!(a["pv"].as_u64(), Some(pv), "{id}");
+        }
+    }
+    // A deleted article leaves hot:score at the next refresh.
+    let r = s
+        .client
+        .delete(s.url("/api/articles/h3"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    // 1,005 more articles the seed's script scored: only the top 1000 stay.
+    for n in 0..1005 {
+        let id = format!("x{n}");
+        let _: () = con
+            .hset(
+                format!("{p}meta:article:{id}"),
+                "publishedAt",
+                now0 - 60 * n,
+            )
+            .await
+            .unwrap();
+        seed000_view(&mut con, p, &id, "v").await;
+    }
+    ids.retain(|id| id != "h3");
+    ids.extend((0..1005).map(|n| format!("x{n}")));
+    s.clock.advance(61);
+    let now = s.clock.now();
+    let mut want = Vec::new();
+    for id in &ids {
+        want.push((id.clone(), gravity_of(&mut con, p, id, now).await));
+    }
+    want.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.cmp(&a.0)));
+    want.truncate(1000);
+    let got = wait_hot_score(&mut con, p, &want).await;
+    assert_eq!(got.len(), 1000);
+    assert!(got.iter().all(|(id, _)| id != "h3"));
 }
