@@ -617,3 +617,317 @@ async fn seed000_side_by_side() {
     assert_eq!(got.len(), 1000);
     assert!(got.iter().all(|(id, _)| id != "h3"));
 }
+
+fn real_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `hotrank import --from-redis` (the library call behind it) into a new
+/// embedded data dir, twice; the second run must change nothing.
+async fn import_twice(
+    from_prefix: &str,
+    layout: &str,
+) -> (
+    Arc<tempfile::TempDir>,
+    hotrank::config::Config,
+    hotrank::cli::seed_import::ImportReport,
+) {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let config = common::test_config(dir.path());
+    let (c, url, p, l) = (
+        config.clone(),
+        server().url(),
+        from_prefix.to_string(),
+        layout.parse().unwrap(),
+    );
+    let first =
+        tokio::task::spawn_blocking(move || hotrank::cli::seed_import::import(&c, &url, &p, l))
+            .await
+            .unwrap()
+            .expect("import");
+    assert!(!first.unchanged);
+    let (c, url, p) = (config.clone(), server().url(), from_prefix.to_string());
+    let second =
+        tokio::task::spawn_blocking(move || hotrank::cli::seed_import::import(&c, &url, &p, l))
+            .await
+            .unwrap()
+            .expect("second import");
+    assert!(second.unchanged, "{:?}", second.lines());
+    assert_eq!(first.articles, second.articles);
+    (dir, config, first)
+}
+
+/// A site of seed 003 imported: every article, vote count, order (by
+/// score and per group) and voter agrees with the site's own lists.
+#[tokio::test]
+async fn import_seed003() {
+    let prefix = unique_prefix();
+    let mut site = Site003::new(&prefix).await;
+    let now = real_now();
+    let mut ids = Vec::new();
+    for n in 0..40i64 {
+        let id = site
+            .post(
+                &format!("user:{}", n % 7),
+                &format!("t{n}"),
+                "https://l",
+                now - 86_400 * 10 + 7_000 * n,
+            )
+            .await;
+        site.add_groups(&id, &[["a", "b"][(n % 2) as usize]]).await;
+        ids.push(id);
+    }
+    for (i, id) in ids.iter().enumerate() {
+        for u in 0..(i % 9) {
+            site.vote(&format!("user:{}", 100 + u), &format!("article:{id}"), now)
+                .await;
+        }
+    }
+    // Something no seed code writes: reported, not imported.
+    let _: () = site
+        .con
+        .zadd(format!("{prefix}score:"), "article:999", 1.0)
+        .await
+        .unwrap();
+    let (dir, config, report) = import_twice(&prefix, "seed003").await;
+    assert_eq!(report.articles, 40);
+    assert!(
+        report
+            .skipped
+            .keys()
+            .any(|k| k.contains("without an article:<id> hash")),
+        "{:?}",
+        report.lines()
+    );
+    let _: () = site
+        .con
+        .zrem(format!("{prefix}score:"), "article:999")
+        .await
+        .unwrap();
+    let mut config = config;
+    config.posting = hotrank::config::Access::Open;
+    config.voting = hotrank::config::Access::Open;
+    let s = TestServer::start_in(dir, config, now).await;
+    assert_eq!(hot_pages(&s, None).await, seed_pages(&mut site, None).await);
+    for g in ["a", "b"] {
+        assert_eq!(
+            hot_pages(&s, Some(g)).await,
+            seed_pages(&mut site, Some(g)).await
+        );
+    }
+    for id in &ids {
+        let h: HashMap<String, String> = site
+            .con
+            .hgetall(format!("{prefix}article:{id}"))
+            .await
+            .unwrap();
+        let (st, v) = s.get(&format!("/api/articles/{id}")).await;
+        assert_eq!(st, StatusCode::OK);
+        assert_eq!(v["votes"].as_u64(), Some(h["votes"].parse().unwrap()));
+        assert_eq!(v["title"].as_str(), Some(h["title"].as_str()));
+        assert_eq!(v["publishedAt"].as_i64(), Some(h["time"].parse().unwrap()));
+    }
+    // Voters of articles still open came along (hashed as the API hashes
+    // a userId): they cannot vote again; articles past the week are closed.
+    let last = ids.last().unwrap();
+    assert_eq!(vote_api(&s, last, "100").await, StatusCode::CONFLICT);
+    assert_eq!(
+        vote_api(&s, last, "4").await,
+        StatusCode::CONFLICT,
+        "the poster"
+    );
+    assert_eq!(vote_api(&s, last, "fresh").await, StatusCode::OK);
+    assert_eq!(vote_api(&s, &ids[0], "fresh").await, StatusCode::GONE);
+}
+
+/// A site of seed 000 imported: PV and UV of every article, the sketches
+/// byte for byte (into a Redis store), and the seed's junk reported.
+#[tokio::test]
+async fn import_seed000() {
+    let prefix = unique_prefix();
+    let p = prefix.as_str();
+    let mut con = server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let now = real_now();
+    for n in 0..12i64 {
+        let id = format!("a{n}");
+        let _: () = con
+            .hset(
+                format!("{p}meta:article:{id}"),
+                "publishedAt",
+                now - 5_000 * n,
+            )
+            .await
+            .unwrap();
+        for v in 0..(5 * n + 1) {
+            seed000_view(&mut con, p, &id, &format!("vis{}", v * 7 % (3 * n + 2))).await;
+        }
+    }
+    let _: () = con
+        .set(format!("{p}counter:views:not valid!"), 3)
+        .await
+        .unwrap();
+    let _: () = con
+        .set(format!("{p}hll:uv:a0x"), "not a sketch")
+        .await
+        .unwrap();
+    let (dir, config, report) = import_twice(p, "seed000").await;
+    assert_eq!(report.articles, 12, "{:?}", report.lines());
+    assert!(
+        report
+            .skipped
+            .keys()
+            .any(|k| k.contains("invalid article id"))
+    );
+    assert!(
+        report
+            .skipped
+            .keys()
+            .any(|k| k.contains("not a HyperLogLog"))
+    );
+    let s = TestServer::start_in(dir, config, now).await;
+    for n in 0..12 {
+        let id = format!("a{n}");
+        let (_, v) = s.get(&format!("/api/articles/{id}")).await;
+        let pv: u64 = con.get(format!("{p}counter:views:{id}")).await.unwrap();
+        let uv: u64 = redis::cmd("PFCOUNT")
+            .arg(format!("{p}hll:uv:{id}"))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(v["pv"].as_u64(), Some(pv), "{id}");
+        assert_eq!(v["uv"].as_u64(), Some(uv), "{id}");
+        assert_eq!(v["publishedAt"].as_i64(), Some(now - 5_000 * n));
+    }
+    // Into a Redis store (hotrank's layout): the sketches byte for byte.
+    let target = unique_prefix();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::test_config(dir.path());
+    config.store = hotrank::config::StoreKind::Redis;
+    config.redis.url = server().url();
+    config.redis.prefix = target.clone();
+    for round in 0..2 {
+        let (c, url, from) = (config.clone(), server().url(), prefix.clone());
+        let r = tokio::task::spawn_blocking(move || {
+            hotrank::cli::seed_import::import(&c, &url, &from, "seed000".parse().unwrap())
+        })
+        .await
+        .unwrap()
+        .expect("import into redis");
+        assert_eq!(r.unchanged, round == 1);
+    }
+    for n in 0..12 {
+        let a: Vec<u8> = con.get(format!("{p}hll:uv:a{n}")).await.unwrap();
+        let b: Vec<u8> = con.get(format!("{target}hll:uv:a{n}")).await.unwrap();
+        assert_eq!(a, b, "a{n}");
+    }
+}
+
+/// Seed 001's hourly keys imported: counts per hour, the average dwell as
+/// the seed computes it (dur / pv), the category; `cnt:uv` reported.
+#[tokio::test]
+async fn import_seed001() {
+    use hotrank::time::{hour_of, hour_stamp};
+    let prefix = unique_prefix();
+    let p = prefix.as_str();
+    let mut con = server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let now = real_now();
+    let h = hour_of(now);
+    for n in 0..6i64 {
+        let id = format!("c{n}");
+        for back in 0..3 {
+            let stamp = hour_stamp(h - back);
+            for (metric, v) in [
+                ("pv", 10 * n + back + 1),
+                ("uv", 5),
+                ("dur", 30 * n),
+                ("like", n),
+                ("cmt", back),
+            ] {
+                let _: () = con
+                    .set(format!("{p}cnt:{metric}:{id}:{stamp}"), v)
+                    .await
+                    .unwrap();
+            }
+        }
+        let cat = if n % 2 == 0 { "tech" } else { "life" };
+        let _: () = con
+            .zadd(format!("{p}hot:articles:{cat}"), &id, n as f64)
+            .await
+            .unwrap();
+        let _: () = con
+            .zadd(format!("{p}hot:articles"), &id, n as f64)
+            .await
+            .unwrap();
+    }
+    let _: () = con.set(format!("{p}cnt:pv:c0:2025"), 1).await.unwrap();
+    let (dir, config, report) = import_twice(p, "seed001").await;
+    assert_eq!(report.articles, 6);
+    assert!(report.skipped.keys().any(|k| k.contains("cnt:uv")));
+    assert!(report.skipped.keys().any(|k| k.contains("yyyyMMddHH")));
+    let s = TestServer::start_in(dir, config, now).await;
+    for n in 0..6i64 {
+        let (_, v) = s.get(&format!("/api/articles/c{n}")).await;
+        let pv: i64 = (0..3).map(|b| 10 * n + b + 1).sum();
+        assert_eq!(v["pv"].as_i64(), Some(pv), "c{n}");
+        assert_eq!(v["likes"].as_i64(), Some(3 * n));
+        assert_eq!(v["comments"].as_i64(), Some(3));
+        let avg = (90 * n) as f64 / pv as f64;
+        assert!(
+            (v["avgDwellSeconds"].as_f64().unwrap() - avg).abs() < 1e-9,
+            "{v}"
+        );
+        let cat = if n % 2 == 0 { "tech" } else { "life" };
+        assert_eq!(v["category"].as_str(), Some(cat));
+    }
+}
+
+/// Seed 004's per-day sorted sets imported: clicks per item and day.
+#[tokio::test]
+async fn import_seed004() {
+    use hotrank::time::{date_stamp, day_of};
+    let prefix = unique_prefix();
+    let p = prefix.as_str();
+    let mut con = server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let now = real_now();
+    let today = day_of(now);
+    for back in 0..3 {
+        for n in 0..5i64 {
+            let _: () = con
+                .zincr(
+                    format!("{p}{}", date_stamp(today - back)),
+                    format!("m{n}"),
+                    (n + 1) * (back + 1),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let _: () = con.zadd(format!("{p}2025-02-30"), "m0", 1).await.unwrap();
+    let (dir, config, report) = import_twice(p, "seed004").await;
+    assert_eq!(report.articles, 5);
+    assert!(
+        report.skipped.keys().any(|k| k.contains("yyyy-MM-dd")),
+        "{:?}",
+        report.lines()
+    );
+    let s = TestServer::start_in(dir, config, now).await;
+    for n in 0..5i64 {
+        let (_, v) = s.get(&format!("/api/articles/m{n}")).await;
+        assert_eq!(v["pv"].as_i64(), Some((n + 1) * 6), "m{n}: {v}");
+    }
+}
