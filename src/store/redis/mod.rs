@@ -131,13 +131,42 @@ struct Scripts {
 
 /// A script with the key check (`declared.lua`) in front.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{}{body}", include_str!("declared.lua")))
+    chunks(&[body])
 }
+
+/// One script from Lua chunks, concatenated in order after `declared.lua`:
+/// a later chunk sees the locals of the earlier ones.
+fn chunks(parts: &[&str]) -> Script {
+    let mut src = String::from(include_str!("declared.lua"));
+    for p in parts {
+        src.push_str(p);
+    }
+    Script::new(&src)
+}
+
+/// The direct store's ingest script: its head (`ingest.lua`), the gate,
+/// the counters and its reply, in one atomic call.
+pub fn ingest_script() -> Script {
+    chunks(&[
+        include_str!("ingest.lua"),
+        COMMON,
+        GATE,
+        APPLY,
+        include_str!("reply.lua"),
+    ])
+}
+
+/// The gate: reads, decides and writes gate state (`gate.lua`).
+const GATE: &str = include_str!("gate.lua");
+/// The counters of gated events (`apply.lua`).
+const APPLY: &str = include_str!("apply.lua");
+/// Helpers `GATE` and `APPLY` share (`common.lua`).
+const COMMON: &str = include_str!("common.lua");
 
 impl Scripts {
     fn new() -> Self {
         Scripts {
-            ingest: script(include_str!("ingest.lua")),
+            ingest: ingest_script(),
             window: script(include_str!("window.lua")),
             sync: script(include_str!("sync.lua")),
             writeback: script(include_str!("writeback.lua")),
