@@ -254,6 +254,19 @@ async fn delete_api(s: &TestServer, id: &str) -> StatusCode {
         .status()
 }
 
+/// Every key under `prefix` is one KEY_TABLE documents, of its type.
+async fn every_key_documented(con: &mut redis::aio::MultiplexedConnection, prefix: &str) {
+    let keys: Vec<String> = con.keys(format!("{prefix}*")).await.unwrap();
+    assert!(!keys.is_empty());
+    for k in keys {
+        let rest = &k[prefix.len()..];
+        let spec = hotrank::store::redis::key_spec_of(rest)
+            .unwrap_or_else(|| panic!("{rest} is not in KEY_TABLE"));
+        let ty: String = redis::cmd("TYPE").arg(&k).query_async(con).await.unwrap();
+        assert_eq!(ty, spec.kind, "{rest}");
+    }
+}
+
 /// Both sides agree on every article (title, votes, score), on the order
 /// of every page by score, and on every group's order.
 async fn agree(
@@ -405,6 +418,11 @@ async fn seed003_side_by_side() {
     );
     *votes.get_mut(recent).unwrap() += 1;
     agree(&s, &mut site, &votes, &groups, &deleted).await;
+    // The seed's own score:{group} caches aside, every key is documented.
+    for g in groups {
+        let _: () = site.con.del(format!("{prefix}score:{g}")).await.unwrap();
+    }
+    every_key_documented(&mut site.con, &prefix).await;
 }
 
 /// The seed's settings that hotrank cannot serve are refused up front.
@@ -930,4 +948,169 @@ async fn import_seed004() {
         let (_, v) = s.get(&format!("/api/articles/m{n}")).await;
         assert_eq!(v["pv"].as_i64(), Some((n + 1) * 6), "m{n}: {v}");
     }
+}
+
+/// Seed layout writes seed 001's hourly `cnt:*` keys (7-day expiry) and
+/// seed 004's per-day sorted set as events are counted, and refreshes
+/// `hot:articles`/`hot:articles:<category>` with the weighted score of
+/// the last 24 hours without any query; hotrank's own layout writes none
+/// of them.
+#[tokio::test]
+async fn seed001_and_seed004_keys() {
+    use hotrank::time::{date_stamp, day_of, hour_of, hour_stamp};
+    let prefix = unique_prefix();
+    let p = prefix.as_str();
+    let s = hotrank(p).await;
+    let mut con = server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let cats = ["tech", "life"];
+    let mut events = Vec::new();
+    for n in 0..6usize {
+        let id = format!("a{n}");
+        let (st, _) = s
+            .admin_put(
+                &format!("/api/articles/{id}"),
+                &json!({"title": id, "category": cats[n % 2], "publishedAt": common::T0 - 3600 * n as i64}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        for v in 0..(2 * n + 1) {
+            let visitor = format!("v{}", v % (n + 1));
+            events.push(
+                json!({"type": "view", "articleId": id, "visitorId": format!("{visitor}-{v}")}),
+            );
+            if v % 2 == 0 {
+                events.push(
+                    json!({"type": "like", "articleId": id, "visitorId": format!("{visitor}-{v}")}),
+                );
+                events.push(json!({"type": "dwell", "articleId": id, "visitorId": format!("{visitor}-{v}"), "seconds": 10 + v}));
+            }
+            if v % 3 == 0 {
+                events.push(json!({"type": "comment", "articleId": id, "visitorId": format!("{visitor}-{v}")}));
+            }
+        }
+    }
+    let r = s
+        .client
+        .post(s.url("/api/events"))
+        .bearer_auth(common::INGEST)
+        .json(&json!({ "events": events }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        v["verdicts"]["counted"].as_u64(),
+        Some(events.len() as u64),
+        "{v}"
+    );
+    let now = s.clock.now();
+    let stamp = hour_stamp(hour_of(now));
+    let date = date_stamp(day_of(now));
+    for n in 0..6usize {
+        let id = format!("a{n}");
+        let views = 2 * n + 1;
+        let count = |kind: &str| {
+            events
+                .iter()
+                .filter(|e| e["articleId"] == id.as_str() && e["type"] == kind)
+                .count()
+        };
+        let dur: i64 = events
+            .iter()
+            .filter(|e| e["articleId"] == id.as_str() && e["type"] == "dwell")
+            .map(|e| e["seconds"].as_i64().unwrap())
+            .sum();
+        let get = |metric: &str| format!("{p}cnt:{metric}:{id}:{stamp}");
+        let pv: usize = con.get(get("pv")).await.unwrap();
+        assert_eq!(pv, views, "{id}");
+        let uv: u64 = con.get(get("uv")).await.unwrap();
+        let hll_uv: u64 = redis::cmd("PFCOUNT")
+            .arg(format!("{p}hll:uv:h:{id}:{}", hour_of(now)))
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        assert_eq!(uv, hll_uv);
+        let likes: usize = con.get(get("like")).await.unwrap();
+        assert_eq!(likes, count("like"));
+        let cmts: Option<usize> = con.get(get("cmt")).await.unwrap();
+        assert_eq!(cmts.unwrap_or(0), count("comment"));
+        let d: i64 = con.get(get("dur")).await.unwrap();
+        assert_eq!(d, dur);
+        // 7 days after the hour ends (the event's hour, hotrank's clock).
+        let want = (hour_of(now) + 1) * 3600 + 7 * 86_400 - now;
+        for metric in ["pv", "uv", "like", "dur"] {
+            let ttl: i64 = con.ttl(get(metric)).await.unwrap();
+            assert!((want - 5..=want).contains(&ttl), "{metric} {ttl} vs {want}");
+        }
+        let clicks: Option<f64> = con.zscore(format!("{p}{date}"), &id).await.unwrap();
+        assert_eq!(clicks, Some(views as f64), "seed 004 {id}");
+    }
+    let ttl: i64 = con.ttl(format!("{p}{date}")).await.unwrap();
+    assert!(ttl > 0, "the day's set expires");
+    // The per-minute batch, with nobody querying.
+    s.clock.advance(61);
+    let now = s.clock.now();
+    let mut want: Vec<(String, f64)> = Vec::new();
+    for _ in 0..100 {
+        let got: Vec<(String, f64)> = con
+            .zrevrange_withscores(format!("{p}hot:articles"), 0, -1)
+            .await
+            .unwrap();
+        if got.len() == 6 {
+            want = got;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(want.len(), 6, "hot:articles was never written");
+    // Wait for the refresh at this clock (an earlier one may be there).
+    let mut scores = HashMap::new();
+    for n in 0..6 {
+        let (_, a) = s.get(&format!("/api/articles/a{n}")).await;
+        scores.insert(format!("a{n}"), a["scores"]["weighted"].as_f64().unwrap());
+    }
+    let mut ok = false;
+    for _ in 0..100 {
+        let got: Vec<(String, f64)> = con
+            .zrevrange_withscores(format!("{p}hot:articles"), 0, -1)
+            .await
+            .unwrap();
+        if got.len() == 6 && got.iter().all(|(id, sc)| (scores[id] - sc).abs() < 1e-9) {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(ok, "hot:articles never held the weighted scores at {now}");
+    for (i, cat) in cats.iter().enumerate() {
+        let got: Vec<(String, f64)> = con
+            .zrevrange_withscores(format!("{p}hot:articles:{cat}"), 0, -1)
+            .await
+            .unwrap();
+        let mut ids: Vec<String> = got.iter().map(|(id, _)| id.clone()).collect();
+        ids.sort();
+        let want: Vec<String> = (0..6)
+            .filter(|n| n % 2 == i)
+            .map(|n| format!("a{n}"))
+            .collect();
+        assert_eq!(ids, want, "{cat}");
+        assert!(got.iter().all(|(id, sc)| (scores[id] - sc).abs() < 1e-9));
+    }
+    every_key_documented(&mut con, p).await;
+    // hotrank's own layout writes none of these keys.
+    let own = unique_prefix();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let o = TestServer::start_redis(dir, &server().url(), |c| c.redis.prefix = own.clone()).await;
+    o.view("a0", "x").await;
+    let keys: Vec<String> = con.keys(format!("{own}*")).await.unwrap();
+    assert!(
+        keys.iter()
+            .all(|k| !k.contains("cnt:") && !k.contains(&date)),
+        "{keys:?}"
+    );
 }

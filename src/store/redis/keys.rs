@@ -166,6 +166,14 @@ impl Keys {
     pub fn seed_hot_score(&self) -> String {
         self.k(format_args!("hot:score"))
     }
+    /// Seed 001's `hot:articles` (or `hot:articles:<category>`, the
+    /// category as given) in seed layout.
+    pub fn seed_hot_articles(&self, category: Option<&str>) -> String {
+        match category {
+            None => self.k(format_args!("hot:articles")),
+            Some(c) => self.k(format_args!("hot:articles:{c}")),
+        }
+    }
     /// Seed 003's article hash in seed layout.
     pub fn seed_article(&self, id: &ArticleId) -> String {
         self.k(format_args!("article:{id}"))
@@ -413,6 +421,46 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none",
         "seed_post.lua, seed.rs (DELETE removes the member)"
+    ),
+    key_spec!(
+        "layouts",
+        r"cnt:pv\|uv\|dur\|like\|cmt:<id>:<yyyyMMddHH>",
+        r"^cnt:(pv|uv|dur|like|cmt):[A-Za-z0-9_-]{1,64}:[0-9]{10}$",
+        "string",
+        "seed layout only: seed 001's hourly counts (UTC hour of the event): PV, UV (the hour's `PFCOUNT`), dwell seconds, likes, comments",
+        Ttl::Expires,
+        "hour end + 7 days",
+        "seed_apply.lua (ingest)"
+    ),
+    key_spec!(
+        "layouts",
+        "hot:articles",
+        r"^hot:articles$",
+        "zset",
+        "seed layout only: seed 001's ranking, member = id, score = the weighted score over the last 24 h, for every live article active in them",
+        Ttl::None,
+        "none",
+        "seed.rs (every `seed_refresh_secs`)"
+    ),
+    key_spec!(
+        "layouts",
+        "hot:articles:<category>",
+        r"^hot:articles:.+$",
+        "zset",
+        "seed layout only: the same for one category (as given)",
+        Ttl::None,
+        "none",
+        "seed.rs (every `seed_refresh_secs`)"
+    ),
+    key_spec!(
+        "layouts",
+        "<yyyy-MM-dd>",
+        r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        "zset",
+        "seed layout only: seed 004's clicks of one UTC day, member = id, score = counted views",
+        Ttl::Expires,
+        "day end + `retention.hourly_days` + 1 day",
+        "seed_apply.lua (ingest)"
     ),
     key_spec!(
         "counters",

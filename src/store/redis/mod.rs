@@ -535,6 +535,7 @@ impl RedisStore {
                     .map_err(|e| format!("redis connection manager: {e}"))?,
             )
         };
+        let seed_layout = opts.seed_layout;
         Ok(RedisStore {
             con,
             keys: if opts.cluster {
@@ -546,7 +547,15 @@ impl RedisStore {
             },
             opts,
             settings,
-            scripts: Scripts::new(),
+            scripts: Scripts {
+                // Seed layout: the counted events go into seeds 001/004's keys too.
+                ingest: if seed_layout {
+                    seed::ingest_script()
+                } else {
+                    ingest_script()
+                },
+                ..Scripts::new()
+            },
             cache: Mutex::new(NodeCache::default()),
             last_gc: Mutex::new(i64::MIN / 2),
             last_seed_refresh: Mutex::new(i64::MIN / 2),
@@ -1415,6 +1424,7 @@ impl Store for RedisStore {
             };
             if refresh {
                 self.seed_refresh(now).await?;
+                self.seed_refresh_weighted(now).await?;
             }
         }
         Ok(())

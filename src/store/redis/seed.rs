@@ -23,8 +23,8 @@ use redis::{Script, Value};
 
 use super::{RedisStore, bad_reply, script, store_err, v_str};
 use crate::model::{
-    ArticleId, ArticleMeta, ArticleView, Counters, HotPage, HotQuery, RankedItem, Timestamp,
-    VoteOutcome,
+    ArticleId, ArticleMeta, ArticleView, Counters, HotPage, HotQuery, RangeSpec, RankedItem,
+    Timestamp, VoteOutcome,
 };
 use crate::score::ModelKind;
 use crate::store::{StoreError, cursor};
@@ -54,6 +54,19 @@ fn scripts() -> &'static SeedScripts {
         vote: script(include_str!("seed_vote.lua")),
         delete: script(include_str!("seed_delete.lua")),
     })
+}
+
+/// The ingest script of seed layout: [`super::ingest_script`]'s chunks
+/// with `seed_apply.lua` (seeds 001 and 004's keys) before the reply.
+pub(super) fn ingest_script() -> Script {
+    super::chunks(&[
+        include_str!("ingest.lua"),
+        super::COMMON,
+        super::GATE,
+        super::APPLY,
+        include_str!("seed_apply.lua"),
+        include_str!("reply.lua"),
+    ])
 }
 
 /// The seed 003 member of a user id as sent (`user:<id>`).
@@ -469,5 +482,80 @@ impl RedisStore {
         }
         pipe.query_async::<()>(&mut con).await.map_err(store_err)?;
         Ok(best.len())
+    }
+
+    /// Rewrites seed 001's `hot:articles` and `hot:articles:<category>`
+    /// with the seed's weighted score over the last 24 hours of every live
+    /// article with activity in them (the seed's per-minute batch).
+    pub(crate) async fn seed_refresh_weighted(&self, now: Timestamp) -> Result<usize, StoreError> {
+        let seq = self.sync_node().await?;
+        let mut con = self.con();
+        let last = crate::time::hour_of(now);
+        let hours: Vec<String> = crate::time::last_hours(last, 24)
+            .map(|h| self.keys.active_h(h))
+            .collect();
+        let mut ids: Vec<String> = redis::cmd("SUNION")
+            .arg(&hours)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        ids.sort();
+        let ids: Vec<ArticleId> = ids
+            .iter()
+            .filter_map(|s| ArticleId::parse(s).ok())
+            .collect();
+        let mut all: Vec<(f64, &str)> = Vec::new();
+        let mut by_category: std::collections::BTreeMap<String, Vec<(f64, &str)>> =
+            Default::default();
+        for chunk in ids.chunks(500) {
+            let metas = self.metas(chunk, seq).await?;
+            let counts = self.windows(chunk, RangeSpec::Hours(24), now, seq).await?;
+            for ((id, m), c) in chunk.iter().zip(metas).zip(counts) {
+                let Some(m) = m.filter(|m| !m.deleted) else {
+                    continue;
+                };
+                let score = self
+                    .settings
+                    .models
+                    .score(ModelKind::Weighted, &c, &m.meta, now);
+                all.push((score, id.as_str()));
+                if let Some(cat) = &m.meta.category {
+                    by_category
+                        .entry(cat.clone())
+                        .or_default()
+                        .push((score, id.as_str()));
+                }
+            }
+        }
+        let main = self.keys.seed_hot_articles(None);
+        let pattern = format!("{}*", self.keys.seed_hot_articles(Some("")));
+        let mut stale = Vec::new();
+        let mut at = 0;
+        loop {
+            let (next, found) = con
+                .scan(&main, at, &pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            stale.extend(found);
+            if next == 0 {
+                break;
+            }
+            at = next;
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        pipe.del(&main).ignore();
+        for k in &stale {
+            pipe.del(k).ignore();
+        }
+        if !all.is_empty() {
+            pipe.zadd_multiple(&main, &all).ignore();
+        }
+        for (cat, items) in &by_category {
+            pipe.zadd_multiple(self.keys.seed_hot_articles(Some(cat)), items)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(store_err)?;
+        Ok(all.len())
     }
 }
