@@ -118,7 +118,15 @@ async fn main() {
                 let out = store.ingest(chunk.to_vec(), now).await.unwrap();
                 counted += out
                     .iter()
-                    .filter(|o| matches!(o, Ok(hotrank::model::Outcome { verdict: hotrank::model::Verdict::Counted, .. })))
+                    .filter(|o| {
+                        matches!(
+                            o,
+                            Ok(hotrank::model::Outcome {
+                                verdict: hotrank::model::Verdict::Counted,
+                                ..
+                            })
+                        )
+                    })
                     .count();
             }
             let secs = t.elapsed().as_secs_f64();

@@ -428,8 +428,10 @@ async fn seed003_side_by_side() {
 /// The seed's settings that hotrank cannot serve are refused up front.
 #[test]
 fn seed_layout_refuses_a_cluster() {
-    let mut c = hotrank::config::Config::default();
-    c.store = hotrank::config::StoreKind::Redis;
+    let mut c = hotrank::config::Config {
+        store: hotrank::config::StoreKind::Redis,
+        ..Default::default()
+    };
     c.redis.layout = RedisLayout::Seed;
     c.redis.cluster = true;
     let e = c.validate().unwrap_err();

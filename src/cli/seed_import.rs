@@ -164,7 +164,7 @@ impl Reader<'_> {
                 .map_err(|e| format!("source redis: SCAN {full}: {e}"))?;
             for k in keys {
                 self.scanned += 1;
-                if self.scanned % 10_000 == 0 {
+                if self.scanned.is_multiple_of(10_000) {
                     eprintln!("… {} keys read", self.scanned);
                 }
                 out.push(k[self.prefix.len()..].to_string());
