@@ -645,8 +645,23 @@ fn real_now() -> i64 {
         .as_secs() as i64
 }
 
-/// `hotrank import --from-redis` (the library call behind it) into a new
-/// embedded data dir, twice; the second run must change nothing.
+/// `hotrank import --from-redis` (the library call behind it) of the
+/// seed keys under `from_prefix` into the store `config` names.
+async fn run_import(
+    config: &hotrank::config::Config,
+    from_prefix: &str,
+    layout: &str,
+) -> hotrank::cli::seed_import::ImportReport {
+    let (c, url, p) = (config.clone(), server().url(), from_prefix.to_string());
+    let l = layout.parse().unwrap();
+    tokio::task::spawn_blocking(move || hotrank::cli::seed_import::import(&c, &url, &p, l))
+        .await
+        .unwrap()
+        .expect("import")
+}
+
+/// The import into a new embedded data dir, twice; the second run must
+/// change nothing.
 async fn import_twice(
     from_prefix: &str,
     layout: &str,
@@ -657,24 +672,9 @@ async fn import_twice(
 ) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let config = common::test_config(dir.path());
-    let (c, url, p, l) = (
-        config.clone(),
-        server().url(),
-        from_prefix.to_string(),
-        layout.parse().unwrap(),
-    );
-    let first =
-        tokio::task::spawn_blocking(move || hotrank::cli::seed_import::import(&c, &url, &p, l))
-            .await
-            .unwrap()
-            .expect("import");
+    let first = run_import(&config, from_prefix, layout).await;
     assert!(!first.unchanged);
-    let (c, url, p) = (config.clone(), server().url(), from_prefix.to_string());
-    let second =
-        tokio::task::spawn_blocking(move || hotrank::cli::seed_import::import(&c, &url, &p, l))
-            .await
-            .unwrap()
-            .expect("second import");
+    let second = run_import(&config, from_prefix, layout).await;
     assert!(second.unchanged, "{:?}", second.lines());
     assert_eq!(first.articles, second.articles);
     (dir, config, first)
@@ -833,13 +833,7 @@ async fn import_seed000() {
     config.redis.url = server().url();
     config.redis.prefix = target.clone();
     for round in 0..2 {
-        let (c, url, from) = (config.clone(), server().url(), prefix.clone());
-        let r = tokio::task::spawn_blocking(move || {
-            hotrank::cli::seed_import::import(&c, &url, &from, "seed000".parse().unwrap())
-        })
-        .await
-        .unwrap()
-        .expect("import into redis");
+        let r = run_import(&config, &prefix, "seed000").await;
         assert_eq!(r.unchanged, round == 1);
     }
     for n in 0..12 {

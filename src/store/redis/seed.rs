@@ -109,6 +109,23 @@ impl RedisStore {
         self.opts.seed_layout
     }
 
+    /// Every key matching `pattern` (one Redis: seed layout has no cluster).
+    async fn scan_all(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let mut con = self.con();
+        let (mut out, mut at) = (Vec::new(), 0);
+        loop {
+            let (next, found) = con
+                .scan(pattern, at, pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            out.extend(found);
+            if next == 0 {
+                return Ok(out);
+            }
+            at = next;
+        }
+    }
+
     async fn seed_eval<T: redis::FromRedisValue>(
         &self,
         s: &Script,
@@ -222,21 +239,10 @@ impl RedisStore {
         }
         // The seed's code may have put it in groups hotrank never heard of.
         let member = article_member(id);
-        let pattern = format!("{}group:*", self.keys.prefix);
+        let groups = self
+            .scan_all(&format!("{}group:*", self.keys.prefix))
+            .await?;
         let mut con = self.con();
-        let mut groups = Vec::new();
-        let mut at = 0;
-        loop {
-            let (next, found) = con
-                .scan(&pattern, at, &pattern, 1000)
-                .await
-                .map_err(store_err)?;
-            groups.extend(found);
-            if next == 0 {
-                break;
-            }
-            at = next;
-        }
         if !groups.is_empty() {
             let mut pipe = redis::pipe();
             for g in &groups {
@@ -528,20 +534,9 @@ impl RedisStore {
             }
         }
         let main = self.keys.seed_hot_articles(None);
-        let pattern = format!("{}*", self.keys.seed_hot_articles(Some("")));
-        let mut stale = Vec::new();
-        let mut at = 0;
-        loop {
-            let (next, found) = con
-                .scan(&main, at, &pattern, 1000)
-                .await
-                .map_err(store_err)?;
-            stale.extend(found);
-            if next == 0 {
-                break;
-            }
-            at = next;
-        }
+        let stale = self
+            .scan_all(&format!("{}*", self.keys.seed_hot_articles(Some(""))))
+            .await?;
         let mut pipe = redis::pipe();
         pipe.atomic();
         pipe.del(&main).ignore();
