@@ -27,6 +27,14 @@ fn server() -> &'static RedisServer {
     S.get_or_init(RedisServer::start)
 }
 
+async fn connection() -> redis::aio::MultiplexedConnection {
+    server()
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
 async fn hotrank(prefix: &str) -> TestServer {
     hotrank_at(prefix, common::T0).await
 }
@@ -70,11 +78,7 @@ struct Site003 {
 
 impl Site003 {
     async fn new(prefix: &str) -> Self {
-        let con = server()
-            .client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let con = connection().await;
         Site003 {
             con,
             p: prefix.to_string(),
@@ -457,6 +461,14 @@ redis.call('ZADD', KEYS[3], s, ARGV[1])
 return { pv, uv }
 ";
 
+/// The seed's step 1: `HSET meta:article:<id> publishedAt <ts>`.
+async fn seed000_publish(con: &mut redis::aio::MultiplexedConnection, p: &str, id: &str, ts: i64) {
+    let _: () = con
+        .hset(format!("{p}meta:article:{id}"), "publishedAt", ts)
+        .await
+        .unwrap();
+}
+
 async fn seed000_view(
     con: &mut redis::aio::MultiplexedConnection,
     p: &str,
@@ -543,11 +555,7 @@ async fn seed000_side_by_side() {
         .unwrap()
         .as_secs() as i64;
     let s = hotrank_at(&prefix, now0).await;
-    let mut con = server()
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = connection().await;
     let p = prefix.as_str();
     // The seed's verification steps: publishedAt, then views.
     let mut ids: Vec<String> = Vec::new();
@@ -613,14 +621,7 @@ async fn seed000_side_by_side() {
     // 1,005 more articles the seed's script scored: only the top 1000 stay.
     for n in 0..1005 {
         let id = format!("x{n}");
-        let _: () = con
-            .hset(
-                format!("{p}meta:article:{id}"),
-                "publishedAt",
-                now0 - 60 * n,
-            )
-            .await
-            .unwrap();
+        seed000_publish(&mut con, p, &id, now0 - 60 * n).await;
         seed000_view(&mut con, p, &id, "v").await;
     }
     ids.retain(|id| id != "h3");
@@ -769,22 +770,11 @@ async fn import_seed003() {
 async fn import_seed000() {
     let prefix = unique_prefix();
     let p = prefix.as_str();
-    let mut con = server()
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = connection().await;
     let now = real_now();
     for n in 0..12i64 {
         let id = format!("a{n}");
-        let _: () = con
-            .hset(
-                format!("{p}meta:article:{id}"),
-                "publishedAt",
-                now - 5_000 * n,
-            )
-            .await
-            .unwrap();
+        seed000_publish(&mut con, p, &id, now - 5_000 * n).await;
         for v in 0..(5 * n + 1) {
             seed000_view(&mut con, p, &id, &format!("vis{}", v * 7 % (3 * n + 2))).await;
         }
@@ -850,11 +840,7 @@ async fn import_seed001() {
     use hotrank::time::{hour_of, hour_stamp};
     let prefix = unique_prefix();
     let p = prefix.as_str();
-    let mut con = server()
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = connection().await;
     let now = real_now();
     let h = hour_of(now);
     for n in 0..6i64 {
@@ -912,11 +898,7 @@ async fn import_seed004() {
     use hotrank::time::{date_stamp, day_of};
     let prefix = unique_prefix();
     let p = prefix.as_str();
-    let mut con = server()
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = connection().await;
     let now = real_now();
     let today = day_of(now);
     for back in 0..3 {
@@ -957,11 +939,7 @@ async fn seed001_and_seed004_keys() {
     let prefix = unique_prefix();
     let p = prefix.as_str();
     let s = hotrank(p).await;
-    let mut con = server()
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut con = connection().await;
     let cats = ["tech", "life"];
     let mut events = Vec::new();
     for n in 0..6usize {
