@@ -302,6 +302,7 @@ async fn agree(
         assert_eq!(v["title"].as_str(), Some(h["title"].as_str()), "{id}");
         let t: f64 = h["time"].parse().unwrap();
         assert_eq!(v["scores"]["votes"].as_f64(), Some(t + VOTE * *n as f64));
+        assert_eq!(v["publishedAt"].as_f64(), Some(t), "{id}");
     }
     for g in groups {
         let ours = hot_pages(s, Some(g)).await;
@@ -388,6 +389,10 @@ async fn seed003_side_by_side() {
         .await
         .unwrap();
     assert!(voted.iter().all(|u| u.starts_with("user:")), "{voted:?}");
+    // A view of an article only the site posted, a minute later: hotrank
+    // registers it, and still answers the site's publication time.
+    s.clock.advance(60);
+    assert_eq!(s.view(&posted[1], "reader").await, "counted");
     let none = HashSet::new();
     agree(&s, &mut site, &votes, &groups, &none).await;
 

@@ -33,7 +33,7 @@ use crate::store::{StoreError, cursor};
 pub const SEED_LAYOUT_LIMITS: &str = "redis.layout = \"seed\": \
 voter and poster ids are stored raw (voted:<id> holds user:<userId>, as the seed's code needs), not hashed; \
 no Redis Cluster; no down-votes (the seed has none); \
-votes cast by the seed's own code count in the votes ranking and article views but not in the reddit model; \
+votes cast by the seed's own code count in the votes ranking (unfiltered or by group) and article views, not in the reddit model nor in votes rankings filtered by category, kind or per_author; \
 articles only the seed's code posted are not listed by GET /api/new and have no category/kind/author filters; \
 hot:score is rewritten every seed_refresh_secs with the top 1000 (lifetime PV/UV gravity), hotrank's own default ranking is hot:gravity:72h:all; \
 visitors counted by both hotrank (16-byte elements) and the seed's script (its visitorId) count twice in hll:uv";
@@ -295,6 +295,17 @@ impl RedisStore {
                 }
             }
         };
+        // The site's hash wins: an article hotrank first saw through an
+        // event got that event's time, the site's `time` is the post's.
+        if let Some(m) = meta_of_article(&h) {
+            view.meta.published_at = m.published_at;
+            if view.meta.title.is_none() {
+                view.meta.title = m.title;
+            }
+            if view.meta.url.is_none() {
+                view.meta.url = m.url;
+            }
+        }
         view.lifetime.ups = votes_of(&h);
         view.lifetime.downs = 0;
         let computed = view.scores.is_empty();
