@@ -1093,3 +1093,63 @@ async fn seed001_and_seed004_keys() {
         "{keys:?}"
     );
 }
+
+/// The command line: `hotrank import --from-redis URL --layout L
+/// --from-prefix P` prints what it read and did not interpret, a second
+/// run says nothing changed, and a wrong layout is refused with a clear
+/// message.
+#[tokio::test]
+async fn import_command_line() {
+    let prefix = unique_prefix();
+    let mut site = Site003::new(&prefix).await;
+    let now = real_now();
+    for n in 0..3 {
+        site.post("user:1", &format!("t{n}"), "https://l", now - 10 * n)
+            .await;
+    }
+    let _: () = site
+        .con
+        .sadd(format!("{prefix}group:g"), "article:77")
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_string();
+    let run = |layout: &'static str| {
+        let (data, prefix) = (data.clone(), prefix.clone());
+        async move {
+            tokio::task::spawn_blocking(move || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+                    .args(["import", "--data-dir", &data, "--from-redis"])
+                    .arg(server().url())
+                    .args(["--layout", layout, "--from-prefix", &prefix])
+                    .output()
+                    .expect("run hotrank")
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let out = run("seed003").await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("read: ") && err.contains("article:<id> 3"),
+        "{err}"
+    );
+    assert!(
+        err.contains("not interpreted: group member that is not a known article:<id>: 1"),
+        "{err}"
+    );
+    assert!(err.contains("imported 3 articles"), "{err}");
+    let out = run("seed003").await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("nothing changed"), "{err}");
+    let out = run("seed9").await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("seed000, seed001, seed003 or seed004"),
+        "{err}"
+    );
+}
