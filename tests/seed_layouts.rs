@@ -412,6 +412,55 @@ async fn seed003_side_by_side() {
     assert_eq!(vote_api(&s, &posted[1], "999").await, StatusCode::NOT_FOUND);
     agree(&s, &mut site, &votes, &groups, &deleted).await;
 
+    // An article registered by PUT (nobody posted it) joins the site's
+    // keys on its first vote through hotrank; its groups follow PUT and
+    // the groups endpoint.
+    let (st, _) = s
+        .admin_put(
+            "/api/articles/p1",
+            &json!({"title": "put", "publishedAt": s.clock.now() - 100, "groups": ["rust"]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let now = s.clock.now();
+    assert!(
+        !site.vote("user:700", "article:p1", now).await,
+        "not posted yet"
+    );
+    assert_eq!(vote_api(&s, "p1", "700").await, StatusCode::OK);
+    assert!(!site.vote("user:700", "article:p1", now).await, "voted");
+    assert!(site.vote("user:701", "article:p1", now).await);
+    votes.insert("p1".into(), 2);
+    agree(&s, &mut site, &votes, &groups, &deleted).await;
+    assert!(
+        hot_pages(&s, Some("rust"))
+            .await
+            .iter()
+            .any(|(id, _)| id == "p1")
+    );
+    let r = s
+        .client
+        .post(s.url("/api/articles/p1/groups"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"add": ["go"], "remove": ["rust"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    agree(&s, &mut site, &votes, &groups, &deleted).await;
+    assert!(
+        !hot_pages(&s, Some("rust"))
+            .await
+            .iter()
+            .any(|(id, _)| id == "p1")
+    );
+    assert!(
+        hot_pages(&s, Some("go"))
+            .await
+            .iter()
+            .any(|(id, _)| id == "p1")
+    );
+
     // A week after the first posts, voting on them is closed on both sides.
     s.clock.advance(WEEK - 100);
     let now = s.clock.now();

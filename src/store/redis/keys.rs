@@ -420,7 +420,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "seed layout only: members `article:<id>` of the group (the name as given)",
         Ttl::None,
         "none",
-        "seed_post.lua, seed.rs (DELETE removes the member)"
+        "seed_post.lua, seed.rs (`PUT` and group changes move the member, DELETE removes it)"
     ),
     key_spec!(
         "layouts",

@@ -1078,7 +1078,9 @@ impl Store for RedisStore {
             k.changes_seq(),
             k.changes(),
         ];
+        let before = self.seed_groups_before(&id).await?;
         let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
+        self.seed_groups_after(&id, before, &meta.groups).await?;
         Ok(if created == 1 {
             PutOutcome::Created
         } else {

@@ -109,6 +109,52 @@ impl RedisStore {
         self.opts.seed_layout
     }
 
+    /// Seed layout: an article's groups before a `PUT` (`None` in
+    /// hotrank's layout, which keeps no group sets).
+    pub(crate) async fn seed_groups_before(
+        &self,
+        id: &ArticleId,
+    ) -> Result<Option<Vec<String>>, StoreError> {
+        if !self.seed_layout() {
+            return Ok(None);
+        }
+        let mut con = self.con();
+        let g: Option<String> = redis::cmd("HGET")
+            .arg(self.keys.meta(id))
+            .arg("groups")
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(Some(
+            g.and_then(|g| serde_json::from_str(&g).ok())
+                .unwrap_or_default(),
+        ))
+    }
+
+    /// Seed layout: after a `PUT` (or a group change), the article leaves
+    /// the `group:<name>` sets it left and joins the new ones.
+    pub(crate) async fn seed_groups_after(
+        &self,
+        id: &ArticleId,
+        before: Option<Vec<String>>,
+        now: &[String],
+    ) -> Result<(), StoreError> {
+        let Some(before) = before else {
+            return Ok(());
+        };
+        let member = article_member(id);
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for g in before.iter().filter(|g| !now.contains(g)) {
+            pipe.srem(self.keys.seed_group(g), &member).ignore();
+        }
+        for g in now.iter().filter(|g| !before.contains(g)) {
+            pipe.sadd(self.keys.seed_group(g), &member).ignore();
+        }
+        let mut con = self.con();
+        pipe.query_async::<()>(&mut con).await.map_err(store_err)
+    }
+
     /// Every key matching `pattern` (one Redis: seed layout has no cluster).
     async fn scan_all(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
         let mut con = self.con();
