@@ -484,7 +484,8 @@ impl RedisStore {
     /// Rewrites seed 000's `hot:score` with the exact gravity scores (the
     /// seed's formula over lifetime `counter:views` and `hll:uv`, as its
     /// script computes them) of the top [`SEED_HOT_SCORE_SIZE`] live
-    /// articles: those hotrank lists and those the seed's script scored.
+    /// articles with views: those hotrank lists and those the seed's script
+    /// scored.
     pub(crate) async fn seed_refresh(&self, now: Timestamp) -> Result<usize, StoreError> {
         let mut con = self.con();
         let hot = self.keys.seed_hot_score();
@@ -531,6 +532,10 @@ impl RedisStore {
                     uv: num(&got[3 * i + 1]),
                     ..Counters::default()
                 };
+                // The seed's script scores an article on its first view.
+                if c.pv == 0 && c.uv == 0 {
+                    continue;
+                }
                 let s = self.settings.models.gravity.score(&c, published, now);
                 best.push((s, id.clone()));
             }
