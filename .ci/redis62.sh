@@ -31,4 +31,4 @@ fi
 "$dir/redis-server" --version
 export REDIS_SERVER_BIN="$PWD/$dir/redis-server" REDIS_CLI_BIN="$PWD/$dir/redis-cli"
 CI="${CI:-1}" cargo test --test redis --test contract --test models --test oracle \
-  --test redis_walk --test hll_redis --test bounded_rankings --test overview
+  --test redis_walk --test hll_redis --test bounded_rankings --test overview --test seed_layouts

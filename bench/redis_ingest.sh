@@ -8,7 +8,8 @@
 # Besides events/s, each side reports Redis' own CPU per event (INFO cpu,
 # user+sys, over the side's run) and, with STATS=1, INFO commandstats.
 # Usage: bench/redis_ingest.sh   (env: DUR seconds, RUNS, SHARED dir,
-#   BIN hotrank binary, default $CARGO_TARGET_DIR or target, release)
+#   BIN hotrank binary, default $CARGO_TARGET_DIR or target, release;
+#   LAYOUT=seed runs hotrank with [redis] layout = "seed")
 # Needs gcc, redis-server, redis-cli, wrk; builds hotrank --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ RPORT=${RPORT:-6391}
 HPORT=${HPORT:-18091}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
 STATS=${STATS:-0}
+LAYOUT=${LAYOUT:-hotrank}
 TMP=$(mktemp -d)
 HPID=""
 cleanup() {
@@ -40,6 +42,7 @@ store = "redis"
 ip_limit_per_minute = 0   # one load generator is one IP
 [redis]
 url = "redis://127.0.0.1:$RPORT/0"
+layout = "$LAYOUT"
 TOML
 # Redis CPU seconds (user + sys) so far.
 rcpu() {

@@ -226,6 +226,22 @@ pub struct RedisConfig {
     /// Replicas that must confirm an ingest batch (`WAIT`) before it is
     /// acknowledged; 0 (default) waits for none.
     pub wait_replicas: u32,
+    /// Whose key layout (`HOTRANK_REDIS_LAYOUT`): `hotrank` (default) or
+    /// `seed`: the seeds' own keys and member formats, so their code runs
+    /// beside hotrank on one Redis (README, "Coming from a seed design").
+    pub layout: RedisLayout,
+    /// Seed layout: seconds between refreshes of seed 000's `hot:score`
+    /// (the seed's 60–120 s).
+    pub seed_refresh_secs: u64,
+}
+
+/// The Redis key layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisLayout {
+    #[default]
+    Hotrank,
+    Seed,
 }
 
 impl Default for RedisConfig {
@@ -239,6 +255,8 @@ impl Default for RedisConfig {
             response_timeout_ms: 2000,
             cluster: false,
             wait_replicas: 0,
+            layout: RedisLayout::Hotrank,
+            seed_refresh_secs: 60,
         }
     }
 }
@@ -585,6 +603,17 @@ impl Config {
             return Err(
                 "redis.connect_timeout_ms and redis.response_timeout_ms must be > 0".into(),
             );
+        }
+        if rc.layout == RedisLayout::Seed && rc.cluster {
+            return Err(
+                "redis.layout = \"seed\" needs one Redis: the seeds' keys cannot share a cluster slot (set redis.cluster = false or layout = \"hotrank\")".into(),
+            );
+        }
+        if !(1..=3600).contains(&rc.seed_refresh_secs) {
+            return Err(format!(
+                "redis.seed_refresh_secs = {} is invalid: must be in 1..=3600",
+                rc.seed_refresh_secs
+            ));
         }
         let urls_ok = if rc.cluster {
             rc.url.split(',').all(|u| u.trim().starts_with("redis://"))

@@ -8,11 +8,12 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
+use hotrank::cli::transfer::{load_records, store_records};
 use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
-use hotrank::store::dump::{DUMP_VERSION, Record, read_records, write_records};
+use hotrank::store::dump::{Record, read_records, write_records};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 
 #[derive(Parser)]
@@ -84,6 +85,16 @@ struct DumpArgs {
     /// The dump file [default: stdout for export, stdin for import].
     #[arg(long)]
     file: Option<PathBuf>,
+    /// import: adopt a Redis one of the seeds' designs filled (with
+    /// --layout) instead of reading a dump.
+    #[arg(long, requires = "layout", conflicts_with = "file")]
+    from_redis: Option<String>,
+    /// import --from-redis: seed000, seed001, seed003 or seed004.
+    #[arg(long, requires = "from_redis")]
+    layout: Option<String>,
+    /// import --from-redis: the prefix of the seed's keys [default: none].
+    #[arg(long, requires = "from_redis", default_value = "")]
+    from_prefix: String,
 }
 
 #[derive(clap::Args)]
@@ -113,6 +124,9 @@ struct ServeArgs {
     /// Prefix of every Redis key (keeps sites apart on one Redis).
     #[arg(long, env = "HOTRANK_REDIS_PREFIX")]
     redis_prefix: Option<String>,
+    /// Redis key layout: hotrank (default) or seed (the seeds' own keys).
+    #[arg(long, env = "HOTRANK_REDIS_LAYOUT", value_parser = ["hotrank", "seed"])]
+    redis_layout: Option<String>,
     /// PostgreSQL URL of the archive (`[archive] url`).
     #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
     archive_url: Option<String>,
@@ -163,6 +177,13 @@ impl ServeArgs {
         }
         if let Some(p) = &self.redis_prefix {
             c.redis.prefix = p.clone();
+        }
+        if let Some(l) = &self.redis_layout {
+            c.redis.layout = if l == "seed" {
+                hotrank::config::RedisLayout::Seed
+            } else {
+                hotrank::config::RedisLayout::Hotrank
+            };
         }
         if let Some(u) = &self.archive_url {
             c.archive.url = u.clone();
@@ -236,6 +257,9 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
         StoreKind::Redis => {
             let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
             tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
+            if config.redis.layout == hotrank::config::RedisLayout::Seed {
+                tracing::warn!("{}", hotrank::store::redis::SEED_LAYOUT_LIMITS);
+            }
             Ok(Arc::new(store))
         }
     }
@@ -263,48 +287,6 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))
-}
-
-/// All state of the configured store as dump records.
-fn store_records(rt: &tokio::runtime::Runtime, config: &Config) -> Result<Vec<Record>, String> {
-    let settings = StoreSettings::from_config(config);
-    match config.store {
-        StoreKind::Embedded => {
-            let (store, _) = EmbeddedStore::open(Durability::from_config(config), settings)?;
-            let mut r = vec![Record::Header {
-                version: DUMP_VERSION,
-                source: "embedded".into(),
-            }];
-            r.extend(store.export());
-            Ok(r)
-        }
-        StoreKind::Redis => {
-            let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
-            rt.block_on(dump_redis(&store, SystemClock.now()))
-                .map_err(|e| e.to_string())
-        }
-    }
-}
-
-/// Loads dump records into the configured store, which must be empty;
-/// returns the number of articles.
-fn load_records(
-    rt: &tokio::runtime::Runtime,
-    config: &Config,
-    records: &[Record],
-) -> Result<u64, String> {
-    let settings = StoreSettings::from_config(config);
-    match config.store {
-        StoreKind::Embedded => {
-            EmbeddedStore::import_into(&Durability::from_config(config), &settings, records)
-        }
-        StoreKind::Redis => {
-            let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(config), settings.clone())?;
-            rt.block_on(load_redis(&store, records, &settings, SystemClock.now()))
-        }
-    }
 }
 
 fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
@@ -337,6 +319,20 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
     };
     let n = load_records(&runtime()?, &config, &records)?;
     eprintln!("imported {n} articles");
+    Ok(())
+}
+
+fn import_seed(
+    config: Config,
+    from: &str,
+    from_prefix: &str,
+    layout: Option<&str>,
+) -> Result<(), String> {
+    let layout: hotrank::cli::seed_import::SeedLayout = layout.unwrap_or_default().parse()?;
+    let report = hotrank::cli::seed_import::import(&config, from, from_prefix, layout)?;
+    for line in report.lines() {
+        eprintln!("{line}");
+    }
     Ok(())
 }
 
@@ -471,7 +467,10 @@ fn main() -> ExitCode {
             })
         }),
         Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
-        Command::Import(a) => a.serve.load().and_then(|c| import(c, a.file)),
+        Command::Import(a) => a.serve.load().and_then(|c| match &a.from_redis {
+            Some(url) => import_seed(c, url, &a.from_prefix, a.layout.as_deref()),
+            None => import(c, a.file),
+        }),
         Command::Archive(cmd) => archive(cmd),
         Command::Repair(args) => args.load().and_then(repair),
         Command::CheckConfig(args) => args.load().and_then(|config| {

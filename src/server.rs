@@ -83,6 +83,29 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
+/// The key of every identity hash, `data_dir/identity.key` (created on
+/// first use): all nodes of one site, and tools that hash ids for it
+/// (`hotrank import --from-redis`), must share it.
+pub fn identity_secret(data_dir: &Path) -> Result<[u8; 16], String> {
+    let (secret_hex, _) = load_or_create(data_dir, "identity.key", || random_hex(16))?;
+    let mut secret = [0u8; 16];
+    if secret_hex.len() != 32 {
+        return Err(format!(
+            "{} must hold 32 hex digits",
+            data_dir.join("identity.key").display()
+        ));
+    }
+    for (i, b) in secret.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&secret_hex[2 * i..2 * i + 2], 16).map_err(|_| {
+            format!(
+                "{} must hold hex digits",
+                data_dir.join("identity.key").display()
+            )
+        })?;
+    }
+    Ok(secret)
+}
+
 /// Builds the handlers' shared state. Secrets (the admin token if none is
 /// configured, and the key of every identity hash) live in the data dir.
 pub fn build_state(
@@ -90,22 +113,7 @@ pub fn build_state(
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
 ) -> Result<AppState, String> {
-    let (secret_hex, _) = load_or_create(&config.data_dir, "identity.key", || random_hex(16))?;
-    let mut secret = [0u8; 16];
-    if secret_hex.len() != 32 {
-        return Err(format!(
-            "{} must hold 32 hex digits",
-            config.data_dir.join("identity.key").display()
-        ));
-    }
-    for (i, b) in secret.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&secret_hex[2 * i..2 * i + 2], 16).map_err(|_| {
-            format!(
-                "{} must hold hex digits",
-                config.data_dir.join("identity.key").display()
-            )
-        })?;
-    }
+    let secret = identity_secret(&config.data_dir)?;
     let admin_token = match &config.admin_token {
         Some(t) => t.clone(),
         None => {

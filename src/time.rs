@@ -28,9 +28,97 @@ pub fn last_hours(last: i64, n: u32) -> RangeInclusive<i64> {
     (last - i64::from(n) + 1)..=last
 }
 
+/// Days since the epoch of a proleptic Gregorian date (UTC).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date (year, month, day) of a day bucket.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Seed 001's hour stamp `yyyyMMddHH` (UTC) of an hour bucket.
+pub fn hour_stamp(hour: i64) -> String {
+    let (y, m, d) = civil_from_days(hour.div_euclid(24));
+    format!("{y:04}{m:02}{d:02}{:02}", hour.rem_euclid(24))
+}
+
+/// The hour bucket of a `yyyyMMddHH` stamp (UTC); `None` if malformed.
+pub fn parse_hour_stamp(s: &str) -> Option<i64> {
+    if s.len() != 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let day = parse_date_digits(&s[..8])?;
+    let h: i64 = s[8..].parse().ok()?;
+    (h < 24).then_some(day * 24 + h)
+}
+
+/// Seed 004's date key `yyyy-MM-dd` (UTC) of a day bucket.
+pub fn date_stamp(day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The day bucket of a `yyyy-MM-dd` date (UTC); `None` if malformed.
+pub fn parse_date_stamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if s.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    parse_date_digits(&format!("{}{}{}", &s[..4], &s[5..7], &s[8..]))
+}
+
+fn parse_date_digits(s: &str) -> Option<i64> {
+    if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let y: i64 = s[..4].parse().ok()?;
+    let m: u32 = s[4..6].parse().ok()?;
+    let d: u32 = s[6..8].parse().ok()?;
+    let day = days_from_civil(y, m, d);
+    // Refuses 2025-02-30 and the like: the date must round-trip.
+    (civil_from_days(day) == (y, m, d)).then_some(day)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn civil_dates_round_trip() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(date_stamp(day_of(1_763_760_000)), "2025-11-21");
+        assert_eq!(hour_stamp(hour_of(1_763_760_000)), "2025112121");
+        for day in -800_000..800_000 {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y, m, d), day);
+        }
+        for hour in (0..500_000).step_by(7) {
+            assert_eq!(parse_hour_stamp(&hour_stamp(hour)), Some(hour));
+        }
+        assert_eq!(
+            parse_date_stamp("2024-02-29"),
+            Some(days_from_civil(2024, 2, 29))
+        );
+        assert_eq!(parse_date_stamp("2025-02-29"), None);
+        assert_eq!(parse_hour_stamp("2025112124"), None);
+        assert_eq!(parse_hour_stamp("20251121x1"), None);
+    }
 
     #[test]
     fn buckets_and_windows() {

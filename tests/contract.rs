@@ -116,6 +116,23 @@ async fn make_redis(s: StoreSettings) -> Harness {
     }
 }
 
+/// `[redis] layout = "seed"`: the seeds' keys beside hotrank's change
+/// nothing the contract promises.
+async fn make_redis_seed(s: StoreSettings) -> Harness {
+    let server = common::redis::RedisServer::start();
+    let opts = RedisOptions {
+        url: server.url(),
+        seed_layout: true,
+        ..RedisOptions::default()
+    };
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    Harness {
+        store: store.clone(),
+        probe: Probe::Redis(store),
+        _keep: Box::new(server),
+    }
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Harness {
     let cluster = common::redis::RedisCluster::shared();
@@ -842,4 +859,5 @@ macro_rules! contract_suite {
 
 contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
+contract_suite!(redis_seed_layout, make_redis_seed);
 contract_suite!(redis_cluster, make_redis_cluster);

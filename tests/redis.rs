@@ -821,10 +821,7 @@ async fn ingest_script_is_all_or_nothing() {
     let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let script = redis::Script::new(concat!(
-        include_str!("../src/store/redis/declared.lua"),
-        include_str!("../src/store/redis/ingest.lua")
-    ));
+    let script = hotrank::store::redis::ingest_script();
     let call = |batch: &str, bad_middle: bool| {
         let mut inv = script.prepare_invoke();
         for a in [

@@ -363,7 +363,10 @@ async fn post_article(
         Some(poster),
         state.clock.now_ms(),
     )?;
-    let id = state.store.post_article(meta, poster, now).await?;
+    let id = state
+        .store
+        .post_article_by(meta, poster, &b.poster, now)
+        .await?;
     let view = state
         .store
         .article(&id, now)
@@ -426,7 +429,7 @@ async fn post_vote(
     )?;
     match state
         .store
-        .vote(&id, user, direction, state.clock.now())
+        .vote_by(&id, user, &b.user_id, direction, state.clock.now())
         .await?
     {
         VoteOutcome::Counted { ups, downs, score } => Ok(Json(json!({

@@ -12,8 +12,10 @@
 
 pub mod metrics;
 pub mod replay;
+pub mod seed_import;
 pub mod simulate;
 pub mod top;
+pub mod transfer;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;

@@ -307,6 +307,33 @@ pub trait Store: Send + Sync + 'static {
         ))
     }
 
+    /// [`Store::post_article`] with the poster's id as sent as well: a
+    /// store whose layout keeps raw ids (`[redis] layout = "seed"`) uses it.
+    async fn post_article_by(
+        &self,
+        meta: ArticleMeta,
+        poster: u128,
+        poster_raw: &str,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        let _ = poster_raw;
+        self.post_article(meta, poster, now).await
+    }
+
+    /// [`Store::vote`] with the user id as sent as well (see
+    /// [`Store::post_article_by`]).
+    async fn vote_by(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        user_raw: &str,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        let _ = user_raw;
+        self.vote(id, user, direction, now).await
+    }
+
     /// `Ok` if the store can take writes and answer queries.
     async fn ready(&self) -> Result<(), StoreError>;
 

@@ -15,12 +15,24 @@ pub use crate::time::{DAY, day_of};
 #[derive(Debug, Clone)]
 pub struct Keys {
     pub prefix: String,
+    /// `[redis] layout = "seed"`: seed 000's `hot:score` is an export
+    /// (seed.rs), so hotrank's default ranking has a name of its own.
+    pub seed_layout: bool,
 }
 
 impl Keys {
     pub fn new(prefix: &str) -> Self {
         Keys {
             prefix: prefix.to_string(),
+            seed_layout: false,
+        }
+    }
+
+    /// The names of `[redis] layout = "seed"` (one Redis, never tagged).
+    pub fn seed(prefix: &str) -> Self {
+        Keys {
+            seed_layout: true,
+            ..Keys::new(prefix)
         }
     }
 
@@ -31,6 +43,7 @@ impl Keys {
         let tag = if prefix.is_empty() { "hotrank" } else { prefix };
         Keys {
             prefix: format!("{{{tag}}}"),
+            seed_layout: false,
         }
     }
 
@@ -138,9 +151,36 @@ impl Keys {
         self.k(format_args!("voted:{id}"))
     }
 
-    /// Seed 000's `hot:score`.
+    /// The default ranking (gravity, 72 h, no filter): seed 000's
+    /// `hot:score`, except in seed layout, where `hot:score` is the export
+    /// of [`Keys::seed_hot_score`].
     pub fn ranking_default(&self) -> String {
+        if self.seed_layout {
+            self.k(format_args!("hot:gravity:72h:all"))
+        } else {
+            self.k(format_args!("hot:score"))
+        }
+    }
+    /// Seed 000's `hot:score` in seed layout: the top 1000 exact scores,
+    /// rewritten every `seed_refresh_secs`.
+    pub fn seed_hot_score(&self) -> String {
         self.k(format_args!("hot:score"))
+    }
+    /// Seed 001's `hot:articles` (or `hot:articles:<category>`, the
+    /// category as given) in seed layout.
+    pub fn seed_hot_articles(&self, category: Option<&str>) -> String {
+        match category {
+            None => self.k(format_args!("hot:articles")),
+            Some(c) => self.k(format_args!("hot:articles:{c}")),
+        }
+    }
+    /// Seed 003's article hash in seed layout.
+    pub fn seed_article(&self, id: &ArticleId) -> String {
+        self.k(format_args!("article:{id}"))
+    }
+    /// Seed 003's group set in seed layout (the name as given).
+    pub fn seed_group(&self, group: &str) -> String {
+        self.k(format_args!("group:{group}"))
     }
 
     /// The sorted set of one ranking. Seed 000's `hot:score` is the default
@@ -159,7 +199,7 @@ impl Keys {
             && kind.is_none()
             && group.is_none()
         {
-            return self.k(format_args!("hot:score"));
+            return self.ranking_default();
         }
         let filter = match (category, kind, group) {
             (None, None, None) => "all".to_string(),
@@ -307,10 +347,10 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "hot:score",
         r"^hot:score$",
         "zset",
-        "the default ranking (gravity, `range=72h`, no filter): member = article id, score = gravity score (an upper bound, see Freshness)",
+        "the default ranking (gravity, `range=72h`, no filter): member = article id, score = gravity score (an upper bound, see Freshness); seed layout: the exact lifetime gravity scores of the top 1000, rewritten every `seed_refresh_secs` (hotrank's ranking is then `hot:gravity:72h:all`)",
         Ttl::None,
         "none",
-        "writeback.lua"
+        "writeback.lua; seed.rs (seed layout)"
     ),
     key_spec!(
         "seed003",
@@ -337,7 +377,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "voted:<id>",
         r"^voted:[A-Za-z0-9_-]{1,64}$",
         "set",
-        "who voted (32 hex digits of the keyed user hash), the poster included",
+        "who voted (32 hex digits of the keyed user hash; seed layout: `user:<userId>` as sent), the poster included",
         Ttl::Expires,
         "until voting closes",
         "post.lua, vote.lua"
@@ -347,7 +387,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "time:",
         r"^time:$",
         "zset",
-        "posted or voted articles, score = `publishedAt`",
+        "posted or voted articles (seed layout: member `article:<id>`), score = `publishedAt`",
         Ttl::None,
         "none",
         "post.lua, vote.lua"
@@ -357,10 +397,70 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "score:",
         r"^score:$",
         "zset",
-        "the seed's vote score `publishedAt + 432·(ups − downs)`",
+        "the seed's vote score `publishedAt + 432·(ups − downs)` (seed layout: member `article:<id>`, and the votes ranking itself)",
         Ttl::None,
         "none",
         "post.lua, vote.lua"
+    ),
+    key_spec!(
+        "layouts",
+        "article:<id>",
+        r"^article:[A-Za-z0-9_-]{1,64}$",
+        "hash",
+        "seed layout only: seed 003's `title`, `link`, `poster` (`user:<userId>`), `time` (publishedAt), `votes` (the poster's included)",
+        Ttl::None,
+        "none",
+        "seed_post.lua, seed_vote.lua (an article hotrank knows, on its first vote)"
+    ),
+    key_spec!(
+        "layouts",
+        "group:<name>",
+        r"^group:.+$",
+        "set",
+        "seed layout only: members `article:<id>` of the group (the name as given)",
+        Ttl::None,
+        "none",
+        "seed_post.lua, seed.rs (`PUT` and group changes move the member, DELETE removes it)"
+    ),
+    key_spec!(
+        "layouts",
+        r"cnt:pv\|uv\|dur\|like\|cmt:<id>:<yyyyMMddHH>",
+        r"^cnt:(pv|uv|dur|like|cmt):[A-Za-z0-9_-]{1,64}:[0-9]{10}$",
+        "string",
+        "seed layout only: seed 001's hourly counts (UTC hour of the event): PV, UV (the hour's `PFCOUNT`), dwell seconds, likes, comments",
+        Ttl::Expires,
+        "hour end + 7 days",
+        "seed_apply.lua (ingest)"
+    ),
+    key_spec!(
+        "layouts",
+        "hot:articles",
+        r"^hot:articles$",
+        "zset",
+        "seed layout only: seed 001's ranking, member = id, score = the weighted score over the last 24 h, for every live article active in them",
+        Ttl::None,
+        "none",
+        "seed.rs (every `seed_refresh_secs`)"
+    ),
+    key_spec!(
+        "layouts",
+        "hot:articles:<category>",
+        r"^hot:articles:.+$",
+        "zset",
+        "seed layout only: the same for one category (as given)",
+        Ttl::None,
+        "none",
+        "seed.rs (every `seed_refresh_secs`)"
+    ),
+    key_spec!(
+        "layouts",
+        "<yyyy-MM-dd>",
+        r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        "zset",
+        "seed layout only: seed 004's clicks of one UTC day, member = id, score = counted views",
+        Ttl::Expires,
+        "day end + `retention.hourly_days` + 1 day",
+        "seed_apply.lua (ingest)"
     ),
     key_spec!(
         "counters",

@@ -27,12 +27,14 @@
 mod dump;
 mod keys;
 mod rank;
+mod seed;
 mod version;
 
 pub use dump::{dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
 };
+pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,6 +76,10 @@ pub struct RedisOptions {
     /// (`WAIT`): with 1, a primary killed right after an acknowledgement
     /// loses nothing its promoted replica does not have. 0: no wait.
     pub wait_replicas: u32,
+    /// The seeds' own key layout (`[redis] layout = "seed"`, see seed.rs).
+    pub seed_layout: bool,
+    /// Seed layout: seconds between refreshes of `hot:score`.
+    pub seed_refresh_secs: u64,
 }
 
 impl Default for RedisOptions {
@@ -87,6 +93,8 @@ impl Default for RedisOptions {
             response_timeout_ms: 2000,
             cluster: false,
             wait_replicas: 0,
+            seed_layout: false,
+            seed_refresh_secs: 60,
         }
     }
 }
@@ -103,6 +111,8 @@ impl RedisOptions {
             response_timeout_ms: r.response_timeout_ms,
             cluster: r.cluster,
             wait_replicas: r.wait_replicas,
+            seed_layout: r.layout == crate::config::RedisLayout::Seed,
+            seed_refresh_secs: r.seed_refresh_secs,
         }
     }
 }
@@ -122,13 +132,42 @@ struct Scripts {
 
 /// A script with the key check (`declared.lua`) in front.
 fn script(body: &str) -> Script {
-    Script::new(&format!("{}{body}", include_str!("declared.lua")))
+    chunks(&[body])
 }
+
+/// One script from Lua chunks, concatenated in order after `declared.lua`:
+/// a later chunk sees the locals of the earlier ones.
+fn chunks(parts: &[&str]) -> Script {
+    let mut src = String::from(include_str!("declared.lua"));
+    for p in parts {
+        src.push_str(p);
+    }
+    Script::new(&src)
+}
+
+/// The direct store's ingest script: its head (`ingest.lua`), the gate,
+/// the counters and its reply, in one atomic call.
+pub fn ingest_script() -> Script {
+    chunks(&[
+        include_str!("ingest.lua"),
+        COMMON,
+        GATE,
+        APPLY,
+        include_str!("reply.lua"),
+    ])
+}
+
+/// The gate: reads, decides and writes gate state (`gate.lua`).
+const GATE: &str = include_str!("gate.lua");
+/// The counters of gated events (`apply.lua`).
+const APPLY: &str = include_str!("apply.lua");
+/// Helpers `GATE` and `APPLY` share (`common.lua`).
+const COMMON: &str = include_str!("common.lua");
 
 impl Scripts {
     fn new() -> Self {
         Scripts {
-            ingest: script(include_str!("ingest.lua")),
+            ingest: ingest_script(),
             window: script(include_str!("window.lua")),
             sync: script(include_str!("sync.lua")),
             writeback: script(include_str!("writeback.lua")),
@@ -284,6 +323,8 @@ pub struct RedisStore {
     last_gc: Mutex<Timestamp>,
     /// Set once `ready()` found every server new enough (version.rs).
     version_ok: std::sync::atomic::AtomicBool,
+    /// Seed layout: when `hot:score` was last rewritten.
+    last_seed_refresh: Mutex<Timestamp>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -463,6 +504,9 @@ impl RedisStore {
         }
         let connect = Duration::from_millis(opts.connect_timeout_ms);
         let respond = Duration::from_millis(opts.response_timeout_ms);
+        if opts.seed_layout && opts.cluster {
+            return Err("redis.layout = \"seed\" needs one Redis, not a cluster".into());
+        }
         let con = if opts.cluster {
             let seeds: Vec<&str> = opts.url.split(',').map(str::trim).collect();
             // Redirects and a failover (a replica promoted within seconds)
@@ -494,19 +538,31 @@ impl RedisStore {
                     .map_err(|e| format!("redis connection manager: {e}"))?,
             )
         };
+        let seed_layout = opts.seed_layout;
         Ok(RedisStore {
             con,
             keys: if opts.cluster {
                 Keys::tagged(&opts.prefix)
+            } else if opts.seed_layout {
+                Keys::seed(&opts.prefix)
             } else {
                 Keys::new(&opts.prefix)
             },
             opts,
             settings,
-            scripts: Scripts::new(),
+            scripts: Scripts {
+                // Seed layout: the counted events go into seeds 001/004's keys too.
+                ingest: if seed_layout {
+                    seed::ingest_script()
+                } else {
+                    ingest_script()
+                },
+                ..Scripts::new()
+            },
             cache: Mutex::new(NodeCache::default()),
             last_gc: Mutex::new(i64::MIN / 2),
             version_ok: Default::default(),
+            last_seed_refresh: Mutex::new(i64::MIN / 2),
         })
     }
 
@@ -782,6 +838,52 @@ impl RedisStore {
     }
 
     /// Lifetime counters and quarantine of one article.
+    /// `GET /api/articles/{id}` from hotrank's own keys.
+    async fn article_own(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+    ) -> Result<Option<ArticleView>, StoreError> {
+        let seq = self.sync_node().await?;
+        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
+            return Ok(None);
+        };
+        if m.deleted {
+            return Ok(None);
+        }
+        let (lifetime, quarantined) = self.lifetime(id).await?;
+        let mut scores = Vec::new();
+        for model in ModelKind::ALL {
+            let range = default_range(model);
+            let c = self
+                .windows(std::slice::from_ref(id), range, now, seq)
+                .await?;
+            let c = c.first().copied().unwrap_or_default();
+            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
+        }
+        Ok(Some(ArticleView {
+            id: id.clone(),
+            meta: m.meta.clone(),
+            lifetime,
+            quarantined,
+            deleted: false,
+            scores,
+        }))
+    }
+
+    async fn delete_own(&self, id: &ArticleId) -> Result<bool, StoreError> {
+        let k = &self.keys;
+        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
+        let done: i64 = self
+            .eval(
+                &self.scripts.delete,
+                &keys,
+                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
+            )
+            .await?;
+        Ok(done == 1)
+    }
+
     async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
         let got: Vec<Value> = self
             .eval_pipe(|p| {
@@ -980,7 +1082,9 @@ impl Store for RedisStore {
             k.changes_seq(),
             k.changes(),
         ];
+        let before = self.seed_groups_before(&id).await?;
         let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
+        self.seed_groups_after(&id, before, &meta.groups).await?;
         Ok(if created == 1 {
             PutOutcome::Created
         } else {
@@ -1125,47 +1229,24 @@ impl Store for RedisStore {
         id: &ArticleId,
         now: Timestamp,
     ) -> Result<Option<ArticleView>, StoreError> {
-        let seq = self.sync_node().await?;
-        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
-            return Ok(None);
-        };
-        if m.deleted {
-            return Ok(None);
+        let own = self.article_own(id, now).await?;
+        if self.seed_layout() {
+            return self.seed_article(id, own, now).await;
         }
-        let (lifetime, quarantined) = self.lifetime(id).await?;
-        let mut scores = Vec::new();
-        for model in ModelKind::ALL {
-            let range = default_range(model);
-            let c = self
-                .windows(std::slice::from_ref(id), range, now, seq)
-                .await?;
-            let c = c.first().copied().unwrap_or_default();
-            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
-        }
-        Ok(Some(ArticleView {
-            id: id.clone(),
-            meta: m.meta.clone(),
-            lifetime,
-            quarantined,
-            deleted: false,
-            scores,
-        }))
+        Ok(own)
     }
 
     async fn delete_article(&self, id: &ArticleId, _now: Timestamp) -> Result<bool, StoreError> {
-        let k = &self.keys;
-        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
-        let done: i64 = self
-            .eval(
-                &self.scripts.delete,
-                &keys,
-                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
-            )
-            .await?;
-        Ok(done == 1)
+        if self.seed_layout() {
+            return self.seed_delete(id).await;
+        }
+        self.delete_own(id).await
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        if self.seed_serves(q) {
+            return self.seed_votes_page(q, now).await;
+        }
         // Vote models rank every live article: one ranking whatever the range.
         if q.model.lists_every_live_article() && q.range != RangeSpec::All {
             let q = HotQuery {
@@ -1177,6 +1258,33 @@ impl Store for RedisStore {
         self.hot_page(q, now).await
     }
 
+    async fn post_article_by(
+        &self,
+        meta: ArticleMeta,
+        poster: u128,
+        poster_raw: &str,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        if self.seed_layout() {
+            return self.seed_post(meta, poster_raw, now).await;
+        }
+        self.post_article(meta, poster, now).await
+    }
+
+    async fn vote_by(
+        &self,
+        id: &ArticleId,
+        user: u128,
+        user_raw: &str,
+        direction: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        if self.seed_layout() {
+            let up = direction == VoteDirection::Up;
+            return self.seed_vote(id, user_raw, up, now).await;
+        }
+        self.vote(id, user, direction, now).await
+    }
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
         self.newest_page(q, now).await
     }
@@ -1314,6 +1422,21 @@ impl Store for RedisStore {
         };
         if due {
             self.collect_changes().await?;
+        }
+        if self.seed_layout() {
+            let refresh = {
+                let mut last = self.last_seed_refresh.lock();
+                let every = self.opts.seed_refresh_secs as i64;
+                let due = now - *last >= every || now < *last;
+                if due {
+                    *last = now;
+                }
+                due
+            };
+            if refresh {
+                self.seed_refresh(now).await?;
+                self.seed_refresh_weighted(now).await?;
+            }
         }
         Ok(())
     }

@@ -1,0 +1,155 @@
+//! Ingest cost of `[redis] layout = "seed"` (seed_apply.lua: seed 001's
+//! hourly `cnt:*` keys and seed 004's per-day set on top of every counted
+//! event) against hotrank's own layout, in the same run on one
+//! redis-server it starts: the same event stream through
+//! `RedisStore::ingest`, layouts alternated A B B A … so a drifting
+//! machine favours neither. Reports events/s and Redis' own CPU per event
+//! (INFO cpu, user + sys), the figure that does not depend on this
+//! client's build.
+//!
+//! `cargo run --release --example seed_layout_ingest [events per run] [runs]`
+//! (needs `redis-server` on PATH; port 6393 or `RPORT`).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hotrank::model::{ArticleId, Event, EventType};
+use hotrank::store::redis::{RedisOptions, RedisStore};
+use hotrank::store::{Store, StoreSettings};
+
+const T0: i64 = 1_763_760_000;
+
+fn events(n: usize, seed: u64) -> Vec<Event> {
+    let mut x = seed | 1;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    (0..n)
+        .map(|i| {
+            let kind = match rnd(20) {
+                0 => EventType::Like,
+                1 => EventType::Dwell,
+                2 => EventType::Comment,
+                _ => EventType::View,
+            };
+            let ts = T0 + (i as i64) / 500;
+            Event {
+                kind,
+                article: ArticleId::parse(&format!("a{}", rnd(10_000))).unwrap(),
+                visitor: u128::from(rnd(1_000_000_000)),
+                ip: rnd(1 << 20),
+                ts,
+                arrival_ms: ts * 1000,
+                event_id: None,
+                seconds: if kind == EventType::Dwell { 30 } else { 0 },
+                bot: false,
+                trusted: true,
+            }
+        })
+        .collect()
+}
+
+fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Redis CPU seconds (user + sys) so far.
+fn redis_cpu(port: u16) -> f64 {
+    cli(port, &["INFO", "cpu"])
+        .lines()
+        .filter(|l| l.starts_with("used_cpu_user:") || l.starts_with("used_cpu_sys:"))
+        .filter_map(|l| l.split(':').nth(1)?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let runs: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let port: u16 = std::env::var("RPORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(6393);
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    while cli(port, &["PING"]).trim() != "PONG" {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stream = events(n, 0x9e37_79b9_7f4a_7c15);
+    let mut results: Vec<(bool, f64, f64)> = Vec::new();
+    for run in 0..runs {
+        let order = if run % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for seed in order {
+            cli(port, &["FLUSHALL"]);
+            let opts = RedisOptions {
+                url: format!("redis://127.0.0.1:{port}/0"),
+                seed_layout: seed,
+                response_timeout_ms: 20_000,
+                ..Default::default()
+            };
+            let store = RedisStore::connect(opts, StoreSettings::default()).unwrap();
+            store.ready().await.unwrap();
+            let c0 = redis_cpu(port);
+            let t = Instant::now();
+            let mut counted = 0usize;
+            for chunk in stream.chunks(1000) {
+                let now = chunk.last().unwrap().ts;
+                let out = store.ingest(chunk.to_vec(), now).await.unwrap();
+                counted += out
+                    .iter()
+                    .filter(|o| {
+                        matches!(
+                            o,
+                            Ok(hotrank::model::Outcome {
+                                verdict: hotrank::model::Verdict::Counted,
+                                ..
+                            })
+                        )
+                    })
+                    .count();
+            }
+            let secs = t.elapsed().as_secs_f64();
+            let cpu = redis_cpu(port) - c0;
+            let (eps, us) = (n as f64 / secs, cpu * 1e6 / n as f64);
+            println!(
+                "run {run} {:7}: {n} events ({counted} counted) in {secs:.2} s = {eps:.0} events/s, redis cpu {us:.2} us/event",
+                if seed { "seed" } else { "hotrank" }
+            );
+            results.push((seed, eps, us));
+        }
+    }
+    let median = |seed: bool, f: fn(&(bool, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = results.iter().filter(|r| r.0 == seed).map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (he, hu) = (median(false, |r| r.1), median(false, |r| r.2));
+    let (se, su) = (median(true, |r| r.1), median(true, |r| r.2));
+    println!(
+        "median: hotrank layout {he:.0} events/s, {hu:.2} us redis cpu/event; seed layout {se:.0} events/s, {su:.2} us/event; seed/hotrank cpu = {:.2}",
+        su / hu
+    );
+    let _ = redis.kill();
+    let _ = redis.wait();
+}

@@ -1,0 +1,154 @@
+-- hotrank: apply verdicts (docs/redis-keys.md), a chunk concatenated after
+-- a head (ingest.lua, or pipeline_count.lua), common.lua and, in ingest,
+-- gate.lua.
+--
+-- Expects the locals: P, now, hkeep, dkeep, `ev` (events with kind, art,
+-- vb, secs, hour, day, tally), `verdicts` (one code per event) and
+-- `counted` (how many are 0). Writes the counters, hourly and daily
+-- buckets, sketches, activity sets, change log and quarantine tallies.
+
+local QNAMES = { 'q_dup', 'q_rl', 'q_bot', 'q_rep' }
+local QSLOT = { 1, 2, 3, 4, nil, nil, 3, 3 }
+local FIELD = { l = 'likes', c = 'comments', f = 'favorites', s = 'shares' }
+
+-- Other counters, aggregated per key: `per[key]` holds field increments.
+local per, key_order, expiry = {}, {}, {}
+local function bucket(key, expires_at)
+  local t = per[key]
+  if not t then
+    t = {}
+    per[key] = t
+    key_order[#key_order + 1] = key
+    if expires_at then expiry[key] = expires_at end
+  end
+  return t
+end
+local function add(t, field, by)
+  t[field] = (t[field] or 0) + by
+end
+-- One counted view into an hourly or daily bucket and its sketch; the
+-- bucket's first field sets the expiry of both, after the PFADD that
+-- creates the sketch.
+local function view_bucket(key, hll, expires_at, vb)
+  local new = redis.call('HINCRBY', key, 'pv', 1) == 1
+  redis.call('PFADD', hll, vb)
+  if new then
+    local s = ttl(expires_at)
+    redis.call('EXPIRE', key, s)
+    redis.call('EXPIRE', hll, s)
+  end
+end
+
+local changed, changed_list = {}, {}
+local act_h, act_d = {}, {}
+local q_global = { 0, 0, 0, 0 }
+local q_hour = {}
+for i, e in ipairs(ev) do
+  local v = verdicts[i]
+  if v == 0 then
+    if not changed[e.art] then
+      changed[e.art] = true
+      changed_list[#changed_list + 1] = e.art
+    end
+    local ah = act_h[e.hour]
+    if not ah then ah = {}; act_h[e.hour] = ah end
+    ah[e.art] = true
+    local ad = act_d[e.day]
+    if not ad then ad = {}; act_d[e.day] = ad end
+    ad[e.art] = true
+    if e.kind == 'v' then
+      -- Views, by far the most events, go straight to their keys: with
+      -- most articles seen once per batch, aggregating costs more Lua
+      -- than it saves in calls.
+      redis.call('INCRBY', P .. 'counter:views:' .. e.art, 1)
+      redis.call('PFADD', P .. 'hll:uv:' .. e.art, e.vb)
+      view_bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, P .. 'hll:uv:h:' .. e.art .. ':' .. e.hour,
+        (e.hour + 1) * 3600 + hkeep, e.vb)
+      view_bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, P .. 'hll:uv:d:' .. e.art .. ':' .. e.day,
+        (e.day + 1) * 86400 + dkeep, e.vb)
+    else
+      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, (e.day + 1) * 86400 + dkeep)
+      local life = bucket(P .. 'counter:article:' .. e.art)
+      if e.kind == 'd' then
+      add(life, 'dwell_s', e.secs)
+      add(life, 'dwell_n', 1)
+      add(hh, 'dwell_n', 1)
+      add(hh, 'dwell_s', e.secs)
+      add(hd, 'dwell_n', 1)
+      add(hd, 'dwell_s', e.secs)
+      else
+        local f = FIELD[e.kind]
+        add(life, f, 1)
+        add(hh, f, 1)
+        add(hd, f, 1)
+      end
+    end
+  elseif v <= 4 or v >= 7 then
+    local slot = QSLOT[v]
+    local name = QNAMES[slot]
+    q_global[slot] = q_global[slot] + 1
+    local qh = q_hour[e.hour]
+    if not qh then qh = { 0, 0, 0, 0 }; q_hour[e.hour] = qh end
+    qh[slot] = qh[slot] + 1
+    -- Quarantined events never register an article, but are tallied on
+    -- the ones that exist.
+    if e.tally then
+      add(bucket(P .. 'counter:article:' .. e.art), name, 1)
+      add(bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
+    end
+  end
+end
+
+for _, key in ipairs(key_order) do
+  local is_new = false
+  for field, by in pairs(per[key]) do
+    if redis.call('HINCRBY', key, field, by) == by then is_new = true end
+  end
+  -- (A bucket with views already has its expiry.)
+  if expiry[key] and is_new then redis.call('EXPIRE', key, ttl(expiry[key])) end
+end
+
+-- Per batch, not per event: totals, the change log rankings follow, and
+-- the per-hour activity sets rankings are built from.
+local SET_CHUNK = 500
+local function sadd_all(key, set, expires_at)
+  local list = {}
+  for id in pairs(set) do list[#list + 1] = id end
+  for s = 1, #list, SET_CHUNK do
+    redis.call('SADD', key, unpack(list, s, math.min(s + SET_CHUNK - 1, #list)))
+  end
+  redis.call('EXPIRE', key, ttl(expires_at))
+end
+
+if counted > 0 then
+  redis.call('INCRBY', P .. 'stats:counted', counted)
+  local seq = redis.call('INCR', P .. 'changes:seq')
+  for s = 1, #changed_list, SET_CHUNK do
+    local args = {}
+    for j = s, math.min(s + SET_CHUNK - 1, #changed_list) do
+      args[#args + 1] = seq
+      args[#args + 1] = changed_list[j]
+    end
+    redis.call('ZADD', P .. 'changes', unpack(args))
+  end
+  for hour, set in pairs(act_h) do
+    sadd_all(P .. 'active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)
+  end
+  for day, set in pairs(act_d) do
+    sadd_all(P .. 'active:d:' .. day, set, (day + 1) * 86400 + dkeep)
+  end
+end
+for v = 1, 4 do
+  if q_global[v] > 0 then
+    redis.call('HINCRBY', P .. 'stats:quarantine', QNAMES[v], q_global[v])
+  end
+end
+for hour, qh in pairs(q_hour) do
+  local key = P .. 'stats:quarantine:h:' .. hour
+  for v = 1, 4 do
+    if qh[v] > 0 then redis.call('HINCRBY', key, QNAMES[v], qh[v]) end
+  end
+  redis.call('EXPIRE', key, ttl((hour + 1) * 3600 + dkeep))
+end
+

@@ -1,0 +1,17 @@
+-- hotrank: the end of ingest.lua's script: verdicts and, for a single
+-- event, its article's lifetime PV and UV; remembered under the batch id.
+local out = {}
+for i, e in ipairs(ev) do
+  out[#out + 1] = verdicts[i]
+  if with_counts and arts[e.art].exists and verdicts[i] ~= 5 and verdicts[i] ~= 6 then
+    out[#out + 1] = tonumber(redis.call('GET', P .. 'counter:views:' .. e.art) or '0')
+    out[#out + 1] = redis.call('PFCOUNT', P .. 'hll:uv:' .. e.art)
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+  end
+end
+if batch_key then
+  redis.call('SET', batch_key, table.concat(out, ','), 'EX', BATCH_TTL)
+end
+return out
