@@ -304,6 +304,11 @@ async fn post_view(
         metrics::counter!("hotrank_events_invalid_total").increment(1);
     })?;
     let now = ev.arrival_ms.div_euclid(1000);
+    if state.store.queues() {
+        state.store.enqueue(vec![ev], now).await?;
+        record_queued(1, "views", started);
+        return Ok((StatusCode::ACCEPTED, Json(json!({"verdict": "queued"}))).into_response());
+    }
     let outcome = state.store.ingest(vec![ev], now).await?;
     let outcome = match outcome.into_iter().next() {
         Some(Ok(o)) => o,
@@ -366,6 +371,22 @@ async fn post_events(
         metrics::counter!("hotrank_events_invalid_total").increment(errors.len() as u64);
     }
     let now = ctx.now_ms.div_euclid(1000);
+    if state.store.queues() {
+        // Verdicts come later, from the workers (README, "Pipeline").
+        let queued = events.len();
+        if queued > 0 {
+            state.store.enqueue(events, now).await?;
+        }
+        record_queued(queued as u64, "events", started);
+        let status = if queued > 0 {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
+        };
+        let body =
+            json!({"accepted": queued, "verdict": "queued", "queued": queued, "errors": errors});
+        return Ok((status, Json(body)).into_response());
+    }
     let outcomes = if events.is_empty() {
         Vec::new()
     } else {
@@ -399,6 +420,14 @@ async fn post_events(
         .map(|v| (v.as_str().to_string(), json!(counts.get(*v))))
         .collect();
     Ok(Json(json!({"accepted": accepted, "verdicts": verdicts, "errors": errors})).into_response())
+}
+
+/// Events queued for the pipeline's workers (their verdicts are counted
+/// there, in `hotrank_pipeline_processed_total`).
+fn record_queued(n: u64, endpoint: &'static str, started: Instant) {
+    metrics::counter!("hotrank_events_queued_total").increment(n);
+    metrics::histogram!("hotrank_ingest_seconds", "endpoint" => endpoint)
+        .record(started.elapsed().as_secs_f64());
 }
 
 fn user_agent(headers: &HeaderMap) -> &str {

@@ -316,4 +316,23 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes everything durable; later calls may fail.
     async fn shutdown(&self) -> Result<(), StoreError>;
+
+    /// Whether ingest goes through a queue ([`Store::enqueue`]; the Redis
+    /// pipeline): the HTTP API then answers `queued`, and workers gate
+    /// and count later.
+    fn queues(&self) -> bool {
+        false
+    }
+
+    /// Queues validated events for the pipeline's workers; `Ok` once the
+    /// queue holds them durably (per Redis' persistence).
+    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        let _ = (events, now);
+        Err(StoreError::Internal("this store does not queue".into()))
+    }
+
+    /// The pipeline's backlog for `/api/stats`; `None` without one.
+    async fn pipeline_stats(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(None)
+    }
 }

@@ -26,11 +26,16 @@
 
 mod dump;
 mod keys;
+mod pipeline;
 mod rank;
 
 pub use dump::{dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
+};
+pub use pipeline::{
+    COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
+    crash_point, spawn_workers,
 };
 
 use std::collections::HashMap;
@@ -138,6 +143,7 @@ fn chunks(parts: &[&str]) -> Script {
 /// the counters and its reply, in one atomic call.
 pub fn ingest_script() -> Script {
     chunks(&[
+        EVENT,
         include_str!("ingest.lua"),
         COMMON,
         GATE,
@@ -146,6 +152,8 @@ pub fn ingest_script() -> Script {
     ])
 }
 
+/// One event from script arguments (`event.lua`).
+const EVENT: &str = include_str!("event.lua");
 /// The gate: reads, decides and writes gate state (`gate.lua`).
 const GATE: &str = include_str!("gate.lua");
 /// The counters of gated events (`apply.lua`).

@@ -1,0 +1,9 @@
+-- hotrank pipeline: after gate.lua in the filter script, each decided
+-- entry goes to the flagged stream with its verdict and what apply.lua
+-- needs: kind, article, visitor bytes, ts, dwell seconds, tally (its
+-- article existed: quarantine is tallied on it), the batch's `now`, and
+-- the raw entry's id.
+for i, e in ipairs(ev) do
+  redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
+    't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id)
+end
