@@ -485,6 +485,8 @@ impl IngestPipeline {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %e, role = role.as_str(), "pipeline step failed");
+                    // A Redis that lost its data lost the groups too.
+                    groups_ready = false;
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 }
