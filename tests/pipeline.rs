@@ -178,6 +178,20 @@ impl Pair {
     }
 }
 
+/// An API node on the pipeline (one partition, `edit`ed), no workers.
+async fn api_node(edit: impl FnOnce(&mut PipelineConfig)) -> (TestServer, Arc<IngestPipeline>) {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut pc = pipe_config();
+    pc.partitions = 1;
+    edit(&mut pc);
+    let mut c = config(&unique_prefix(), pc.clone());
+    c.data_dir = dir.path().to_path_buf();
+    let pipe = Arc::new(IngestPipeline::new(redis_store(&c), pc));
+    pipe.ensure_groups().await.unwrap();
+    let store = Arc::new(PipelineStore::new(pipe.clone()));
+    (TestServer::start_with_store(dir, c, store, T0).await, pipe)
+}
+
 /// Events whose verdicts do not depend on the order the gate sees them:
 /// repeated (article, visitor, kind) at one ts (one counted, the rest
 /// duplicates), eventIds only on identical copies (one counted, the rest
@@ -249,19 +263,7 @@ async fn pipeline_ends_where_the_direct_store_ends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_answers_queued_and_stats_show_the_pipeline() {
-    let prefix = unique_prefix();
-    let dir = Arc::new(tempfile::tempdir().unwrap());
-    let mut pc = pipe_config();
-    pc.partitions = 1;
-    let c = {
-        let mut c = config(&prefix, pc.clone());
-        c.data_dir = dir.path().to_path_buf();
-        c
-    };
-    let pipe = Arc::new(IngestPipeline::new(redis_store(&c), pc));
-    pipe.ensure_groups().await.unwrap();
-    let server =
-        TestServer::start_with_store(dir, c, Arc::new(PipelineStore::new(pipe.clone())), T0).await;
+    let (server, pipe) = api_node(|_| {}).await;
     let (status, body) = server
         .post("/api/views", &json!({"articleId": "a1", "visitorId": "u1"}))
         .await;
@@ -284,17 +286,13 @@ async fn http_answers_queued_and_stats_show_the_pipeline() {
     assert_eq!(stats["counted"], 0);
     assert_eq!(stats["pipeline"]["backlog"], 3, "{stats}");
     let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
-    let started = Instant::now();
-    loop {
-        let (_, stats) = server.get("/api/stats").await;
-        if stats["pipeline"]["backlog"] == 0 {
-            assert_eq!(stats["counted"], 2, "{stats}");
-            assert_eq!(stats["quarantined"]["duplicate"], 1, "{stats}");
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{stats}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("drained", async || {
+        server.get("/api/stats").await.1["pipeline"]["backlog"] == 0
+    })
+    .await;
+    let (_, stats) = server.get("/api/stats").await;
+    assert_eq!(stats["counted"], 2, "{stats}");
+    assert_eq!(stats["quarantined"]["duplicate"], 1, "{stats}");
     let (_, a1) = server.get("/api/articles/a1").await;
     assert_eq!(a1["pv"], 1, "{a1}");
     let (_, hot) = server.get("/api/hot?limit=5").await;
@@ -333,18 +331,15 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
             None
         };
         if helper.is_some() {
-            let started = Instant::now();
-            while pair
-                .pipe
-                .lag()
-                .await
-                .unwrap()
-                .iter()
-                .any(|l| l.group == "filter" && (l.pending + l.unread) > 0)
-            {
-                assert!(started.elapsed() < Duration::from_secs(20));
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            eventually("raw streams gated", async || {
+                pair.pipe
+                    .lag()
+                    .await
+                    .unwrap()
+                    .iter()
+                    .all(|l| l.group != "filter" || l.pending + l.unread == 0)
+            })
+            .await;
         }
         for step in steps {
             let mut child = pair.worker(role, Some(step));
@@ -408,17 +403,7 @@ async fn kill_9_under_load_changes_no_count() {
 /// acknowledged event is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_backlog_answers_503_and_loses_nothing() {
-    let prefix = unique_prefix();
-    let dir = Arc::new(tempfile::tempdir().unwrap());
-    let mut pc = pipe_config();
-    pc.partitions = 1;
-    pc.max_backlog = 30;
-    let mut c = config(&prefix, pc.clone());
-    c.data_dir = dir.path().to_path_buf();
-    let pipe = Arc::new(IngestPipeline::new(redis_store(&c), pc));
-    pipe.ensure_groups().await.unwrap();
-    let server =
-        TestServer::start_with_store(dir, c, Arc::new(PipelineStore::new(pipe.clone())), T0).await;
+    let (server, pipe) = api_node(|pc| pc.max_backlog = 30).await;
     let mut accepted = 0;
     let mut refused = 0;
     for i in 0..20 {
@@ -444,31 +429,29 @@ async fn a_full_backlog_answers_503_and_loses_nothing() {
     assert_eq!(accepted, 30, "the bound is exact");
     assert_eq!(refused, 5);
     let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    eventually("every accepted event counted", async || {
+        server.get("/api/stats").await.1["counted"] == accepted
+    })
+    .await;
+    // Drained and trimmed: room again.
+    eventually("room again", async || {
+        let body = json!({"articleId": "b9", "visitorId": "late"});
+        server.post("/api/views", &body).await.0 == StatusCode::ACCEPTED
+    })
+    .await;
+    workers.stop().await;
+}
+
+/// Polls `check` until it holds; fails after 20 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let started = Instant::now();
-    loop {
-        let (_, stats) = server.get("/api/stats").await;
-        if stats["counted"] == accepted {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{stats}");
+    while !check().await {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "timed out waiting: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Drained and trimmed: room again.
-    let started = Instant::now();
-    loop {
-        let (status, _) = server
-            .post(
-                "/api/views",
-                &json!({"articleId": "b9", "visitorId": "late"}),
-            )
-            .await;
-        if status == StatusCode::ACCEPTED {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    workers.stop().await;
 }
 
 fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {

@@ -24,6 +24,30 @@
 //!   until then every call fails fast with [`StoreError::Unavailable`]
 //!   (503), and nothing is acknowledged that Redis did not apply.
 
+/// The 12 arguments of one event (`event.lua`) onto a `Cmd` or a script
+/// invocation: the direct ingest script and the pipeline's streams carry
+/// the same fields.
+macro_rules! event_args {
+    ($c:expr, $ev:expr) => {{
+        let ev = $ev;
+        $c.arg(kind_char(ev.kind))
+            .arg(ev.article.as_str())
+            .arg(format!("{:032x}", ev.visitor))
+            .arg(&ev.visitor_element()[..])
+            .arg(format!("{:016x}", ev.ip))
+            .arg(ev.ts)
+            .arg(ev.rate_clock_ms())
+            .arg(ev.arrival_ms.div_euclid(1000))
+            .arg(match ev.event_id {
+                Some(k) => format!("{k:032x}"),
+                None => String::new(),
+            })
+            .arg(ev.seconds)
+            .arg(if ev.bot { "1" } else { "0" })
+            .arg(if ev.trusted { "1" } else { "0" });
+    }};
+}
+
 mod dump;
 mod keys;
 mod pipeline;
@@ -904,21 +928,7 @@ impl Store for RedisStore {
                 }
                 c.arg(id.as_str()).arg(part.len());
                 for ev in part {
-                    c.arg(kind_char(ev.kind))
-                        .arg(ev.article.as_str())
-                        .arg(format!("{:032x}", ev.visitor))
-                        .arg(&ev.visitor_element()[..])
-                        .arg(format!("{:016x}", ev.ip))
-                        .arg(ev.ts)
-                        .arg(ev.rate_clock_ms())
-                        .arg(ev.arrival_ms.div_euclid(1000))
-                        .arg(match ev.event_id {
-                            Some(k) => format!("{k:032x}"),
-                            None => String::new(),
-                        })
-                        .arg(ev.seconds)
-                        .arg(if ev.bot { "1" } else { "0" })
-                        .arg(if ev.trusted { "1" } else { "0" });
+                    event_args!(c, ev);
                 }
             }
             // In the same pipeline, so on the same node: the batch is on

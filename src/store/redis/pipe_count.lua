@@ -1,8 +1,8 @@
 -- hotrank pipeline: the count worker's head (docs/design.md, "Pipeline").
--- The script is this head, common.lua, apply.lua and pipe_ack.lua: one
--- atomic call applies a batch of flagged entries to the counters,
--- buckets, sketches, change log and quarantine tallies, and acknowledges
--- them.
+-- The script is pipe_undone.lua, this head, common.lua, apply.lua and
+-- pipe_ack.lua: one atomic call applies a batch of flagged entries to the
+-- counters, buckets, sketches, change log and quarantine tallies, and
+-- acknowledges them.
 --
 -- ARGV[1..6]: prefix, hourly keep (s), daily keep (s), flagged stream,
 -- group, number of entries. Then 10 per entry: its id and the fields
@@ -33,8 +33,7 @@ for i = 1, n do
   if not (v and ts and secs and t) or ARGV[b + 4] == '' then
     return redis.error_reply('ERR pipe_count.lua: malformed entry ' .. i)
   end
-  if not seen[id] and #redis.call('XPENDING', SRC, GROUP, id, id, 1) == 1 then
-    seen[id] = true
+  if undone(SRC, GROUP, id, seen) then
     ev[#ev + 1] = {
       kind = ARGV[b + 3], art = ARGV[b + 4], vb = ARGV[b + 5], ts = ts, secs = secs,
       tally = ARGV[b + 8] == '1', hour = math.floor(ts / 3600), day = math.floor(ts / 86400),

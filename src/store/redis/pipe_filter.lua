@@ -1,7 +1,8 @@
 -- hotrank pipeline: the filter worker's head (docs/design.md, "Pipeline").
--- The script is event.lua, this head, common.lua, gate.lua, pipe_flag.lua
--- and pipe_ack.lua: one atomic call gates a batch of raw entries, writes
--- each with its verdict to the flagged stream and acknowledges it.
+-- The script is event.lua, pipe_undone.lua, this head, common.lua,
+-- gate.lua, pipe_flag.lua and pipe_ack.lua: one atomic call gates a batch
+-- of raw entries, writes each with its verdict to the flagged stream and
+-- acknowledges it.
 --
 -- ARGV[1..15]: prefix, dedupe window (s), visitor limit, ip limit, eventId
 -- TTL (s), hourly keep (s), daily keep (s), require_known (0/1), max
@@ -45,8 +46,7 @@ for i = 1, n do
   if not (e and t) then
     return redis.error_reply('ERR pipe_filter.lua: malformed entry ' .. i)
   end
-  if not seen[id] and #redis.call('XPENDING', SRC, GROUP, id, id, 1) == 1 then
-    seen[id] = true
+  if undone(SRC, GROUP, id, seen) then
     e.id = id
     ev[#ev + 1] = e
     acks[#acks + 1] = id

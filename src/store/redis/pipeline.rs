@@ -98,6 +98,7 @@ pub struct IngestPipeline {
 impl IngestPipeline {
     pub fn new(store: Arc<RedisStore>, cfg: PipelineConfig) -> Self {
         let tail = include_str!("pipe_ack.lua");
+        let undone = include_str!("pipe_undone.lua");
         IngestPipeline {
             store,
             cfg,
@@ -105,13 +106,14 @@ impl IngestPipeline {
                 append: chunks(&[include_str!("pipe_append.lua")]),
                 filter: chunks(&[
                     EVENT,
+                    undone,
                     include_str!("pipe_filter.lua"),
                     COMMON,
                     GATE,
                     include_str!("pipe_flag.lua"),
                     tail,
                 ]),
-                count: chunks(&[include_str!("pipe_count.lua"), COMMON, APPLY, tail]),
+                count: chunks(&[undone, include_str!("pipe_count.lua"), COMMON, APPLY, tail]),
                 trim: chunks(&[include_str!("pipe_trim.lua")]),
             },
         }
@@ -194,7 +196,7 @@ impl IngestPipeline {
                 .arg(part.len());
             for ev in part {
                 inv.arg(now);
-                event_args(&mut inv, ev);
+                event_args!(inv, ev);
             }
         }
         let mut con = self.store.con();
@@ -514,25 +516,6 @@ pub fn consumer_name(role: Role, i: usize) -> String {
         role.as_str(),
         rand::random::<u32>()
     )
-}
-
-/// ingest.lua's 12 event fields (event.lua).
-fn event_args(inv: &mut redis::ScriptInvocation<'_>, ev: &Event) {
-    inv.arg(kind_char(ev.kind))
-        .arg(ev.article.as_str())
-        .arg(format!("{:032x}", ev.visitor))
-        .arg(&ev.visitor_element()[..])
-        .arg(format!("{:016x}", ev.ip))
-        .arg(ev.ts)
-        .arg(ev.rate_clock_ms())
-        .arg(ev.arrival_ms.div_euclid(1000))
-        .arg(match ev.event_id {
-            Some(k) => format!("{k:032x}"),
-            None => String::new(),
-        })
-        .arg(ev.seconds)
-        .arg(if ev.bot { "1" } else { "0" })
-        .arg(if ev.trusted { "1" } else { "0" });
 }
 
 /// Key/value pairs of a RESP2 array of pairs or a RESP3 map.
