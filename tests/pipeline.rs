@@ -305,6 +305,67 @@ async fn http_answers_queued_and_stats_show_the_pipeline() {
     workers.stop().await;
 }
 
+/// The HTTP answers of a pipeline node, once drained, are the direct
+/// Redis node's for the same requests: stats, every article, and the
+/// hot list of every model (both nodes share one identity key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_answers_after_draining_match_the_direct_store() {
+    let (piped, pipe) = api_node(|pc| pc.partitions = 3).await;
+    let direct = {
+        let c = config(&unique_prefix(), PipelineConfig::default());
+        let mut c = c;
+        c.data_dir = piped.dir.path().to_path_buf();
+        let store = redis_store(&c);
+        TestServer::start_with_store(piped.dir.clone(), c, store, T0).await
+    };
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..12 {
+        let batch: Vec<serde_json::Value> = (0..40)
+            .map(|_| {
+                let a = format!("h{}", rng.random_range(0..6));
+                let v = format!("r{}", rng.random_range(0..15));
+                match rng.random_range(0..6) {
+                    0 => json!({"type": "like", "articleId": a, "visitorId": v}),
+                    1 => json!({"type": "dwell", "articleId": a, "visitorId": v, "seconds": 30}),
+                    2 => json!({"type": "comment", "articleId": a, "visitorId": v}),
+                    3 => {
+                        // Copies of one event: one counted, the rest replayed.
+                        let k = rng.random_range(0..4);
+                        json!({"type": "view", "articleId": format!("h{k}"), "visitorId": format!("e{k}"), "eventId": format!("id{k}")})
+                    }
+                    _ => json!({"type": "view", "articleId": a, "visitorId": v}),
+                }
+            })
+            .collect();
+        let body = json!({"events": batch});
+        assert_eq!(direct.post("/api/events", &body).await.0, StatusCode::OK);
+        assert_eq!(
+            piped.post("/api/events", &body).await.0,
+            StatusCode::ACCEPTED
+        );
+    }
+    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    eventually("drained", async || pipe.drained().await.unwrap()).await;
+    workers.stop().await;
+    let (_, mut stats) = piped.get("/api/stats").await;
+    assert_eq!(stats["pipeline"]["backlog"], 0);
+    stats.as_object_mut().unwrap().remove("pipeline");
+    assert_eq!(direct.get("/api/stats").await.1, stats);
+    for n in 0..6 {
+        let path = format!("/api/articles/h{n}");
+        assert_eq!(direct.get(&path).await, piped.get(&path).await, "{path}");
+    }
+    for model in ["gravity", "weighted", "window", "votes"] {
+        let path = format!("/api/hot?model={model}&limit=10");
+        let (mut a, mut b) = (direct.get(&path).await.1, piped.get(&path).await.1);
+        for page in [&mut a, &mut b] {
+            page.as_object_mut().unwrap().remove("cursor");
+        }
+        assert_eq!(a, b, "{path}");
+        assert!(a["items"].as_array().is_some_and(|i| !i.is_empty()), "{a}");
+    }
+}
+
 /// Kills a real worker process at each named step; the entries it held
 /// are claimed by others after `claim_idle_ms`, and nothing is counted
 /// twice or lost.
