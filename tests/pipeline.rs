@@ -293,6 +293,38 @@ async fn http_answers_queued_and_stats_show_the_pipeline() {
     let (_, stats) = server.get("/api/stats").await;
     assert_eq!(stats["counted"], 2, "{stats}");
     assert_eq!(stats["quarantined"]["duplicate"], 1, "{stats}");
+    // Verdicts by eventId: counted if any copy counted.
+    let (status, _) = server.get("/api/events/never-sent").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let ev = |v: &str| json!({"type": "view", "articleId": "a3", "visitorId": v, "eventId": "k1"});
+    let body = json!({"events": [ev("x"), ev("x")]});
+    assert_eq!(
+        server.post("/api/events", &body).await.0,
+        StatusCode::ACCEPTED
+    );
+    eventually("k1 decided", async || {
+        server.get("/api/events/k1").await.0 == StatusCode::OK
+    })
+    .await;
+    assert_eq!(
+        server.get("/api/events/k1").await.1,
+        json!({"eventId": "k1", "verdict": "counted"})
+    );
+    // A bot's event (its user agent): the verdict says so.
+    let resp = server
+        .client
+        .post(server.url("/api/events"))
+        .header("user-agent", "curl/8.0")
+        .json(&json!({"events": [{"type": "view", "articleId": "a4", "visitorId": "y", "eventId": "k2"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    eventually("k2 decided", async || {
+        server.get("/api/events/k2").await.0 == StatusCode::OK
+    })
+    .await;
+    assert_eq!(server.get("/api/events/k2").await.1["verdict"], "bot");
     let (_, a1) = server.get("/api/articles/a1").await;
     assert_eq!(a1["pv"], 1, "{a1}");
     let (_, hot) = server.get("/api/hot?limit=5").await;

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -27,6 +27,35 @@ pub fn router() -> Router<AppState> {
             "/api/events",
             post(post_events).options(super::web::preflight),
         )
+        .route("/api/events/{eventId}", get(get_event))
+}
+
+/// `GET /api/events/{eventId}`: the verdict the pipeline's filter workers
+/// gave the events carrying this eventId.
+async fn get_event(
+    _: super::budget::QueryBudget,
+    State(state): State<AppState>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(event_id) = path.map_err(|e| ApiError::bad("invalid_event_id", e.to_string()))?;
+    if event_id.is_empty() || event_id.len() > 128 {
+        return Err(ApiError::bad(
+            "invalid_event_id",
+            "eventId must be a string of 1-128 bytes",
+        ));
+    }
+    let hashed = state.identity.event_id(&event_id);
+    let verdict = match state.store.event_verdict(hashed).await? {
+        Some(Ok(v)) => v.as_str(),
+        Some(Err(r)) => r.code(),
+        None => {
+            return Err(ApiError::NotFound(
+                "unknown_event",
+                "no verdict for this eventId: still queued, never sent, older than gate.event_id_ttl_secs, or the server does not run the pipeline".into(),
+            ));
+        }
+    };
+    Ok(Json(json!({"eventId": event_id, "verdict": verdict})).into_response())
 }
 
 /// One event as sent. Every field is kept raw so that a bad field fails

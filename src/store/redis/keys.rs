@@ -652,6 +652,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "none; trimmed like `pipe:raw:<n>`, for group `count`",
         "pipe_flag.lua (filter worker); pipe_count.lua acknowledges"
     ),
+    key_spec!(
+        "pipeline",
+        "pipe:verdict:<ehex>",
+        r"^pipe:verdict:[0-9a-f]{32}$",
+        "string",
+        "the verdict code of the events carrying one eventId (counted if any copy counted, else the latest copy's), for `GET /api/events/{eventId}`",
+        Ttl::Expires,
+        "`gate.event_id_ttl_secs` (at least 60 s) after the latest copy was gated",
+        "pipe_flag.lua"
+    ),
 ];
 
 /// The markdown table of one docs section, as docs/redis-keys.md holds it

@@ -24,7 +24,7 @@ use super::{APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, store_err
 use crate::config::PipelineConfig;
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
-    VoteDirection, VoteOutcome,
+    Verdict, VoteDirection, VoteOutcome,
 };
 use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError};
 
@@ -129,6 +129,11 @@ impl IngestPipeline {
 
     pub fn raw_key(&self, n: u32) -> String {
         format!("{}pipe:raw:{n}", self.store.keys.prefix)
+    }
+
+    /// The verdict of the events carrying one eventId (pipe_flag.lua).
+    pub fn verdict_key(&self, event_id: u128) -> String {
+        format!("{}pipe:verdict:{event_id:032x}", self.store.keys.prefix)
     }
 
     pub fn flagged_key(&self, n: u32) -> String {
@@ -631,6 +636,23 @@ impl Store for PipelineStore {
 
     async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
         self.pipe.append(events, now).await
+    }
+
+    async fn event_verdict(
+        &self,
+        event_id: u128,
+    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
+        let mut con = self.inner().con();
+        let code: Option<i64> = redis::cmd("GET")
+            .arg(self.pipe.verdict_key(event_id))
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(code.and_then(|c| match c {
+            5 => Some(Err(IngestReject::UnknownArticle)),
+            6 => Some(Err(IngestReject::TooManyArticles)),
+            c => super::verdict_of(c).map(Ok),
+        }))
     }
 
     async fn pipeline_stats(&self) -> Result<Option<Json>, StoreError> {
