@@ -270,7 +270,7 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     }
 }
 
-/// The pipeline over the configured Redis, its groups created.
+/// The pipeline over the configured Redis, its groups created if Redis is up.
 async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
     let store = RedisStore::connect(
         RedisOptions::from_config(config),
@@ -280,7 +280,12 @@ async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
         Arc::new(store),
         config.pipeline.clone(),
     ));
-    pipe.ensure_groups().await.map_err(|e| e.to_string())?;
+    // Like the store, start without Redis: workers create the groups once
+    // it is up (from the streams' start, so nothing appended meanwhile is
+    // missed).
+    if let Err(e) = pipe.ensure_groups().await {
+        tracing::warn!(error = %e, "pipeline: consumer groups not created yet");
+    }
     Ok(pipe)
 }
 
