@@ -7,7 +7,10 @@
 #            appends to the raw streams (answered 202 queued);
 #   drain k  then k `hotrank worker filter` + k `hotrank worker count`
 #            processes on that backlog: events/s gated and counted, from
-#            start until /api/stats says pipeline.backlog = 0, for k = 1, 2.
+#            start until /api/stats says pipeline.backlog = 0, for k = 1, 2;
+#   latency  `serve --pipeline` under a background load at half the drain
+#            rate of one worker pair: 202 -> pv visible (bench/pipeline_latency.py),
+#            p50/p99 (LATENCY=0 skips it; SAMPLES probes, default 200).
 # Everything shares this machine's cores (load printed before each run).
 # Usage: bench/pipeline_ingest.sh  (env: DUR seconds of load, RUNS,
 #   PARTITIONS, STATS=1 for Redis' commandstats of each drain, BIN hotrank binary, default $CARGO_TARGET_DIR or target,
@@ -39,6 +42,8 @@ data_dir = "$TMP/data"
 store = "redis"
 [gate]
 ip_limit_per_minute = 0   # one load generator is one IP
+[limits]
+queries_per_minute_per_ip = 100000000   # the latency probe polls
 [redis]
 url = "redis://127.0.0.1:$RPORT/0"
 [pipeline]
@@ -85,6 +90,8 @@ for run in $(seq "$RUNS"); do
     t1=$(date +%s.%N)
     counted=$(stat "d['counted']")
     quarantined=$(stat "d['quarantinedTotal']")
+    rate=$(python3 -c "print(int($backlog/($t1-$t0)))")
+    [ "$k" = 1 ] && one=$rate
     echo "drain $k run $run: $backlog events in $(python3 -c "print(f'{$t1-$t0:.2f}')") s = $(python3 -c "print(int($backlog/($t1-$t0)))") events/s gated+counted (counted=$counted quarantined=$quarantined)"
     if [ "${STATS:-0}" = 1 ]; then
       redis-cli -p "$RPORT" info commandstats | tr -d '\r' | grep '^cmdstat' |
@@ -93,4 +100,19 @@ for run in $(seq "$RUNS"); do
     fi
     stop_all
   done
+  if [ "${LATENCY:-1}" = 1 ]; then
+    # End to end at half the drain rate of one worker pair: serve
+    # --pipeline (all roles, one worker pair), background load at that
+    # rate, a probe measuring 202 -> pv visible in GET /api/articles/{id}.
+    echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    redis-cli -p "$RPORT" flushall >/dev/null
+    serve --pipeline
+    half=$((one / 2))
+    "$BIN" bench --target "127.0.0.1:$HPORT" --batch 100 --connections 2 \
+      --duration-secs $((DUR * 4)) --rate "$half" >/dev/null 2>&1 & PIDS+=($!)
+    sleep 1
+    echo "latency run $run (background load $half events/s): $(python3 bench/pipeline_latency.py "127.0.0.1:$HPORT" "${SAMPLES:-200}")"
+    echo "  backlog at the end: $(stat "d['pipeline']['backlog']")"
+    stop_all
+  fi
 done
