@@ -53,6 +53,7 @@ pub struct Config {
     pub embedded: EmbeddedConfig,
     pub redis: RedisConfig,
     pub archive: ArchiveConfig,
+    pub pipeline: PipelineConfig,
     pub models: Models,
 }
 
@@ -81,6 +82,7 @@ impl Default for Config {
             embedded: EmbeddedConfig::default(),
             redis: RedisConfig::default(),
             archive: ArchiveConfig::default(),
+            pipeline: PipelineConfig::default(),
             models: Models::default(),
         }
     }
@@ -288,6 +290,75 @@ impl Default for ArchiveConfig {
             max_connections: 4,
             connect_timeout_ms: 5000,
         }
+    }
+}
+
+/// Seed 002's counting pipeline on Redis Streams (`[pipeline]`; see
+/// docs/design.md, "Pipeline"). Needs `store = "redis"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Ingest through the pipeline (`--pipeline`, `HOTRANK_PIPELINE`):
+    /// API nodes queue events and answer `queued`.
+    pub enabled: bool,
+    /// What `hotrank serve` runs (`--roles`, `HOTRANK_ROLES`): `all`, or
+    /// a comma-separated subset of `api`, `filter`, `count`.
+    pub roles: String,
+    /// Raw and flagged streams (events are partitioned by article). Every
+    /// node and worker of a site must use the same number.
+    pub partitions: u32,
+    /// Entries a worker reads, claims and processes in one script call.
+    pub batch: usize,
+    /// A pending entry idle this long is claimed by another worker
+    /// (`XAUTOCLAIM`): a crashed worker's entries are redone after it.
+    pub claim_idle_ms: u64,
+    /// Entries a partition's raw and flagged streams hold at most; past
+    /// it, API nodes answer 503 with `Retry-After` and queue nothing.
+    pub max_backlog: u64,
+    /// How long a worker that found nothing waits before it looks again.
+    pub block_ms: u64,
+    /// How often a worker trims acknowledged entries and updates the lag
+    /// gauges.
+    pub trim_every_ms: u64,
+    /// Filter and count workers `serve` runs per role it has.
+    pub workers: usize,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            enabled: false,
+            roles: "all".into(),
+            partitions: 4,
+            batch: 250,
+            claim_idle_ms: 30_000,
+            max_backlog: 1_000_000,
+            block_ms: 20,
+            trim_every_ms: 1000,
+            workers: 1,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// The roles `roles` names: (api, filter, count), or why it is invalid.
+    pub fn role_set(&self) -> Result<(bool, bool, bool), String> {
+        let mut r = (false, false, false);
+        for part in self.roles.split(',').map(str::trim) {
+            match part {
+                "all" => r = (true, true, true),
+                "api" => r.0 = true,
+                "filter" => r.1 = true,
+                "count" => r.2 = true,
+                _ => {
+                    return Err(format!(
+                        "pipeline.roles = {:?} is invalid: use all, or a comma-separated list of api, filter, count",
+                        self.roles
+                    ));
+                }
+            }
+        }
+        Ok(r)
     }
 }
 
@@ -626,6 +697,30 @@ impl Config {
                 rc.url
             ));
         }
+        let pc = &self.pipeline;
+        pc.role_set()?;
+        if pc.enabled && self.store != StoreKind::Redis {
+            return Err("pipeline.enabled needs store = \"redis\"".into());
+        }
+        if pc.enabled && self.redis.cluster {
+            return Err("pipeline.enabled does not run on a Redis Cluster yet".into());
+        }
+        if pc.enabled && self.redis.layout == RedisLayout::Seed {
+            return Err(
+                "pipeline.enabled does not write seed layout's keys yet: use redis.layout = \"hotrank\" with the pipeline".into(),
+            );
+        }
+        if !(1..=1024).contains(&pc.partitions)
+            || !(1..=10_000).contains(&pc.batch)
+            || pc.max_backlog == 0
+            || pc.claim_idle_ms == 0
+            || !(1..=64).contains(&pc.workers)
+        {
+            return Err(format!(
+                "[pipeline] is invalid: partitions must be in 1..=1024 (got {}), batch in 1..=10000 (got {}), workers in 1..=64 (got {}), max_backlog and claim_idle_ms > 0",
+                pc.partitions, pc.batch, pc.workers
+            ));
+        }
         let ac = &self.archive;
         let postgres = ac.url.starts_with("postgres://") || ac.url.starts_with("postgresql://");
         if !ac.url.is_empty() && !postgres {
@@ -841,6 +936,34 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(c.validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn pipeline_keys() {
+        let c: Config = toml::from_str(
+            "store = \"redis\"\n[pipeline]\nenabled = true\nroles = \"api, count\"\npartitions = 8\nmax_backlog = 10\n",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.pipeline.partitions, 8);
+        assert_eq!(c.pipeline.role_set().unwrap(), (true, false, true));
+        assert_eq!(
+            PipelineConfig::default().role_set().unwrap(),
+            (true, true, true)
+        );
+        let mut bad = c.clone();
+        bad.pipeline.roles = "api,oops".into();
+        assert!(bad.validate().unwrap_err().contains("pipeline.roles"));
+        let mut bad = c.clone();
+        bad.store = StoreKind::Embedded;
+        assert!(bad.validate().unwrap_err().contains("pipeline.enabled"));
+        let mut bad = c.clone();
+        bad.pipeline.partitions = 0;
+        assert!(bad.validate().unwrap_err().contains("[pipeline]"));
+        let mut bad = c.clone();
+        bad.redis.layout = RedisLayout::Seed;
+        assert!(bad.validate().unwrap_err().contains("seed layout"));
+        assert!(toml::from_str::<Config>("[pipeline]\nnope = 1\n").is_err());
     }
 
     #[test]

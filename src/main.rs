@@ -13,7 +13,9 @@ use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
 use hotrank::store::dump::{Record, read_records, write_records};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{RedisOptions, RedisStore};
+use hotrank::store::redis::{
+    IngestPipeline, PipelineStore, RedisOptions, RedisStore, spawn_workers,
+};
 use hotrank::store::{Store, StoreSettings};
 
 #[derive(Parser)]
@@ -61,6 +63,10 @@ enum Command {
     /// state to it, or restore a store from it.
     #[command(subcommand)]
     Archive(ArchiveCommand),
+    /// A pipeline worker (`[pipeline]`, docs/design.md "Pipeline") on the
+    /// configured Redis: `filter` gates raw events, `count` applies the
+    /// flagged ones. Runs until SIGTERM/Ctrl-C.
+    Worker(WorkerArgs),
     /// Rebuild an embedded data directory whose log is damaged (the server
     /// refuses to start on one): keep every intact record, report what was
     /// skipped, write a new snapshot and move the old log aside. Stop the
@@ -76,6 +82,15 @@ enum ArchiveCommand {
     Export(ServeArgs),
     /// Restore the configured store, which must be empty, from the archive.
     Import(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    /// filter or count.
+    #[arg(value_parser = ["filter", "count"])]
+    role: String,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 #[derive(clap::Args)]
@@ -130,6 +145,14 @@ struct ServeArgs {
     /// PostgreSQL URL of the archive (`[archive] url`).
     #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
     archive_url: Option<String>,
+    /// Ingest through the pipeline (`[pipeline] enabled`): needs
+    /// `--store redis`.
+    #[arg(long, env = "HOTRANK_PIPELINE")]
+    pipeline: bool,
+    /// With --pipeline: `all` (default) or a comma-separated subset of
+    /// api, filter, count (`[pipeline] roles`).
+    #[arg(long, env = "HOTRANK_ROLES")]
+    roles: Option<String>,
     #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
@@ -187,6 +210,12 @@ impl ServeArgs {
         }
         if let Some(u) = &self.archive_url {
             c.archive.url = u.clone();
+        }
+        if self.pipeline {
+            c.pipeline.enabled = true;
+        }
+        if let Some(r) = &self.roles {
+            c.pipeline.roles = r.clone();
         }
         if self.admin_token.is_some() {
             c.admin_token = self.admin_token.clone();
@@ -265,11 +294,61 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     }
 }
 
+/// The pipeline over the configured Redis, its groups created if Redis is up.
+async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
+    let store = RedisStore::connect(
+        RedisOptions::from_config(config),
+        StoreSettings::from_config(config),
+    )?;
+    let pipe = Arc::new(IngestPipeline::new(
+        Arc::new(store),
+        config.pipeline.clone(),
+    ));
+    // Like the store, start without Redis: workers create the groups once
+    // it is up (from the streams' start, so nothing appended meanwhile is
+    // missed).
+    if let Err(e) = pipe.ensure_groups().await {
+        tracing::warn!(error = %e, "pipeline: consumer groups not created yet");
+    }
+    Ok(pipe)
+}
+
+/// `hotrank worker filter|count`, or `serve --pipeline` without the api
+/// role: workers until a signal.
+async fn run_workers(config: Config, filter: bool, count: bool) -> Result<(), String> {
+    for w in config.validate()? {
+        tracing::warn!("{w}");
+    }
+    let pipe = open_pipeline(&config).await?;
+    let k = config.pipeline.workers;
+    let workers = spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
+    shutdown_signal().await;
+    workers.stop().await;
+    Ok(())
+}
+
 async fn serve(config: Config) -> Result<(), String> {
     for w in config.validate()? {
         tracing::warn!("{w}");
     }
-    let store = open_store(&config)?;
+    let mut workers = None;
+    let store: Arc<dyn Store> = if config.pipeline.enabled {
+        let (api, filter, count) = config.pipeline.role_set()?;
+        if !api {
+            return run_workers(config, filter, count).await;
+        }
+        let pipe = open_pipeline(&config).await?;
+        let k = config.pipeline.workers;
+        workers = Some(spawn_workers(
+            &pipe,
+            if filter { k } else { 0 },
+            if count { k } else { 0 },
+        ));
+        tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
+        Arc::new(PipelineStore::new(pipe))
+    } else {
+        open_store(&config)?
+    };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -277,9 +356,13 @@ async fn serve(config: Config) -> Result<(), String> {
     let state = hotrank::server::build_state(config, store, Arc::new(SystemClock))?;
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
     tokio::spawn(hotrank::gate::reload_on_sighup(state.bots.clone()));
-    hotrank::server::run(listener, state, shutdown_signal())
+    let served = hotrank::server::run(listener, state, shutdown_signal())
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    if let Some(w) = workers {
+        w.stop().await;
+    }
+    served
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -465,6 +548,12 @@ fn main() -> ExitCode {
                 eprintln!("empty ingest handler on http://{listen}");
                 hotrank::loadgen::serve_floor(listener).await.map_err(|e| e.to_string())
             })
+        }),
+        Command::Worker(a) => a.serve.load().and_then(|mut config| {
+            init_logs(config.log_format);
+            config.pipeline.enabled = true;
+            let filter = a.role == "filter";
+            runtime()?.block_on(run_workers(config, filter, !filter))
         }),
         Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
         Command::Import(a) => a.serve.load().and_then(|c| match &a.from_redis {

@@ -280,6 +280,43 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Failed writes, syncs or segment creations of the write-ahead log.",
     ),
+    // The ingest pipeline (src/store/redis/pipeline.rs)
+    family(
+        "hotrank_events_queued_total",
+        Counter,
+        COUNT,
+        "Events an API node appended to the pipeline's raw streams (answered queued).",
+    ),
+    family(
+        "hotrank_pipeline_refused_total",
+        Counter,
+        COUNT,
+        "Events refused with 503 because a partition's backlog was at pipeline.max_backlog.",
+    ),
+    family(
+        "hotrank_pipeline_processed_total",
+        Counter,
+        COUNT,
+        "Stream entries a worker decided (group filter) or applied (group count).",
+    ),
+    family(
+        "hotrank_pipeline_skipped_total",
+        Counter,
+        COUNT,
+        "Stream entries a worker skipped because another call had already processed them (redeliveries), by group.",
+    ),
+    family(
+        "hotrank_pipeline_claimed_total",
+        Counter,
+        COUNT,
+        "Pending entries a worker took over from an idle or crashed one (XAUTOCLAIM), by group.",
+    ),
+    family(
+        "hotrank_pipeline_lag",
+        Gauge,
+        COUNT,
+        "Entries of a partition's stream its group has not acknowledged (pending + unread), by partition and group.",
+    ),
 ];
 
 /// Gives every family its HELP text and unit. Call once, after the

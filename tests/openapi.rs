@@ -19,6 +19,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("/api/views", "options"),
     ("/api/events", "post"),
     ("/api/events", "options"),
+    ("/api/events/{eventId}", "get"),
     // articles.rs
     ("/api/articles/{id}", "get"),
     ("/api/articles/{id}", "put"),

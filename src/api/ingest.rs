@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -27,6 +27,35 @@ pub fn router() -> Router<AppState> {
             "/api/events",
             post(post_events).options(super::web::preflight),
         )
+        .route("/api/events/{eventId}", get(get_event))
+}
+
+/// `GET /api/events/{eventId}`: the verdict the pipeline's filter workers
+/// gave the events carrying this eventId.
+async fn get_event(
+    _: super::budget::QueryBudget,
+    State(state): State<AppState>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(event_id) = path.map_err(|e| ApiError::bad("invalid_event_id", e.to_string()))?;
+    if event_id.is_empty() || event_id.len() > 128 {
+        return Err(ApiError::bad(
+            "invalid_event_id",
+            "eventId must be a string of 1-128 bytes",
+        ));
+    }
+    let hashed = state.identity.event_id(&event_id);
+    let verdict = match state.store.event_verdict(hashed).await? {
+        Some(Ok(v)) => v.as_str(),
+        Some(Err(r)) => r.code(),
+        None => {
+            return Err(ApiError::NotFound(
+                "unknown_event",
+                "no verdict for this eventId: still queued, never sent, older than gate.event_id_ttl_secs, or the server does not run the pipeline".into(),
+            ));
+        }
+    };
+    Ok(Json(json!({"eventId": event_id, "verdict": verdict})).into_response())
 }
 
 /// One event as sent. Every field is kept raw so that a bad field fails
@@ -304,6 +333,11 @@ async fn post_view(
         metrics::counter!("hotrank_events_invalid_total").increment(1);
     })?;
     let now = ev.arrival_ms.div_euclid(1000);
+    if state.store.queues() {
+        state.store.enqueue(vec![ev], now).await?;
+        record_queued(1, "views", started);
+        return Ok((StatusCode::ACCEPTED, Json(json!({"verdict": "queued"}))).into_response());
+    }
     let outcome = state.store.ingest(vec![ev], now).await?;
     let outcome = match outcome.into_iter().next() {
         Some(Ok(o)) => o,
@@ -366,6 +400,22 @@ async fn post_events(
         metrics::counter!("hotrank_events_invalid_total").increment(errors.len() as u64);
     }
     let now = ctx.now_ms.div_euclid(1000);
+    if state.store.queues() {
+        // Verdicts come later, from the workers (README, "Pipeline").
+        let queued = events.len();
+        if queued > 0 {
+            state.store.enqueue(events, now).await?;
+        }
+        record_queued(queued as u64, "events", started);
+        let status = if queued > 0 {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::OK
+        };
+        let body =
+            json!({"accepted": queued, "verdict": "queued", "queued": queued, "errors": errors});
+        return Ok((status, Json(body)).into_response());
+    }
     let outcomes = if events.is_empty() {
         Vec::new()
     } else {
@@ -399,6 +449,14 @@ async fn post_events(
         .map(|v| (v.as_str().to_string(), json!(counts.get(*v))))
         .collect();
     Ok(Json(json!({"accepted": accepted, "verdicts": verdicts, "errors": errors})).into_response())
+}
+
+/// Events queued for the pipeline's workers (their verdicts are counted
+/// there, in `hotrank_pipeline_processed_total`).
+fn record_queued(n: u64, endpoint: &'static str, started: Instant) {
+    metrics::counter!("hotrank_events_queued_total").increment(n);
+    metrics::histogram!("hotrank_ingest_seconds", "endpoint" => endpoint)
+        .record(started.elapsed().as_secs_f64());
 }
 
 fn user_agent(headers: &HeaderMap) -> &str {

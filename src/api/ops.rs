@@ -83,13 +83,17 @@ async fn stats(
         .iter()
         .map(|(h, q)| json!({"hour": h * 3600, "quarantined": quarantine_json(q)}))
         .collect();
-    Ok(Json(json!({
+    let mut body = json!({
         "articles": s.articles,
         "counted": s.counted,
         "quarantined": quarantine_json(&s.quarantined),
         "quarantinedTotal": s.quarantined.total(),
         "quarantinedByHour": by_hour,
-    })))
+    });
+    if let Some(p) = state.store.pipeline_stats().await? {
+        body["pipeline"] = p;
+    }
+    Ok(Json(body))
 }
 
 /// Counts requests by route and status, and logs slow ones (an [`Around`]

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
-    VoteDirection, VoteOutcome,
+    Verdict, VoteDirection, VoteOutcome,
 };
 use crate::score::Models;
 
@@ -343,4 +343,34 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes everything durable; later calls may fail.
     async fn shutdown(&self) -> Result<(), StoreError>;
+
+    /// Whether ingest goes through a queue ([`Store::enqueue`]; the Redis
+    /// pipeline): the HTTP API then answers `queued`, and workers gate
+    /// and count later.
+    fn queues(&self) -> bool {
+        false
+    }
+
+    /// Queues validated events for the pipeline's workers; `Ok` once the
+    /// queue holds them durably (per Redis' persistence).
+    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        let _ = (events, now);
+        Err(StoreError::Internal("this store does not queue".into()))
+    }
+
+    /// The verdict the pipeline gave an event with this (hashed) eventId:
+    /// counted if any copy counted, else the latest copy's; `None` while
+    /// queued, unknown, expired, or without a pipeline.
+    async fn event_verdict(
+        &self,
+        event_id: u128,
+    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
+        let _ = event_id;
+        Ok(None)
+    }
+
+    /// The pipeline's backlog for `/api/stats`; `None` without one.
+    async fn pipeline_stats(&self) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(None)
+    }
 }

@@ -81,6 +81,14 @@ impl RedisServer {
         panic!("redis-server did not start after {ATTEMPTS} attempts: {last_err}");
     }
 
+    /// One server shared by every test of this binary (watched: it goes
+    /// when the test process exits). Tests keep apart by key prefix
+    /// ([`unique_prefix`]).
+    pub fn shared() -> &'static RedisServer {
+        static SHARED: OnceLock<RedisServer> = OnceLock::new();
+        SHARED.get_or_init(|| RedisServer::start_node(&[], true, false))
+    }
+
     /// Starts a server that keeps its data across [`RedisServer::restart`]:
     /// append-only file, fsynced before each reply.
     pub fn start_durable() -> RedisServer {

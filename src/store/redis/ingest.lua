@@ -1,6 +1,6 @@
 -- hotrank: gate and count a batch of events atomically (docs/redis-keys.md).
 --
--- The script is this head (arguments, events, key check), then
+-- The script is event.lua, this head (arguments, events, key check), then
 -- common.lua, gate.lua (read, decide, gate-state writes), apply.lua
 -- (counters) and reply.lua, concatenated when the store loads it.
 --
@@ -75,22 +75,12 @@ if batch_key then
 end
 
 -- Parse and check every event before reading or writing anything.
-local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
 local ev = {}
 for i = 1, n do
-  local b = H + (i - 1) * F
-  local e = {
-    kind = ARGV[b + 1], art = ARGV[b + 2], vh = ARGV[b + 3], vb = ARGV[b + 4],
-    iph = ARGV[b + 5], ts = tonumber(ARGV[b + 6]), clock = tonumber(ARGV[b + 7]),
-    arrival = tonumber(ARGV[b + 8]), eid = ARGV[b + 9], secs = tonumber(ARGV[b + 10]),
-    bot = ARGV[b + 11] == '1', trusted = ARGV[b + 12] == '1',
-  }
-  if not (KINDS[e.kind] and e.ts and e.clock and e.arrival and e.secs)
-      or e.art == '' or e.vh == '' or e.iph == '' then
+  local e = parse_event(ARGV, H + (i - 1) * F)
+  if not e then
     return redis.error_reply('ERR ingest.lua: malformed event ' .. i)
   end
-  e.hour = math.floor(e.ts / 3600)
-  e.day = math.floor(e.ts / 86400)
   ev[i] = e
 end
 

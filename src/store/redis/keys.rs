@@ -732,6 +732,36 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "10 min unused",
         "any node"
     ),
+    key_spec!(
+        "pipeline",
+        "pipe:raw:<n>",
+        r"^pipe:raw:[0-9]{1,4}$",
+        "stream",
+        "partition `n` of events queued by API nodes (`hash(article) % pipeline.partitions`): fields `n` (the node's now), then ingest.lua's 12 event fields; consumer group `filter`",
+        Ttl::None,
+        "none; trimmed (`XTRIM MINID`) to the oldest entry group `filter` has not acknowledged, every `pipeline.trim_every_ms`",
+        "pipe_append.lua; pipe_filter.lua acknowledges"
+    ),
+    key_spec!(
+        "pipeline",
+        "pipe:flagged:<n>",
+        r"^pipe:flagged:[0-9]{1,4}$",
+        "stream",
+        "partition `n`'s gated events: fields `v` (verdict code), `k`, `a`, `b`, `t`, `s`, `g` (tally), `n` (now), `r` (raw entry id); consumer group `count`",
+        Ttl::None,
+        "none; trimmed like `pipe:raw:<n>`, for group `count`",
+        "pipe_flag.lua (filter worker); pipe_count.lua acknowledges"
+    ),
+    key_spec!(
+        "pipeline",
+        "pipe:verdict:<ehex>",
+        r"^pipe:verdict:[0-9a-f]{32}$",
+        "string",
+        "the verdict code of the events carrying one eventId (counted if any copy counted, else the latest copy's), for `GET /api/events/{eventId}`",
+        Ttl::Expires,
+        "`gate.event_id_ttl_secs` (at least 60 s) after the latest copy was gated",
+        "pipe_flag.lua"
+    ),
 ];
 
 /// The markdown table of one docs section, as docs/redis-keys.md holds it

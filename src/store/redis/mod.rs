@@ -24,8 +24,33 @@
 //!   until then every call fails fast with [`StoreError::Unavailable`]
 //!   (503), and nothing is acknowledged that Redis did not apply.
 
+/// The 12 arguments of one event (`event.lua`) onto a `Cmd` or a script
+/// invocation: the direct ingest script and the pipeline's streams carry
+/// the same fields.
+macro_rules! event_args {
+    ($c:expr, $ev:expr) => {{
+        let ev = $ev;
+        $c.arg(kind_char(ev.kind))
+            .arg(ev.article.as_str())
+            .arg(format!("{:032x}", ev.visitor))
+            .arg(&ev.visitor_element()[..])
+            .arg(format!("{:016x}", ev.ip))
+            .arg(ev.ts)
+            .arg(ev.rate_clock_ms())
+            .arg(ev.arrival_ms.div_euclid(1000))
+            .arg(match ev.event_id {
+                Some(k) => format!("{k:032x}"),
+                None => String::new(),
+            })
+            .arg(ev.seconds)
+            .arg(if ev.bot { "1" } else { "0" })
+            .arg(if ev.trusted { "1" } else { "0" });
+    }};
+}
+
 mod dump;
 mod keys;
+mod pipeline;
 mod rank;
 mod seed;
 mod version;
@@ -33,6 +58,10 @@ mod version;
 pub use dump::{dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
+};
+pub use pipeline::{
+    COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
+    crash_point, spawn_workers,
 };
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 
@@ -148,15 +177,20 @@ fn chunks(parts: &[&str]) -> Script {
 /// The direct store's ingest script: its head (`ingest.lua`), the gate,
 /// the counters and its reply, in one atomic call.
 pub fn ingest_script() -> Script {
-    chunks(&[
-        include_str!("ingest.lua"),
-        COMMON,
-        GATE,
-        APPLY,
-        include_str!("reply.lua"),
-    ])
+    ingest_script_with(&[])
 }
 
+/// [`ingest_script`] with more counter writes (`extra` chunks) after
+/// `apply.lua`: seed layout's keys (seed.rs).
+fn ingest_script_with(extra: &[&str]) -> Script {
+    let mut parts = vec![EVENT, include_str!("ingest.lua"), COMMON, GATE, APPLY];
+    parts.extend_from_slice(extra);
+    parts.push(include_str!("reply.lua"));
+    chunks(&parts)
+}
+
+/// One event from script arguments (`event.lua`).
+const EVENT: &str = include_str!("event.lua");
 /// The gate: reads, decides and writes gate state (`gate.lua`).
 const GATE: &str = include_str!("gate.lua");
 /// The counters of gated events (`apply.lua`).
@@ -973,21 +1007,7 @@ impl Store for RedisStore {
                 }
                 c.arg(id.as_str()).arg(part.len());
                 for ev in part {
-                    c.arg(kind_char(ev.kind))
-                        .arg(ev.article.as_str())
-                        .arg(format!("{:032x}", ev.visitor))
-                        .arg(&ev.visitor_element()[..])
-                        .arg(format!("{:016x}", ev.ip))
-                        .arg(ev.ts)
-                        .arg(ev.rate_clock_ms())
-                        .arg(ev.arrival_ms.div_euclid(1000))
-                        .arg(match ev.event_id {
-                            Some(k) => format!("{k:032x}"),
-                            None => String::new(),
-                        })
-                        .arg(ev.seconds)
-                        .arg(if ev.bot { "1" } else { "0" })
-                        .arg(if ev.trusted { "1" } else { "0" });
+                    event_args!(c, ev);
                 }
             }
             // In the same pipeline, so on the same node: the batch is on

@@ -1,0 +1,20 @@
+-- hotrank: one event from the 12 arguments after A[b] (ingest.lua's
+-- layout: kind, article id, visitor hex, visitor bytes, ip hex, ts, rate
+-- clock (ms), arrival (s), eventId hex or '', dwell seconds, bot, trusted),
+-- with its hour and day; nil when malformed.
+local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
+local function parse_event(A, b)
+  local e = {
+    kind = A[b + 1], art = A[b + 2], vh = A[b + 3], vb = A[b + 4],
+    iph = A[b + 5], ts = tonumber(A[b + 6]), clock = tonumber(A[b + 7]),
+    arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = tonumber(A[b + 10]),
+    bot = A[b + 11] == '1', trusted = A[b + 12] == '1',
+  }
+  if not (KINDS[e.kind] and e.ts and e.clock and e.arrival and e.secs)
+      or e.art == '' or e.vh == '' or e.iph == '' then
+    return nil
+  end
+  e.hour = math.floor(e.ts / 3600)
+  e.day = math.floor(e.ts / 86400)
+  return e
+end

@@ -1,0 +1,43 @@
+-- hotrank pipeline: an API node appends a request's events to the raw
+-- streams of their partitions, all or none (docs/design.md, "Pipeline").
+--
+-- ARGV[1..2]: the backlog bound (entries a partition's raw and flagged
+-- streams hold at most), number of partitions m. Then per partition: raw
+-- stream, flagged stream, number of entries c, then 13 values per entry
+-- (now, then ingest.lua's 12 event fields).
+--
+-- Returns the number of entries appended, or the error BACKLOG (nothing
+-- appended) when a partition would pass the bound.
+local bound = tonumber(ARGV[1])
+local m = tonumber(ARGV[2])
+local NAMES = { 'n', 'k', 'a', 'v', 'b', 'i', 't', 'c', 'r', 'e', 's', 'o', 'u' }
+local F = #NAMES
+if not (bound and m) then return redis.error_reply('ERR pipe_append.lua: malformed header') end
+local parts, pos = {}, 3
+for j = 1, m do
+  local c = tonumber(ARGV[pos + 2])
+  if not c or pos + 2 + c * F > #ARGV then
+    return redis.error_reply('ERR pipe_append.lua: malformed partition ' .. j)
+  end
+  parts[j] = { raw = ARGV[pos], flagged = ARGV[pos + 1], c = c, at = pos + 3 }
+  pos = pos + 3 + c * F
+end
+if pos ~= #ARGV + 1 then return redis.error_reply('ERR pipe_append.lua: malformed arguments') end
+for _, p in ipairs(parts) do
+  if redis.call('XLEN', p.raw) + redis.call('XLEN', p.flagged) + p.c > bound then
+    return redis.error_reply('BACKLOG the pipeline holds ' .. bound .. ' entries in a partition')
+  end
+end
+local total = 0
+for _, p in ipairs(parts) do
+  for i = 0, p.c - 1 do
+    local args = { 'XADD', p.raw, '*' }
+    for f = 1, F do
+      args[#args + 1] = NAMES[f]
+      args[#args + 1] = ARGV[p.at + i * F + f - 1]
+    end
+    redis.call(unpack(args))
+  end
+  total = total + p.c
+end
+return total

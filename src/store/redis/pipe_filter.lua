@@ -1,0 +1,58 @@
+-- hotrank pipeline: the filter worker's head (docs/design.md, "Pipeline").
+-- The script is event.lua, pipe_undone.lua, this head, common.lua,
+-- gate.lua, pipe_flag.lua and pipe_ack.lua: one atomic call gates a batch
+-- of raw entries, writes each with its verdict to the flagged stream and
+-- acknowledges it.
+--
+-- ARGV[1..15]: prefix, dedupe window (s), visitor limit, ip limit, eventId
+-- TTL (s), hourly keep (s), daily keep (s), require_known (0/1), max
+-- articles, behaviour limit, behaviour quarantine (ms), raw stream,
+-- flagged stream, group, number of entries. Then 14 per entry: its id,
+-- the API node's `now` (s), and the 12 event fields of ingest.lua.
+--
+-- Effectively once: an entry that is no longer pending in the group was
+-- decided (its verdict, gate state and flagged entry were written by the
+-- call that acknowledged it), so it is skipped. A worker killed before
+-- its call leaves the entry pending for XAUTOCLAIM; one killed after it
+-- finds nothing to redo.
+--
+-- Returns { entries decided, entries skipped }.
+local P = ARGV[1]
+local window = tonumber(ARGV[2])
+local vlimit = tonumber(ARGV[3])
+local iplimit = tonumber(ARGV[4])
+local eid_ttl = tonumber(ARGV[5])
+local hkeep = tonumber(ARGV[6])
+local dkeep = tonumber(ARGV[7])
+local require_known = ARGV[8] == '1'
+local max_articles = tonumber(ARGV[9])
+local bot_n = tonumber(ARGV[10])
+local bot_ms = tonumber(ARGV[11])
+local SRC, DST, GROUP = ARGV[12], ARGV[13], ARGV[14]
+local n = tonumber(ARGV[15])
+local H, F = 15, 14
+if not (window and vlimit and iplimit and eid_ttl and hkeep and dkeep
+    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F then
+  return redis.error_reply('ERR pipe_filter.lua: malformed header')
+end
+
+local now = 0
+local ev, acks, seen = {}, {}, {}
+local skipped = 0
+for i = 1, n do
+  local b = H + (i - 1) * F
+  local id, t = ARGV[b + 1], tonumber(ARGV[b + 2])
+  local e = parse_event(ARGV, b + 2)
+  if not (e and t) then
+    return redis.error_reply('ERR pipe_filter.lua: malformed entry ' .. i)
+  end
+  if undone(SRC, GROUP, id, seen) then
+    e.id = id
+    ev[#ev + 1] = e
+    acks[#acks + 1] = id
+    if t > now then now = t end
+  else
+    skipped = skipped + 1
+  end
+end
+if #ev == 0 then return { 0, skipped } end

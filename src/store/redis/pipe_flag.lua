@@ -1,0 +1,20 @@
+-- hotrank pipeline: after gate.lua in the filter script, each decided
+-- entry goes to the flagged stream with its verdict and what apply.lua
+-- needs: kind, article, visitor bytes, ts, dwell seconds, tally (its
+-- article existed: quarantine is tallied on it), the batch's `now`, and
+-- the raw entry's id; and the verdict of each event with an eventId.
+for i, e in ipairs(ev) do
+  redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
+    't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id)
+end
+-- Verdicts by eventId (GET /api/events/{eventId}): counted if any copy
+-- counted, else the latest copy's; kept as long as eventIds are.
+local vttl = math.max(eid_ttl, 60)
+for i, e in ipairs(ev) do
+  if e.eid ~= '' then
+    local key = P .. 'pipe:verdict:' .. e.eid
+    if redis.call('GET', key) ~= '0' then
+      redis.call('SET', key, verdicts[i], 'EX', vttl)
+    end
+  end
+end

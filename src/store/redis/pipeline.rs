@@ -1,0 +1,779 @@
+//! Seed 002's two-stage counting pipeline on Redis Streams (docs/design.md,
+//! "IngestPipeline").
+//!
+//! API nodes append validated events to raw streams partitioned by article
+//! (`pipe:raw:<n>`, [`IngestPipeline::append`]) and answer `queued`; filter
+//! workers (group `filter`) run the gate on batches of raw entries and
+//! write each with its verdict to the flagged stream of the same partition
+//! (`pipe:flagged:<n>`); count workers (group `count`) apply the flagged
+//! entries with the same Lua the direct store runs (`gate.lua`,
+//! `apply.lua`). Each worker call acknowledges its entries in the same
+//! script as their effects, and skips entries the group no longer holds
+//! pending: a worker killed anywhere, or an entry delivered twice, changes
+//! no count.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use redis::{Script, Value};
+use serde_json::{Value as Json, json};
+
+use super::{APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, store_err, v_i64, v_str};
+use crate::config::PipelineConfig;
+use crate::model::{
+    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
+    Verdict, VoteDirection, VoteOutcome,
+};
+use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError};
+
+/// The consumer group of filter workers (on raw streams).
+pub const FILTER_GROUP: &str = "filter";
+/// The consumer group of count workers (on flagged streams).
+pub const COUNT_GROUP: &str = "count";
+
+/// What a process of the pipeline does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Gates raw entries (consumer group `filter`).
+    Filter,
+    /// Applies flagged entries (consumer group `count`).
+    Count,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Filter => FILTER_GROUP,
+            Role::Count => COUNT_GROUP,
+        }
+    }
+}
+
+/// Aborts the process when `HOTRANK_CRASH_AT` names `step` (fault
+/// injection for tests: a worker killed between two of its Redis calls).
+pub fn crash_point(step: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("HOTRANK_CRASH_AT").ok());
+    if at.as_deref() == Some(step) {
+        eprintln!("HOTRANK_CRASH_AT={step}: aborting");
+        std::process::abort();
+    }
+}
+
+struct PipeScripts {
+    append: Script,
+    filter: Script,
+    count: Script,
+    trim: Script,
+}
+
+/// One stream entry: its id and its field values, in order.
+type Entry = (String, Vec<Vec<u8>>);
+
+/// Fields of a raw entry (pipe_append.lua) and of a flagged one
+/// (pipe_flag.lua).
+const RAW_FIELDS: usize = 13;
+const FLAGGED_FIELDS: usize = 9;
+
+/// Backlog of one stream for its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lag {
+    pub partition: u32,
+    pub group: &'static str,
+    /// Delivered to a worker, not yet acknowledged.
+    pub pending: u64,
+    /// Not yet delivered.
+    pub unread: u64,
+}
+
+/// The pipeline over one Redis store.
+pub struct IngestPipeline {
+    store: Arc<RedisStore>,
+    cfg: PipelineConfig,
+    scripts: PipeScripts,
+}
+
+impl IngestPipeline {
+    pub fn new(store: Arc<RedisStore>, cfg: PipelineConfig) -> Self {
+        let tail = include_str!("pipe_ack.lua");
+        let undone = include_str!("pipe_undone.lua");
+        IngestPipeline {
+            store,
+            cfg,
+            scripts: PipeScripts {
+                append: chunks(&[include_str!("pipe_append.lua")]),
+                filter: chunks(&[
+                    EVENT,
+                    undone,
+                    include_str!("pipe_filter.lua"),
+                    COMMON,
+                    GATE,
+                    include_str!("pipe_flag.lua"),
+                    tail,
+                ]),
+                count: chunks(&[undone, include_str!("pipe_count.lua"), COMMON, APPLY, tail]),
+                trim: chunks(&[include_str!("pipe_trim.lua")]),
+            },
+        }
+    }
+
+    pub fn store(&self) -> &Arc<RedisStore> {
+        &self.store
+    }
+
+    pub fn config(&self) -> &PipelineConfig {
+        &self.cfg
+    }
+
+    pub fn raw_key(&self, n: u32) -> String {
+        format!("{}pipe:raw:{n}", self.store.keys.prefix)
+    }
+
+    /// The verdict of the events carrying one eventId (pipe_flag.lua).
+    pub fn verdict_key(&self, event_id: u128) -> String {
+        format!("{}pipe:verdict:{event_id:032x}", self.store.keys.prefix)
+    }
+
+    pub fn flagged_key(&self, n: u32) -> String {
+        format!("{}pipe:flagged:{n}", self.store.keys.prefix)
+    }
+
+    /// The partition of an article: every event of one article goes
+    /// through one raw stream, so the gate sees them in arrival order.
+    pub fn partition_of(&self, article: &ArticleId) -> u32 {
+        let h = crate::sketch::murmur64a(article.as_str().as_bytes(), 0x5eed_0002);
+        (h % u64::from(self.cfg.partitions.max(1))) as u32
+    }
+
+    fn stream(&self, role: Role, n: u32) -> String {
+        match role {
+            Role::Filter => self.raw_key(n),
+            Role::Count => self.flagged_key(n),
+        }
+    }
+
+    /// Creates both consumer groups on every partition (from the start of
+    /// the stream, so nothing appended before is missed).
+    pub async fn ensure_groups(&self) -> Result<(), StoreError> {
+        let mut con = self.store.con();
+        for n in 0..self.cfg.partitions {
+            for role in [Role::Filter, Role::Count] {
+                let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+                    .arg("CREATE")
+                    .arg(self.stream(role, n))
+                    .arg(role.as_str())
+                    .arg("0")
+                    .arg("MKSTREAM")
+                    .query_async(&mut con)
+                    .await;
+                match r {
+                    Ok(()) => {}
+                    Err(e) if e.code() == Some("BUSYGROUP") => {}
+                    Err(e) => return Err(store_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends validated events to their partitions' raw streams, all or
+    /// none; `Unavailable` (503) when a partition's backlog would pass
+    /// `max_backlog`.
+    pub async fn append(&self, mut events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        events.iter_mut().for_each(Event::clamp_to_arrival);
+        let mut parts: Vec<Vec<&Event>> = vec![Vec::new(); self.cfg.partitions as usize];
+        for ev in &events {
+            parts[self.partition_of(&ev.article) as usize].push(ev);
+        }
+        let used: Vec<(u32, &Vec<&Event>)> = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(n, p)| (n as u32, p))
+            .collect();
+        let mut inv = self.scripts.append.prepare_invoke();
+        inv.arg(self.cfg.max_backlog).arg(used.len());
+        for (n, part) in used {
+            inv.arg(self.raw_key(n))
+                .arg(self.flagged_key(n))
+                .arg(part.len());
+            for ev in part {
+                inv.arg(now);
+                event_args!(inv, ev);
+            }
+        }
+        let mut con = self.store.con();
+        match inv.invoke_async::<i64>(&mut con).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("BACKLOG") => {
+                metrics::counter!("hotrank_pipeline_refused_total").increment(events.len() as u64);
+                Err(StoreError::Unavailable(
+                    "pipeline backlog is full; retry later".into(),
+                ))
+            }
+            Err(e) => Err(store_err(e)),
+        }
+    }
+
+    /// One worker step: claims entries idle past `claim_idle_ms` (when
+    /// `claim` is set), reads new ones, and processes them. Returns how
+    /// many entries it decided or applied.
+    pub async fn step(&self, role: Role, consumer: &str, claim: bool) -> Result<u64, StoreError> {
+        let mut done = 0;
+        if claim {
+            for n in 0..self.cfg.partitions {
+                let claimed = self.claim(role, consumer, n).await?;
+                if !claimed.is_empty() {
+                    metrics::counter!("hotrank_pipeline_claimed_total", "group" => role.as_str())
+                        .increment(claimed.len() as u64);
+                    crash_point(&format!("{}:claimed", role.as_str()));
+                    done += self.process(role, n, claimed).await?;
+                }
+            }
+        }
+        for (n, entries) in self.read(role, consumer).await? {
+            crash_point(&format!("{}:read", role.as_str()));
+            done += self.process(role, n, entries).await?;
+        }
+        Ok(done)
+    }
+
+    /// New entries for this consumer on every partition (`XREADGROUP >`).
+    async fn read(&self, role: Role, consumer: &str) -> Result<Vec<(u32, Vec<Entry>)>, StoreError> {
+        let mut cmd = redis::cmd("XREADGROUP");
+        cmd.arg("GROUP")
+            .arg(role.as_str())
+            .arg(consumer)
+            .arg("COUNT")
+            .arg(self.cfg.batch)
+            .arg("STREAMS");
+        let names: Vec<String> = (0..self.cfg.partitions)
+            .map(|n| self.stream(role, n))
+            .collect();
+        for k in &names {
+            cmd.arg(k);
+        }
+        for _ in &names {
+            cmd.arg(">");
+        }
+        let mut con = self.store.con();
+        let v: Value = cmd.query_async(&mut con).await.map_err(store_err)?;
+        let mut out = Vec::new();
+        for (key, entries) in pairs(&v) {
+            let Some(key) = v_str(key) else { continue };
+            let Some(n) = names.iter().position(|k| k == key) else {
+                continue;
+            };
+            let entries = parse_entries(entries)?;
+            if !entries.is_empty() {
+                out.push((n as u32, entries));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Entries of partition `n` pending longer than `claim_idle_ms` with
+    /// any consumer (a crashed or stalled worker), now this consumer's.
+    async fn claim(&self, role: Role, consumer: &str, n: u32) -> Result<Vec<Entry>, StoreError> {
+        let mut con = self.store.con();
+        let v: Value = redis::cmd("XAUTOCLAIM")
+            .arg(self.stream(role, n))
+            .arg(role.as_str())
+            .arg(consumer)
+            .arg(self.cfg.claim_idle_ms)
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(self.cfg.batch)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        match &v {
+            Value::Array(parts) if parts.len() >= 2 => parse_entries(&parts[1]),
+            _ => Err(super::bad_reply("XAUTOCLAIM")),
+        }
+    }
+
+    async fn process(&self, role: Role, n: u32, entries: Vec<Entry>) -> Result<u64, StoreError> {
+        let want = match role {
+            Role::Filter => RAW_FIELDS,
+            Role::Count => FLAGGED_FIELDS,
+        };
+        // An entry this build cannot read (written by another version)
+        // would block the partition; it is refused loudly instead.
+        let entries: Vec<Entry> = entries
+            .into_iter()
+            .filter(|(id, f)| {
+                let ok = f.len() == want;
+                if !ok {
+                    tracing::error!(%id, stream = %self.stream(role, n), "malformed pipeline entry left pending");
+                }
+                ok
+            })
+            .collect();
+        if entries.is_empty() {
+            return Ok(0);
+        }
+        let s = &self.store.settings;
+        let (hkeep, dkeep) = self.store.keeps();
+        let mut inv = match role {
+            Role::Filter => {
+                let mut inv = self.scripts.filter.prepare_invoke();
+                inv.arg(&self.store.keys.prefix)
+                    .arg(s.dedupe_window_secs)
+                    .arg(s.visitor_limit_per_minute)
+                    .arg(s.ip_limit_per_minute)
+                    .arg(s.event_id_ttl_secs)
+                    .arg(hkeep)
+                    .arg(dkeep)
+                    .arg(if s.require_known_articles { "1" } else { "0" })
+                    .arg(s.max_articles)
+                    .arg(s.bot_articles_per_minute)
+                    .arg(u64::from(s.bot_quarantine_secs) * 1000)
+                    .arg(self.raw_key(n))
+                    .arg(self.flagged_key(n))
+                    .arg(FILTER_GROUP)
+                    .arg(entries.len());
+                inv
+            }
+            Role::Count => {
+                let mut inv = self.scripts.count.prepare_invoke();
+                inv.arg(&self.store.keys.prefix)
+                    .arg(hkeep)
+                    .arg(dkeep)
+                    .arg(self.flagged_key(n))
+                    .arg(COUNT_GROUP)
+                    .arg(entries.len());
+                inv
+            }
+        };
+        for (id, fields) in &entries {
+            inv.arg(id.as_str());
+            for f in fields {
+                inv.arg(&f[..]);
+            }
+        }
+        let mut con = self.store.con();
+        let r: Vec<i64> = inv.invoke_async(&mut con).await.map_err(store_err)?;
+        let (done, skipped) = (
+            r.first().copied().unwrap_or(0),
+            r.get(1).copied().unwrap_or(0),
+        );
+        crash_point(&format!("{}:done", role.as_str()));
+        metrics::counter!("hotrank_pipeline_processed_total", "group" => role.as_str())
+            .increment(done.max(0) as u64);
+        if skipped > 0 {
+            metrics::counter!("hotrank_pipeline_skipped_total", "group" => role.as_str())
+                .increment(skipped as u64);
+        }
+        Ok(done.max(0) as u64)
+    }
+
+    /// Delivers every entry still in the role's streams to its script
+    /// again, as a claim racing a slow worker would (tests, and a check
+    /// after an incident). Returns (entries processed, entries seen):
+    /// processed is 0 unless some were never processed.
+    pub async fn reprocess_all(&self, role: Role) -> Result<(u64, u64), StoreError> {
+        let (mut done, mut seen) = (0, 0);
+        for n in 0..self.cfg.partitions {
+            let mut start = "-".to_string();
+            loop {
+                let mut con = self.store.con();
+                let v: Value = redis::cmd("XRANGE")
+                    .arg(self.stream(role, n))
+                    .arg(&start)
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(self.cfg.batch)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(store_err)?;
+                let entries = parse_entries(&v)?;
+                let Some((last, _)) = entries.last() else {
+                    break;
+                };
+                start = format!("({last}");
+                seen += entries.len() as u64;
+                done += self.process(role, n, entries).await?;
+            }
+        }
+        Ok((done, seen))
+    }
+
+    /// Drops what the role's group acknowledged from every partition's
+    /// stream (`pipe_trim.lua`). Returns how many entries went.
+    pub async fn trim(&self, role: Role) -> Result<u64, StoreError> {
+        let mut con = self.store.con();
+        let mut total = 0;
+        for n in 0..self.cfg.partitions {
+            let dropped: i64 = self
+                .scripts
+                .trim
+                .prepare_invoke()
+                .arg(self.stream(role, n))
+                .arg(role.as_str())
+                .invoke_async(&mut con)
+                .await
+                .map_err(store_err)?;
+            total += dropped.max(0) as u64;
+        }
+        Ok(total)
+    }
+
+    /// The backlog of every partition and group; sets the lag gauges.
+    pub async fn lag(&self) -> Result<Vec<Lag>, StoreError> {
+        let mut con = self.store.con();
+        let mut out = Vec::new();
+        for n in 0..self.cfg.partitions {
+            for role in [Role::Filter, Role::Count] {
+                let key = self.stream(role, n);
+                let mut p = redis::pipe();
+                p.cmd("XPENDING").arg(&key).arg(role.as_str());
+                p.cmd("XINFO").arg("GROUPS").arg(&key);
+                p.cmd("XLEN").arg(&key);
+                let (pending, groups, len): (Value, Value, i64) =
+                    p.query_async(&mut con).await.map_err(store_err)?;
+                let pending = match &pending {
+                    Value::Array(a) => a.first().and_then(v_i64).unwrap_or(0),
+                    _ => 0,
+                }
+                .max(0) as u64;
+                let lag = group_field(&groups, role.as_str(), "lag").and_then(v_i64);
+                // `lag` is unknown after some trims: then every entry not
+                // pending is counted (an upper bound).
+                let unread = lag.unwrap_or((len - pending as i64).max(0)).max(0) as u64;
+                metrics::gauge!("hotrank_pipeline_lag", "partition" => n.to_string(), "group" => role.as_str())
+                    .set((pending + unread) as f64);
+                out.push(Lag {
+                    partition: n,
+                    group: role.as_str(),
+                    pending,
+                    unread,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Until the pipeline holds nothing unprocessed (tests, `drain`).
+    pub async fn drained(&self) -> Result<bool, StoreError> {
+        Ok(self
+            .lag()
+            .await?
+            .iter()
+            .all(|l| l.pending == 0 && l.unread == 0))
+    }
+
+    /// A worker: steps until `stop` is set, claiming every
+    /// `claim_idle_ms / 2`, trimming every `trim_every_ms`, and waiting
+    /// `block_ms` when a step found nothing. Redis errors are logged and
+    /// retried after a pause.
+    pub async fn run_worker(self: Arc<Self>, role: Role, consumer: String, stop: Arc<AtomicBool>) {
+        let claim_every = Duration::from_millis((self.cfg.claim_idle_ms / 2).max(50));
+        let trim_every = Duration::from_millis(self.cfg.trim_every_ms.max(10));
+        let (mut last_claim, mut last_trim) = (Instant::now(), Instant::now());
+        let mut groups_ready = false;
+        tracing::info!(role = role.as_str(), %consumer, "pipeline worker started");
+        while !stop.load(Ordering::Relaxed) {
+            if !groups_ready {
+                if let Err(e) = self.ensure_groups().await {
+                    tracing::warn!(error = %e, "pipeline: cannot create the consumer groups");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                groups_ready = true;
+            }
+            let claim = last_claim.elapsed() >= claim_every;
+            if claim {
+                last_claim = Instant::now();
+            }
+            let done = match self.step(role, &consumer, claim).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(error = %e, role = role.as_str(), "pipeline step failed");
+                    // A Redis that lost its data lost the groups too.
+                    groups_ready = false;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            if last_trim.elapsed() >= trim_every {
+                last_trim = Instant::now();
+                if let Err(e) = self.trim(role).await {
+                    tracing::warn!(error = %e, "pipeline trim failed");
+                }
+                let _ = self.lag().await;
+            }
+            if done == 0 {
+                tokio::time::sleep(Duration::from_millis(self.cfg.block_ms)).await;
+            }
+        }
+    }
+}
+
+/// A consumer name unique to this process and worker.
+pub fn consumer_name(role: Role, i: usize) -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".into());
+    format!(
+        "{host}-{}-{}-{i}-{:08x}",
+        std::process::id(),
+        role.as_str(),
+        rand::random::<u32>()
+    )
+}
+
+/// Key/value pairs of a RESP2 array of pairs or a RESP3 map.
+fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
+    match v {
+        Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|p| match p {
+                Value::Array(kv) if kv.len() == 2 => Some((&kv[0], &kv[1])),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Stream entries (`[[id, [f, v, ...]], ...]`) as ids and values.
+fn parse_entries(v: &Value) -> Result<Vec<Entry>, StoreError> {
+    let Value::Array(list) = v else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for e in list {
+        let Value::Array(e) = e else { continue };
+        let [id, fields] = e.as_slice() else { continue };
+        let Some(id) = v_str(id) else { continue };
+        let values: Vec<Vec<u8>> = match fields {
+            Value::Array(f) => f
+                .iter()
+                .skip(1)
+                .step_by(2)
+                .map(|v| match v {
+                    Value::BulkString(b) => b.clone(),
+                    Value::SimpleString(s) => s.as_bytes().to_vec(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            Value::Map(m) => m
+                .iter()
+                .map(|(_, v)| match v {
+                    Value::BulkString(b) => b.clone(),
+                    _ => Vec::new(),
+                })
+                .collect(),
+            // An entry deleted while pending (XREADGROUP of a trimmed id).
+            _ => continue,
+        };
+        out.push((id.to_string(), values));
+    }
+    Ok(out)
+}
+
+/// One field of one group in an `XINFO GROUPS` reply.
+fn group_field<'a>(groups: &'a Value, group: &str, field: &str) -> Option<&'a Value> {
+    let Value::Array(list) = groups else {
+        return None;
+    };
+    list.iter().find_map(|g| {
+        let fields: Vec<(&Value, &Value)> = match g {
+            Value::Array(a) => a
+                .chunks(2)
+                .filter_map(|c| Some((c.first()?, c.get(1)?)))
+                .collect(),
+            Value::Map(m) => m.iter().map(|(k, v)| (k, v)).collect(),
+            _ => return None,
+        };
+        let name = fields.iter().find(|(k, _)| v_str(k) == Some("name"))?;
+        if v_str(name.1) != Some(group) {
+            return None;
+        }
+        fields
+            .iter()
+            .find(|(k, _)| v_str(k) == Some(field))
+            .map(|(_, v)| *v)
+    })
+}
+
+/// The Redis store with ingest through the pipeline: events are queued,
+/// everything else is the store's.
+pub struct PipelineStore {
+    pipe: Arc<IngestPipeline>,
+}
+
+impl PipelineStore {
+    pub fn new(pipe: Arc<IngestPipeline>) -> Self {
+        PipelineStore { pipe }
+    }
+
+    pub fn pipeline(&self) -> &Arc<IngestPipeline> {
+        &self.pipe
+    }
+
+    fn inner(&self) -> &RedisStore {
+        &self.pipe.store
+    }
+}
+
+#[async_trait]
+impl Store for PipelineStore {
+    async fn ingest(
+        &self,
+        events: Vec<Event>,
+        now: Timestamp,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
+        // Callers that need verdicts now (CLI tools) get the direct path.
+        self.inner().ingest(events, now).await
+    }
+
+    fn queues(&self) -> bool {
+        true
+    }
+
+    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        self.pipe.append(events, now).await
+    }
+
+    async fn event_verdict(
+        &self,
+        event_id: u128,
+    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
+        let mut con = self.inner().con();
+        let code: Option<i64> = redis::cmd("GET")
+            .arg(self.pipe.verdict_key(event_id))
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(code.and_then(|c| match c {
+            5 => Some(Err(IngestReject::UnknownArticle)),
+            6 => Some(Err(IngestReject::TooManyArticles)),
+            c => super::verdict_of(c).map(Ok),
+        }))
+    }
+
+    async fn pipeline_stats(&self) -> Result<Option<Json>, StoreError> {
+        let lag = self.pipe.lag().await?;
+        let parts: Vec<Json> = lag
+            .iter()
+            .map(|l| {
+                json!({"partition": l.partition, "group": l.group, "pending": l.pending, "unread": l.unread})
+            })
+            .collect();
+        let backlog: u64 = lag.iter().map(|l| l.pending + l.unread).sum();
+        Ok(Some(json!({
+            "partitions": self.pipe.cfg.partitions,
+            "backlog": backlog,
+            "maxBacklog": self.pipe.cfg.max_backlog,
+            "lag": parts,
+        })))
+    }
+
+    async fn put_article(
+        &self,
+        id: ArticleId,
+        meta: ArticleMeta,
+        now: Timestamp,
+    ) -> Result<PutOutcome, StoreError> {
+        self.inner().put_article(id, meta, now).await
+    }
+
+    async fn article(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+    ) -> Result<Option<ArticleView>, StoreError> {
+        self.inner().article(id, now).await
+    }
+
+    async fn delete_article(&self, id: &ArticleId, now: Timestamp) -> Result<bool, StoreError> {
+        self.inner().delete_article(id, now).await
+    }
+
+    async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        self.inner().hot(q, now).await
+    }
+
+    async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        self.inner().newest(q, now).await
+    }
+
+    async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
+        self.inner().stats(now, hours).await
+    }
+
+    async fn hourly(
+        &self,
+        id: &ArticleId,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Option<Vec<HourlyRow>>, StoreError> {
+        self.inner().hourly(id, now, hours).await
+    }
+
+    async fn post_article(
+        &self,
+        meta: ArticleMeta,
+        poster: u128,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        self.inner().post_article(meta, poster, now).await
+    }
+
+    async fn vote(
+        &self,
+        id: &ArticleId,
+        voter: u128,
+        dir: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        self.inner().vote(id, voter, dir, now).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.inner().ready().await
+    }
+
+    async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
+        self.inner().maintain(now).await
+    }
+
+    async fn shutdown(&self) -> Result<(), StoreError> {
+        self.inner().shutdown().await
+    }
+}
+
+/// Running workers of one process ([`spawn_workers`]).
+pub struct Workers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Asks every worker to stop after its current step, and waits.
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Starts `filter` filter workers and `count` count workers as tasks.
+pub fn spawn_workers(pipe: &Arc<IngestPipeline>, filter: usize, count: usize) -> Workers {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for (role, k) in [(Role::Filter, filter), (Role::Count, count)] {
+        for i in 0..k {
+            tasks.push(tokio::spawn(pipe.clone().run_worker(
+                role,
+                consumer_name(role, i),
+                stop.clone(),
+            )));
+        }
+    }
+    Workers { stop, tasks }
+}
