@@ -371,22 +371,86 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
     }
 }
 
+/// A dedupe entry's key: (article, visitor, event type).
+pub type DedupeKey = (Idx, u128, u8);
+
+/// The gate's dedupe entries: last counted event time per
+/// (article, visitor, event type), the largest part of the state.
+///
+/// Hashed with a seed that is kept with the entries (snapshots store it),
+/// so a table rebuilt from a snapshot with the same seed puts every entry
+/// where the snapshot's order (the old table's order) says: the inserts of
+/// a restart walk the new table front to back instead of missing the cache
+/// once per entry. The keys' visitors are secret-keyed hashes already, so a
+/// known seed gives no one a way to pick colliding keys.
+#[derive(Debug, Clone)]
+pub struct Dedupe {
+    seed: u64,
+    map: std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>,
+}
+
+impl Dedupe {
+    /// An empty map with a fresh random seed.
+    pub fn new() -> Self {
+        Self::with_seed(rand::random(), 0)
+    }
+
+    /// An empty map for `n` entries hashed with `seed`.
+    pub fn with_seed(seed: u64, n: usize) -> Self {
+        Dedupe {
+            seed,
+            map: std::collections::HashMap::with_capacity_and_hasher(
+                n,
+                foldhash::fast::FixedState::with_seed(seed),
+            ),
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl Default for Dedupe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::ops::Deref for Dedupe {
+    type Target = std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Dedupe {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.map
+    }
+}
+
 /// What snapshots hold: every counter and the shared half of the gate.
+///
+/// The serde derive is the state without its dedupe entries, which
+/// `persist` writes and reads as a section of their own (fixed-width, first
+/// in the payload, decoded beside the rest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Data {
     pub articles: Vec<Article>,
     /// Last counted event time per (article, visitor, event type).
-    dedupe: KeyedMap<(Idx, u128, u8), Timestamp>,
+    #[serde(skip)]
+    pub(super) dedupe: Dedupe,
     /// Arrival second of each remembered idempotency key.
-    event_ids: KeyedMap<u128, Timestamp>,
-    visitor_limits: SlidingLimiter<u128>,
-    ip_limits: SlidingLimiter<u64>,
+    pub(super) event_ids: KeyedMap<u128, Timestamp>,
+    pub(super) visitor_limits: SlidingLimiter<u128>,
+    pub(super) ip_limits: SlidingLimiter<u64>,
     pub counted: u64,
     pub quarantine: Quarantine,
     pub quarantine_by_hour: BTreeMap<i64, Quarantine>,
     /// Seed 003's `INCR` for posted article ids.
     #[serde(default)]
-    next_post_id: u64,
+    pub(super) next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
     /// The behaviour rule's per-visitor state (derived, not snapshotted).
@@ -419,7 +483,7 @@ impl Data {
     pub fn new(s: &StoreSettings) -> Self {
         Data {
             articles: Vec::new(),
-            dedupe: KeyedMap::default(),
+            dedupe: Dedupe::new(),
             event_ids: KeyedMap::default(),
             visitor_limits: SlidingLimiter::new(s.visitor_limit_per_minute, 60_000),
             ip_limits: SlidingLimiter::new(s.ip_limit_per_minute, 60_000),
@@ -843,7 +907,7 @@ mod dumping {
                     .map(|(h, q)| (*h, q.0))
                     .collect(),
             });
-            for (&(idx, visitor, kind), &last) in &self.dedupe {
+            for (&(idx, visitor, kind), &last) in self.dedupe.iter() {
                 let kind = EventType::ALL[kind as usize];
                 out.push(Record::Dedupe {
                     article: self.article(idx).id.clone(),
