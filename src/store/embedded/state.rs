@@ -274,15 +274,17 @@ impl Article {
         let start = self.buckets.partition_point(|b| b.hour < first);
         let mut counters = Counters::default();
         let mut sketch = Hll::new();
+        let mut sketches = SmallVec::<[&Hll; 8]>::new();
         for b in self.buckets[start..]
             .iter()
             .take_while(|b| b.hour <= end_hour)
         {
             b.add_to(&mut counters);
             if b.pv > 0 {
-                sketch.union_with(&b.uv);
+                sketches.push(&b.uv);
             }
         }
+        sketch.union_all(&sketches);
         WindowAgg {
             hours,
             end_hour,
