@@ -53,7 +53,7 @@ pub const DEDUPE_ENTRY: usize = 4 + 16 + 1 + 8;
 struct DataV1 {
     articles: Vec<Article>,
     /// A map in postcard is its length and its pairs, as a sequence is.
-    dedupe: Vec<(DedupeKey, Timestamp)>,
+    dedupe: Vec<((u32, u128, u8), Timestamp)>,
     event_ids: KeyedMap<u128, Timestamp>,
     visitor_limits: SlidingLimiter<u128>,
     ip_limits: SlidingLimiter<u64>,
@@ -68,7 +68,10 @@ impl From<DataV1> for Data {
     fn from(v: DataV1) -> Data {
         let mut d = Data::new(&StoreSettings::default());
         d.dedupe = Dedupe::with_seed(d.dedupe.seed(), v.dedupe.len());
-        d.dedupe.extend(v.dedupe);
+        (d.dedupe).extend(
+            (v.dedupe.into_iter())
+                .map(|((idx, visitor, kind), t)| (DedupeKey::new(idx, visitor, kind), t)),
+        );
         d.articles = v.articles;
         d.event_ids = v.event_ids;
         d.visitor_limits = v.visitor_limits;
@@ -149,7 +152,7 @@ fn decode_dedupe(seed: u64, section: &[u8]) -> (Dedupe, Option<u32>) {
         let idx = u32::from_le_bytes(e[0..4].try_into().unwrap());
         let visitor = u128::from_le_bytes(e[4..20].try_into().unwrap());
         let ts = i64::from_le_bytes(e[21..29].try_into().unwrap());
-        d.insert((idx, visitor, e[20]), ts);
+        d.insert(DedupeKey::new(idx, visitor, e[20]), ts);
         top = top.max(Some(idx));
     }
     (d, top)
@@ -161,7 +164,8 @@ fn write_dedupe(d: &Dedupe, w: &mut dyn std::io::Write) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(CHUNK * DEDUPE_ENTRY);
     buf.extend_from_slice(&d.seed().to_le_bytes());
     buf.extend_from_slice(&(d.len() as u64).to_le_bytes());
-    for (&(idx, visitor, kind), &ts) in d.iter() {
+    for (key, &ts) in d.iter() {
+        let (idx, visitor, kind) = key.parts();
         if buf.len() + DEDUPE_ENTRY > buf.capacity() {
             w.write_all(&buf)?;
             buf.clear();
@@ -288,6 +292,13 @@ mod tests {
             assert_eq!(back.counted, d.counted);
             assert_eq!(encode_state(&back).unwrap().len(), bytes.len());
         }
+    }
+
+    #[test]
+    fn a_dedupe_slot_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<(DedupeKey, Timestamp)>(), 32);
+        let k = DedupeKey::new(7, u128::MAX - 5, 3);
+        assert_eq!(k.parts(), (7, u128::MAX - 5, 3));
     }
 
     #[test]
