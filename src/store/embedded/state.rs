@@ -1100,3 +1100,36 @@ mod tests {
         assert_eq!(d.next_post_id().as_str(), "3");
     }
 }
+
+/// The per-article and per-entry layout BENCHMARKS.md accounts for ("what
+/// each byte is for"); fails if a struct grows past what it states.
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn per_article_structs_stay_within_the_accounted_sizes() {
+        let sizes = [
+            ("Article", size_of::<Article>(), 464),
+            ("ArticleMeta", size_of::<ArticleMeta>(), 200),
+            ("Counters", size_of::<Counters>(), 80),
+            ("Hll", size_of::<Hll>(), 32),
+            ("Bucket", size_of::<Bucket>(), 104),
+            ("WindowAgg", size_of::<WindowAgg>(), 144),
+            ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
+            ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
+            ("index slot", size_of::<(ArticleId, Idx)>(), 32),
+            ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
+            (
+                "rate-log slot",
+                size_of::<(u128, std::collections::VecDeque<i64>)>(),
+                48,
+            ),
+        ];
+        for (what, size, bound) in sizes {
+            println!("{what}: {size} bytes");
+            assert!(size <= bound, "{what} is {size} bytes, accounted {bound}");
+        }
+    }
+}
