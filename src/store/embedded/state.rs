@@ -1123,7 +1123,7 @@ mod layout {
             ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
             (
                 "rate-log slot",
-                size_of::<(u128, std::collections::VecDeque<i64>)>(),
+                size_of::<(u128, crate::gate::AdmissionLog)>(),
                 48,
             ),
         ];
