@@ -24,7 +24,8 @@
 //! 5. a clean stop (which snapshots everything), and a restart from that.
 //!
 //! `persist_bench open DIR` only opens an existing data directory (for
-//! profiling the load path).
+//! profiling the load path); `persist_bench stop DIR` opens it and stops
+//! cleanly, so that its snapshot is rewritten in this build's format.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -200,6 +201,18 @@ async fn main() {
         // Profiling aid: only open an existing data directory.
         let dir = std::path::PathBuf::from(args.nth(1).expect("open DIR"));
         restart(&dir, "of an existing directory").await;
+        return;
+    }
+    if args.peek().map(String::as_str) == Some("stop") {
+        let dir = std::path::PathBuf::from(args.nth(1).expect("stop DIR"));
+        let store = restart(&dir, "of an existing directory").await;
+        // One new record, so that the stop has something to snapshot.
+        let mut s = Stream::new(10);
+        s.n = u64::MAX / 2;
+        store.ingest(s.batch(1), NOW).await.expect("ingest");
+        let t = Instant::now();
+        store.shutdown().await.expect("shutdown");
+        println!("clean stop: {:.2} s", t.elapsed().as_secs_f64());
         return;
     }
     let events: u64 = args.next().map_or(10_000_000, |s| s.parse().unwrap());

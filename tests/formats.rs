@@ -6,10 +6,12 @@
 //! the on-disk layout without a version bump and a migration
 //! (`store::embedded::persist`) fails here.
 //!
-//! - `embedded-v1`: written by this build's code (payload version 1), a
-//!   snapshot plus log records after it. Regenerate it — only when a new
-//!   format version is introduced, as a *new* fixture next to the old ones —
-//!   with `HOTRANK_REGENERATE_FIXTURES=1 cargo test --test formats`.
+//! - `embedded-v1`, `embedded-v2`, …: written by the build of that payload
+//!   version, a snapshot plus log records after it. A build writes its own
+//!   version's fixture with `HOTRANK_REGENERATE_FIXTURES=1 cargo test
+//!   --test formats` — only when a new format version is introduced, as a
+//!   *new* fixture next to the old ones (v1 holds the dedupe entries inside
+//!   the state, v2 in a section of their own).
 //! - `main-v0` (if present): written by the build before format versions
 //!   were recorded (payload version 0), by `tests/fixtures/make-main-v0.sh`
 //!   with that build's binary; its `export.jsonl` is that build's own
@@ -124,7 +126,7 @@ fn event(kind: EventType, article: &str, n: u64, ts: i64) -> Event {
     }
 }
 
-/// Writes the `embedded-v1` fixture with this build: a snapshot, then log
+/// Writes the `embedded-v{STATE_VERSION}` fixture with this build: a snapshot, then log
 /// records after it (the store is dropped without its shutdown snapshot).
 async fn generate(data: &Path) {
     let _ = std::fs::remove_dir_all(data);
@@ -178,12 +180,15 @@ async fn generate(data: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_dirs_written_by_earlier_builds_answer_the_same() {
-    let v1 = fixtures().join("embedded-v1");
+    let own = fixtures().join(format!(
+        "embedded-v{}",
+        hotrank::store::embedded::persist::STATE_VERSION
+    ));
     if std::env::var_os("HOTRANK_REGENERATE_FIXTURES").is_some() {
-        generate(&v1.join("data")).await;
-        let got = answers(&v1.join("data")).await;
+        generate(&own.join("data")).await;
+        let got = answers(&own.join("data")).await;
         std::fs::write(
-            v1.join("answers.json"),
+            own.join("answers.json"),
             serde_json::to_string_pretty(&got).unwrap() + "\n",
         )
         .unwrap();

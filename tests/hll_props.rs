@@ -396,3 +396,46 @@ fn union_with_equals_merge() {
         assert_eq!(unioned.estimate(), Hll::union_count(&[&x, &y]), "{a} + {b}");
     }
 }
+
+#[test]
+fn union_all_equals_union_with_one_by_one() {
+    // Many small sparse sources (an article's hourly buckets), some sparse
+    // sources that together pass the sparse limit, and a dense one among them.
+    for sizes in [
+        vec![],
+        vec![0, 0],
+        vec![3; 48],
+        vec![1, 40, 7, 0, 300, 2, 90],
+        vec![400; 12],
+        vec![5, 20_000, 5],
+    ] {
+        let sources: Vec<Hll> = (sizes.iter().enumerate())
+            .map(|(i, &n)| sketch(1000 + i as u64, n, 3000))
+            .collect();
+        let refs: Vec<&Hll> = sources.iter().collect();
+        for start in [0, 200] {
+            let base = sketch(7, start, 3000);
+            let mut one_by_one = base.clone();
+            for s in &refs {
+                one_by_one.union_with(s);
+            }
+            let mut all = base.clone();
+            all.union_all(&refs);
+            assert_eq!(
+                all.registers(),
+                one_by_one.registers(),
+                "{sizes:?} onto {start}"
+            );
+            assert_eq!(
+                all.is_sparse(),
+                one_by_one.is_sparse(),
+                "{sizes:?} onto {start}"
+            );
+            assert_eq!(
+                all.estimate(),
+                one_by_one.estimate(),
+                "{sizes:?} onto {start}"
+            );
+        }
+    }
+}

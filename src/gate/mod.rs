@@ -11,7 +11,7 @@ pub mod bots;
 mod limiter;
 
 pub use bots::{BotDetector, reload_on_sighup};
-pub use limiter::SlidingLimiter;
+pub use limiter::{AdmissionLog, SlidingLimiter};
 
 use std::net::IpAddr;
 

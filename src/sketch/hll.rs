@@ -287,6 +287,39 @@ impl Hll {
         }
     }
 
+    /// [`Self::union_with`] each of `others`, in one pass: when `self` and
+    /// every source are sparse, their register values are gathered, sorted
+    /// and set in index order with one cursor (one walk of `self`'s opcodes
+    /// instead of one per source). The registers end up the same.
+    pub fn union_all(&mut self, others: &[&Hll]) {
+        if !self.is_sparse() || others.iter().any(|o| !o.is_sparse()) {
+            for o in others {
+                self.union_with(o);
+            }
+            return;
+        }
+        let mut vals: Vec<(u16, u8)> = Vec::new();
+        for o in others {
+            // Indexes are below HLL_REGISTERS = 2^14.
+            sparse::for_each_value(&o.bytes[HLL_HDR_SIZE..], |i, v| vals.push((i as u16, v)));
+        }
+        // Highest value first within an index, then one entry per index.
+        vals.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        vals.dedup_by_key(|e| e.0);
+        let mut changed = false;
+        let mut cursor = Cursor::default();
+        for (i, v) in vals {
+            changed |= if self.is_sparse() {
+                self.sparse_set(usize::from(i), v, &mut cursor)
+            } else {
+                dense::set_if_greater(&mut self.bytes[HLL_HDR_SIZE..], usize::from(i), v)
+            };
+        }
+        if changed {
+            self.invalidate_cache();
+        }
+    }
+
     /// `PFMERGE self self o1 o2 ...`.
     ///
     /// As in Redis, the result is dense if `self` or any source is dense;

@@ -117,8 +117,13 @@ impl Durability {
         })
     }
 
-    /// The newest valid snapshot's seq and state (restored), or an empty state.
-    fn load_snapshot(&self, settings: &StoreSettings) -> Result<(Option<u64>, Data), String> {
+    /// The newest valid snapshot's seq and state (restored), or an empty
+    /// state; with `parallel`, decoded on two threads.
+    fn load_snapshot(
+        &self,
+        settings: &StoreSettings,
+        parallel: bool,
+    ) -> Result<(Option<u64>, Data), String> {
         let snap_dir = self.snapshot_dir();
         self.storage
             .create_dir_all(&snap_dir)
@@ -127,7 +132,7 @@ impl Durability {
             .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?
         {
             Some(snap) => {
-                let data = persist::decode_state(snap.version, &snap.payload)
+                let data = persist::decode_state(snap.version, &snap.payload, parallel)
                     .map_err(|e| format!("snapshot {} in {}: {e}", snap.seq, snap_dir.display()))?;
                 (Some(snap.seq), data)
             }
@@ -142,7 +147,8 @@ impl Durability {
     /// anything (the log may be live). Fails unless every record up to
     /// `seq` is there.
     fn rebuild(&self, settings: &StoreSettings, seq: u64) -> Result<Data, String> {
-        let (from, mut data) = self.load_snapshot(settings)?;
+        // One thread: this runs beside live ingest, which needs the other core.
+        let (from, mut data) = self.load_snapshot(settings, false)?;
         let from = from.unwrap_or(0);
         if from > seq {
             return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
@@ -433,7 +439,7 @@ impl EmbeddedStore {
     pub fn open(d: Durability, settings: StoreSettings) -> Result<(Self, RecoveryReport), String> {
         let started = Instant::now();
         let lock = d.lock()?;
-        let (seq, mut data) = d.load_snapshot(&settings)?;
+        let (seq, mut data) = d.load_snapshot(&settings, true)?;
         let cfg = WalConfig {
             dir: d.wal_dir(),
             fsync: d.fsync,
@@ -498,7 +504,7 @@ impl EmbeddedStore {
     /// first.
     pub fn repair(d: &Durability, settings: &StoreSettings) -> Result<RepairReport, String> {
         let _lock = d.lock()?;
-        let (seq, mut data) = d.load_snapshot(settings)?;
+        let (seq, mut data) = d.load_snapshot(settings, true)?;
         let wal_dir = d.wal_dir();
         d.storage
             .create_dir_all(&wal_dir)

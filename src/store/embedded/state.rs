@@ -255,6 +255,9 @@ impl Article {
             None => {
                 let agg = self.build_window(hours, end_hour);
                 self.windows.truncate(WINDOW_CACHES - 1);
+                // One slot at a time: a first push would reserve four
+                // (576 bytes) for an article that most often has one range.
+                self.windows.reserve_exact(1);
                 self.windows.insert(0, agg);
             }
         }
@@ -274,15 +277,17 @@ impl Article {
         let start = self.buckets.partition_point(|b| b.hour < first);
         let mut counters = Counters::default();
         let mut sketch = Hll::new();
+        let mut sketches = SmallVec::<[&Hll; 8]>::new();
         for b in self.buckets[start..]
             .iter()
             .take_while(|b| b.hour <= end_hour)
         {
             b.add_to(&mut counters);
             if b.pv > 0 {
-                sketch.union_with(&b.uv);
+                sketches.push(&b.uv);
             }
         }
+        sketch.union_all(&sketches);
         WindowAgg {
             hours,
             end_hour,
@@ -371,22 +376,111 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
     }
 }
 
+/// A dedupe entry's key: (article, visitor, event type). The visitor is
+/// held as two `u64` halves: a `u128` field would align the key to 16
+/// bytes, so key and time took 48 bytes a slot; this way they take 32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DedupeKey {
+    visitor_hi: u64,
+    visitor_lo: u64,
+    idx: Idx,
+    kind: u8,
+}
+
+impl DedupeKey {
+    pub fn new(idx: Idx, visitor: u128, kind: u8) -> Self {
+        DedupeKey {
+            visitor_hi: (visitor >> 64) as u64,
+            visitor_lo: visitor as u64,
+            idx,
+            kind,
+        }
+    }
+
+    /// (article, visitor, event type).
+    pub fn parts(self) -> (Idx, u128, u8) {
+        let visitor = u128::from(self.visitor_hi) << 64 | u128::from(self.visitor_lo);
+        (self.idx, visitor, self.kind)
+    }
+}
+
+/// The gate's dedupe entries: last counted event time per
+/// (article, visitor, event type), the largest part of the state.
+///
+/// Hashed with a seed that is kept with the entries (snapshots store it),
+/// so a table rebuilt from a snapshot with the same seed puts every entry
+/// where the snapshot's order (the old table's order) says: the inserts of
+/// a restart walk the new table front to back instead of missing the cache
+/// once per entry. The keys' visitors are secret-keyed hashes already, so a
+/// known seed gives no one a way to pick colliding keys.
+#[derive(Debug, Clone)]
+pub struct Dedupe {
+    seed: u64,
+    map: std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>,
+}
+
+impl Dedupe {
+    /// An empty map with a fresh random seed.
+    pub fn new() -> Self {
+        Self::with_seed(rand::random(), 0)
+    }
+
+    /// An empty map for `n` entries hashed with `seed`.
+    pub fn with_seed(seed: u64, n: usize) -> Self {
+        Dedupe {
+            seed,
+            map: std::collections::HashMap::with_capacity_and_hasher(
+                n,
+                foldhash::fast::FixedState::with_seed(seed),
+            ),
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+impl Default for Dedupe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::ops::Deref for Dedupe {
+    type Target = std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Dedupe {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.map
+    }
+}
+
 /// What snapshots hold: every counter and the shared half of the gate.
+///
+/// The serde derive is the state without its dedupe entries, which
+/// `persist` writes and reads as a section of their own (fixed-width, first
+/// in the payload, decoded beside the rest).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Data {
     pub articles: Vec<Article>,
     /// Last counted event time per (article, visitor, event type).
-    dedupe: KeyedMap<(Idx, u128, u8), Timestamp>,
+    #[serde(skip)]
+    pub(super) dedupe: Dedupe,
     /// Arrival second of each remembered idempotency key.
-    event_ids: KeyedMap<u128, Timestamp>,
-    visitor_limits: SlidingLimiter<u128>,
-    ip_limits: SlidingLimiter<u64>,
+    pub(super) event_ids: KeyedMap<u128, Timestamp>,
+    pub(super) visitor_limits: SlidingLimiter<u128>,
+    pub(super) ip_limits: SlidingLimiter<u64>,
     pub counted: u64,
     pub quarantine: Quarantine,
     pub quarantine_by_hour: BTreeMap<i64, Quarantine>,
     /// Seed 003's `INCR` for posted article ids.
     #[serde(default)]
-    next_post_id: u64,
+    pub(super) next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
     /// The behaviour rule's per-visitor state (derived, not snapshotted).
@@ -419,7 +513,7 @@ impl Data {
     pub fn new(s: &StoreSettings) -> Self {
         Data {
             articles: Vec::new(),
-            dedupe: KeyedMap::default(),
+            dedupe: Dedupe::new(),
             event_ids: KeyedMap::default(),
             visitor_limits: SlidingLimiter::new(s.visitor_limit_per_minute, 60_000),
             ip_limits: SlidingLimiter::new(s.ip_limit_per_minute, 60_000),
@@ -523,7 +617,9 @@ impl Data {
         }
         if ev.kind.deduplicated()
             && let Some(idx) = found
-            && let Some(&last) = self.dedupe.get(&(idx, ev.visitor, ev.kind as u8))
+            && let Some(&last) = self
+                .dedupe
+                .get(&DedupeKey::new(idx, ev.visitor, ev.kind as u8))
             && (ev.ts - last).abs() < i64::from(s.dedupe_window_secs)
         {
             return Verdict::Duplicate;
@@ -587,7 +683,7 @@ impl Data {
         if ev.kind.deduplicated() {
             let last = self
                 .dedupe
-                .entry((idx, ev.visitor, ev.kind as u8))
+                .entry(DedupeKey::new(idx, ev.visitor, ev.kind as u8))
                 .or_insert(ev.ts);
             *last = (*last).max(ev.ts);
         }
@@ -843,7 +939,8 @@ mod dumping {
                     .map(|(h, q)| (*h, q.0))
                     .collect(),
             });
-            for (&(idx, visitor, kind), &last) in &self.dedupe {
+            for (key, &last) in self.dedupe.iter() {
+                let (idx, visitor, kind) = key.parts();
                 let kind = EventType::ALL[kind as usize];
                 out.push(Record::Dedupe {
                     article: self.article(idx).id.clone(),
@@ -954,8 +1051,10 @@ mod dumping {
                     } => {
                         let kind = kind_of(*kind).ok_or("unknown event kind in a dedupe entry")?;
                         if let Some(idx) = d.lookup(article) {
-                            d.dedupe
-                                .insert((idx, parse_u128(visitor)?, kind as u8), *last);
+                            d.dedupe.insert(
+                                DedupeKey::new(idx, parse_u128(visitor)?, kind as u8),
+                                *last,
+                            );
                         }
                     }
                     Record::EventId { key, seen } => {
@@ -999,5 +1098,38 @@ mod tests {
             assert!(a.voters.contains(&7), "the poster cannot vote again");
         }
         assert_eq!(d.next_post_id().as_str(), "3");
+    }
+}
+
+/// The per-article and per-entry layout BENCHMARKS.md accounts for ("what
+/// each byte is for"); fails if a struct grows past what it states.
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn per_article_structs_stay_within_the_accounted_sizes() {
+        let sizes = [
+            ("Article", size_of::<Article>(), 464),
+            ("ArticleMeta", size_of::<ArticleMeta>(), 200),
+            ("Counters", size_of::<Counters>(), 80),
+            ("Hll", size_of::<Hll>(), 32),
+            ("Bucket", size_of::<Bucket>(), 104),
+            ("WindowAgg", size_of::<WindowAgg>(), 144),
+            ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
+            ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
+            ("index slot", size_of::<(ArticleId, Idx)>(), 32),
+            ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
+            (
+                "rate-log slot",
+                size_of::<(u128, crate::gate::AdmissionLog)>(),
+                48,
+            ),
+        ];
+        for (what, size, bound) in sizes {
+            println!("{what}: {size} bytes");
+            assert!(size <= bound, "{what} is {size} bytes, accounted {bound}");
+        }
     }
 }
