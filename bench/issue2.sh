@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 FSYNC=${1:-always}
 PORT=${PORT:-18080}
 DUR=${DUR:-10s}
-BIN=target/release/hotrank
+BIN=${CARGO_TARGET_DIR:-target}/release/hotrank
 [ -x "$BIN" ] || cargo build --release
 DIR=$(mktemp -d)
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR"' EXIT

@@ -32,7 +32,7 @@ ratio() { python3 -c "a,b=$1,$2; print(f'{a/b:.2f}x' if b else 'n/a')"; }
 field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
 
 cargo build --release --quiet
-BIN=$ROOT/target/release/hotrank
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/hotrank
 gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
 
 start_redis() { # port [extra redis-server args] -> pid in PIDS
