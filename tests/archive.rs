@@ -159,7 +159,7 @@ async fn feed(store: &dyn Store) {
         (23, 4, VoteDirection::Up),
     ] {
         store
-            .vote(&id(&format!("art{a}")), user, dir, T0 - HOUR)
+            .vote(&id(&format!("art{a}")), user.into(), dir, T0 - HOUR)
             .await
             .expect("vote");
     }

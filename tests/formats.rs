@@ -163,7 +163,7 @@ async fn generate(data: &Path) {
             };
             let id = ArticleId::parse(&format!("a{}", u as u64 + round)).unwrap();
             store
-                .vote(&id, u + 10 * u128::from(round), dir, T0 + 600)
+                .vote(&id, (u + 10 * u128::from(round)).into(), dir, T0 + 600)
                 .await
                 .unwrap();
         }

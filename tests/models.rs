@@ -273,24 +273,38 @@ where
         ..ArticleMeta::default()
     };
     let a = s
-        .post_article(meta(&["rust"]), 1, T0 - 86_400)
+        .post_article(meta(&["rust"]), 1u128.into(), T0 - 86_400)
         .await
         .unwrap();
-    let b = s.post_article(meta(&["rust", "db"]), 2, T0).await.unwrap();
-    let c = s.post_article(meta(&["db"]), 3, T0 + 10).await.unwrap();
+    let b = s
+        .post_article(meta(&["rust", "db"]), 2u128.into(), T0)
+        .await
+        .unwrap();
+    let c = s
+        .post_article(meta(&["db"]), 3u128.into(), T0 + 10)
+        .await
+        .unwrap();
     assert_ne!(a, b);
     // The poster's vote is recorded: they cannot vote again.
     assert_eq!(
-        s.vote(&a, 1, VoteDirection::Up, T0).await.unwrap(),
+        s.vote(&a, 1u128.into(), VoteDirection::Up, T0)
+            .await
+            .unwrap(),
         VoteOutcome::AlreadyVoted
     );
     for user in 100..301u128 {
-        let v = s.vote(&a, user, VoteDirection::Up, T0 + 100).await.unwrap();
+        let v = s
+            .vote(&a, user.into(), VoteDirection::Up, T0 + 100)
+            .await
+            .unwrap();
         assert!(matches!(v, VoteOutcome::Counted { .. }), "{v:?}");
     }
     // The poster's vote counts (API.md; Redis in Action's post_article):
     // one more up-vote makes two, the score two votes past publishedAt.
-    let last = s.vote(&b, 7, VoteDirection::Up, T0 + 100).await.unwrap();
+    let last = s
+        .vote(&b, 7u128.into(), VoteDirection::Up, T0 + 100)
+        .await
+        .unwrap();
     assert_eq!(
         last,
         VoteOutcome::Counted {
@@ -300,11 +314,15 @@ where
         }
     );
     assert_eq!(
-        s.vote(&b, 7, VoteDirection::Up, T0 + 101).await.unwrap(),
+        s.vote(&b, 7u128.into(), VoteDirection::Up, T0 + 101)
+            .await
+            .unwrap(),
         VoteOutcome::AlreadyVoted
     );
     assert_eq!(
-        s.vote(&b, 8, VoteDirection::Down, T0 + 101).await.unwrap(),
+        s.vote(&b, 8u128.into(), VoteDirection::Down, T0 + 101)
+            .await
+            .unwrap(),
         VoteOutcome::DownVotesDisabled
     );
     // 201 votes and the poster's bought article a more than the day it is
@@ -334,19 +352,19 @@ where
     // A week after publication voting closes and the score is frozen.
     let week = 7 * 86_400;
     assert_eq!(
-        s.vote(&a, 999, VoteDirection::Up, T0 - 86_400 + week)
+        s.vote(&a, 999u128.into(), VoteDirection::Up, T0 - 86_400 + week)
             .await
             .unwrap(),
         VoteOutcome::Closed
     );
     assert!(matches!(
-        s.vote(&b, 999, VoteDirection::Up, T0 + week - 1)
+        s.vote(&b, 999u128.into(), VoteDirection::Up, T0 + week - 1)
             .await
             .unwrap(),
         VoteOutcome::Counted { .. }
     ));
     assert_eq!(
-        s.vote(&b, 1000, VoteDirection::Up, T0 + week)
+        s.vote(&b, 1000u128.into(), VoteDirection::Up, T0 + week)
             .await
             .unwrap(),
         VoteOutcome::Closed
@@ -359,8 +377,11 @@ where
     settings.models.votes.allow_down_votes = true;
     let h = make(settings).await;
     let s = &*h.0;
-    let d = s.post_article(meta(&[]), 1, T0).await.unwrap();
-    let v = s.vote(&d, 2, VoteDirection::Down, T0).await.unwrap();
+    let d = s.post_article(meta(&[]), 1u128.into(), T0).await.unwrap();
+    let v = s
+        .vote(&d, 2u128.into(), VoteDirection::Down, T0)
+        .await
+        .unwrap();
     assert_eq!(
         v,
         VoteOutcome::Counted {
@@ -435,16 +456,21 @@ where
     settings.models.votes.allow_down_votes = true;
     let h = make(settings).await;
     let s = &*h.0;
-    let a = s.post_article(ArticleMeta::default(), 1, T0).await.unwrap();
+    let a = s
+        .post_article(ArticleMeta::default(), 1u128.into(), T0)
+        .await
+        .unwrap();
     let b = s
-        .post_article(ArticleMeta::default(), 2, T0 + 45_000)
+        .post_article(ArticleMeta::default(), 2u128.into(), T0 + 45_000)
         .await
         .unwrap();
     for u in 10..110u128 {
-        s.vote(&a, u, VoteDirection::Up, T0 + 50_000).await.unwrap();
+        s.vote(&a, u.into(), VoteDirection::Up, T0 + 50_000)
+            .await
+            .unwrap();
     }
     for u in 10..15u128 {
-        s.vote(&b, u, VoteDirection::Down, T0 + 50_000)
+        s.vote(&b, u.into(), VoteDirection::Down, T0 + 50_000)
             .await
             .unwrap();
     }

@@ -410,7 +410,11 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                     published_at: now,
                     ..ArticleMeta::default()
                 };
-                let id = nodes.a.post_article(meta.clone(), 999, now).await.unwrap();
+                let id = nodes
+                    .a
+                    .post_article(meta.clone(), 999u128.into(), now)
+                    .await
+                    .unwrap();
                 let stored = nodes.a.article(&id, now).await.unwrap().expect("posted");
                 o.posts.push(id.clone());
                 let t = o.articles.entry(id).or_default();
@@ -427,7 +431,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                 } else {
                     VoteDirection::Down
                 };
-                let out = nodes.b.vote(&id, *user, dir, now).await.unwrap();
+                let out = nodes.b.vote(&id, (*user).into(), dir, now).await.unwrap();
                 if let VoteOutcome::Counted { .. } = out {
                     prop_assert!(voted.insert((*post, *user)), "second vote counted");
                     let t = o.articles.get_mut(&id).unwrap();

@@ -416,7 +416,7 @@ async fn export_import(server: &Backend, prefix: &str) {
     // Seed 003 votes move too, voter sets included.
     for (a, user) in [("art0", 1u128), ("art0", 2), ("art3", 3)] {
         let v = e1
-            .vote(&id(a), user, VoteDirection::Up, T0 + 100)
+            .vote(&id(a), user.into(), VoteDirection::Up, T0 + 100)
             .await
             .unwrap();
         assert!(matches!(v, VoteOutcome::Counted { .. }), "{v:?}");
@@ -441,7 +441,7 @@ async fn export_import(server: &Backend, prefix: &str) {
     let v2 = r.ingest(last.clone(), now).await.unwrap();
     assert_eq!(v1, v2);
     let again = r
-        .vote(&id("art0"), 2, VoteDirection::Up, T0 + 200)
+        .vote(&id("art0"), 2u128.into(), VoteDirection::Up, T0 + 200)
         .await
         .unwrap();
     assert_eq!(again, VoteOutcome::AlreadyVoted, "voters moved to Redis");
@@ -479,7 +479,7 @@ async fn export_import(server: &Backend, prefix: &str) {
         2
     );
     let again = e2
-        .vote(&id("art3"), 3, VoteDirection::Up, T0 + 200)
+        .vote(&id("art3"), 3u128.into(), VoteDirection::Up, T0 + 200)
         .await
         .unwrap();
     assert_eq!(again, VoteOutcome::AlreadyVoted, "voters moved back");
@@ -718,11 +718,11 @@ async fn every_key(server: &Backend, prefix: &str) {
         .collect();
     assert_eq!(v[3..], [Verdict::Bot, Verdict::Bot]);
     let posted = store
-        .post_article(ArticleMeta::default(), 5, T0)
+        .post_article(ArticleMeta::default(), 5u128.into(), T0)
         .await
         .unwrap();
     store
-        .vote(&posted, 6, VoteDirection::Up, T0 + 10)
+        .vote(&posted, 6u128.into(), VoteDirection::Up, T0 + 10)
         .await
         .unwrap();
     let _ = answers(&store, T0 + 60).await;

@@ -16,7 +16,7 @@ use super::budget::Spend;
 use super::extract::{ArticlePath, ClientIp, JsonBody, Params, object, valid_label};
 use super::{ApiError, AppState};
 use crate::model::{ArticleId, ArticleMeta, ArticleView, Verdict, VoteDirection, VoteOutcome};
-use crate::store::PutOutcome;
+use crate::store::{PutOutcome, Voter};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -365,7 +365,14 @@ async fn post_article(
     )?;
     let id = state
         .store
-        .post_article_by(meta, poster, &b.poster, now)
+        .post_article(
+            meta,
+            Voter {
+                hash: poster,
+                raw: &b.poster,
+            },
+            now,
+        )
         .await?;
     let view = state
         .store
@@ -429,7 +436,15 @@ async fn post_vote(
     )?;
     match state
         .store
-        .vote_by(&id, user, &b.user_id, direction, state.clock.now())
+        .vote(
+            &id,
+            Voter {
+                hash: user,
+                raw: &b.user_id,
+            },
+            direction,
+            state.clock.now(),
+        )
         .await?
     {
         VoteOutcome::Counted { ups, downs, score } => Ok(Json(json!({

@@ -226,6 +226,23 @@ pub struct HourlyRow {
     pub quarantined: crate::model::Quarantine,
 }
 
+/// Who posts or votes: the keyed hash of the id as sent (what stores keep,
+/// so raw ids never reach them), and the id itself, which only seed
+/// layout stores (`[redis] layout = "seed"`: the site's `voted:` sets hold
+/// its own `user:<id>` members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Voter<'a> {
+    pub hash: u128,
+    pub raw: &'a str,
+}
+
+impl From<u128> for Voter<'static> {
+    /// A voter known only by its hash (tools and tests).
+    fn from(hash: u128) -> Self {
+        Voter { hash, raw: "" }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Gates and applies `events` in order. For each event, the replay
@@ -283,7 +300,7 @@ pub trait Store: Send + Sync + 'static {
     async fn post_article(
         &self,
         meta: ArticleMeta,
-        poster: u128,
+        poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
         let _ = (meta, poster, now);
@@ -297,7 +314,7 @@ pub trait Store: Send + Sync + 'static {
     async fn vote(
         &self,
         id: &ArticleId,
-        user: u128,
+        user: Voter<'_>,
         direction: VoteDirection,
         now: Timestamp,
     ) -> Result<VoteOutcome, StoreError> {
@@ -305,33 +322,6 @@ pub trait Store: Send + Sync + 'static {
         Err(StoreError::Internal(
             "this store does not support voting".into(),
         ))
-    }
-
-    /// [`Store::post_article`] with the poster's id as sent as well: a
-    /// store whose layout keeps raw ids (`[redis] layout = "seed"`) uses it.
-    async fn post_article_by(
-        &self,
-        meta: ArticleMeta,
-        poster: u128,
-        poster_raw: &str,
-        now: Timestamp,
-    ) -> Result<ArticleId, StoreError> {
-        let _ = poster_raw;
-        self.post_article(meta, poster, now).await
-    }
-
-    /// [`Store::vote`] with the user id as sent as well (see
-    /// [`Store::post_article_by`]).
-    async fn vote_by(
-        &self,
-        id: &ArticleId,
-        user: u128,
-        user_raw: &str,
-        direction: VoteDirection,
-        now: Timestamp,
-    ) -> Result<VoteOutcome, StoreError> {
-        let _ = user_raw;
-        self.vote(id, user, direction, now).await
     }
 
     /// `Ok` if the store can take writes and answer queries.

@@ -51,7 +51,8 @@ use crate::store::wal::{
     FsyncPolicy, SalvageReport, Wal, WalConfig, WalError, read_records, salvage,
 };
 use crate::store::{
-    HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings, cursor,
+    HourlyRow, IngestReject, Pick, Picker, PutOutcome, Store, StoreError, StoreSettings, Voter,
+    cursor,
 };
 
 use ranking::{RankKey, Rankings};
@@ -1203,9 +1204,10 @@ impl Store for EmbeddedStore {
     async fn post_article(
         &self,
         mut meta: ArticleMeta,
-        poster: u128,
+        poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
+        let poster = poster.hash;
         meta.published_at = now;
         let (seq, id) = {
             let mut inner = self.inner.lock();
@@ -1225,10 +1227,11 @@ impl Store for EmbeddedStore {
     async fn vote(
         &self,
         id: &ArticleId,
-        user: u128,
+        user: Voter<'_>,
         direction: VoteDirection,
         now: Timestamp,
     ) -> Result<VoteOutcome, StoreError> {
+        let user = user.hash;
         let (seq, outcome) = {
             let mut inner = self.inner.lock();
             self.writable()?;

@@ -81,7 +81,7 @@ use crate::model::{
     Quarantine, RangeSpec, Stats, Timestamp, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings};
+use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings, Voter};
 
 /// How to reach Redis and how long to keep what.
 #[derive(Debug, Clone, PartialEq)]
@@ -1115,9 +1115,13 @@ impl Store for RedisStore {
     async fn post_article(
         &self,
         mut meta: ArticleMeta,
-        poster: u128,
+        poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
+        if self.seed_layout() {
+            return self.seed_post(meta, poster.raw, now).await;
+        }
+        let poster = poster.hash;
         meta.published_at = now;
         let pairs = meta_pairs(&meta);
         let published = now.to_string();
@@ -1181,10 +1185,15 @@ impl Store for RedisStore {
     async fn vote(
         &self,
         id: &ArticleId,
-        user: u128,
+        user: Voter<'_>,
         direction: VoteDirection,
         now: Timestamp,
     ) -> Result<VoteOutcome, StoreError> {
+        if self.seed_layout() {
+            let up = direction == VoteDirection::Up;
+            return self.seed_vote(id, user.raw, up, now).await;
+        }
+        let user = user.hash;
         let votes = &self.settings.models.votes;
         let user = format!("{user:032x}");
         let (now_s, window, per) = (
@@ -1278,33 +1287,6 @@ impl Store for RedisStore {
         self.hot_page(q, now).await
     }
 
-    async fn post_article_by(
-        &self,
-        meta: ArticleMeta,
-        poster: u128,
-        poster_raw: &str,
-        now: Timestamp,
-    ) -> Result<ArticleId, StoreError> {
-        if self.seed_layout() {
-            return self.seed_post(meta, poster_raw, now).await;
-        }
-        self.post_article(meta, poster, now).await
-    }
-
-    async fn vote_by(
-        &self,
-        id: &ArticleId,
-        user: u128,
-        user_raw: &str,
-        direction: VoteDirection,
-        now: Timestamp,
-    ) -> Result<VoteOutcome, StoreError> {
-        if self.seed_layout() {
-            let up = direction == VoteDirection::Up;
-            return self.seed_vote(id, user_raw, up, now).await;
-        }
-        self.vote(id, user, direction, now).await
-    }
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
         self.newest_page(q, now).await
     }

@@ -26,7 +26,7 @@ use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
     Verdict, VoteDirection, VoteOutcome,
 };
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError};
+use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, Voter};
 
 /// The consumer group of filter workers (on raw streams).
 pub const FILTER_GROUP: &str = "filter";
@@ -717,7 +717,7 @@ impl Store for PipelineStore {
     async fn post_article(
         &self,
         meta: ArticleMeta,
-        poster: u128,
+        poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
         self.inner().post_article(meta, poster, now).await
@@ -726,7 +726,7 @@ impl Store for PipelineStore {
     async fn vote(
         &self,
         id: &ArticleId,
-        voter: u128,
+        voter: Voter<'_>,
         dir: VoteDirection,
         now: Timestamp,
     ) -> Result<VoteOutcome, StoreError> {
