@@ -67,6 +67,18 @@ local function view_bucket(key, hll, expires_at, g)
   end
 end
 
+-- Hours and days as key parts, each formatted once per batch (a Lua
+-- number in a key name is a sprintf each time).
+local NUMSTR = {}
+local function nstr(x)
+  local s = NUMSTR[x]
+  if not s then
+    s = tostring(x)
+    NUMSTR[x] = s
+  end
+  return s
+end
+
 local changed, changed_list = {}, {}
 local act_h, act_d = {}, {}
 local q_global = { 0, 0, 0, 0 }
@@ -87,8 +99,8 @@ for i, e in ipairs(ev) do
     if e.kind == 'v' then
       view_group(e)
     else
-      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep)
-      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, (e.day + 1) * 86400 + dkeep)
+      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
       local life = bucket(P .. 'counter:article:' .. e.art)
       if e.kind == 'd' then
       add(life, 'dwell_s', e.secs)
@@ -121,11 +133,11 @@ for i, e in ipairs(ev) do
 end
 
 for _, g in ipairs(vorder) do
-  local a, h, d = g.art, g.hour, g.day
+  local a, h, d = g.art, nstr(g.hour), nstr(g.day)
   redis.call('INCRBY', P .. 'counter:views:' .. a, g.n)
   pfadd(P .. 'hll:uv:' .. a, g)
-  view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (h + 1) * 3600 + hkeep, g)
-  view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (d + 1) * 86400 + dkeep, g)
+  view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
+  view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
 end
 
 for _, key in ipairs(key_order) do
