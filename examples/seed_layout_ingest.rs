@@ -8,7 +8,10 @@
 //! client's build.
 //!
 //! `cargo run --release --example seed_layout_ingest [events per run] [runs]`
-//! (needs `redis-server` on PATH; port 6393 or `RPORT`).
+//! (needs `redis-server` on PATH; port 6393 or `RPORT`). `ONLY=hotrank`
+//! (or `seed`) runs one layout; `ARTICLES` sets how many articles the
+//! stream spreads over (10,000). Each run also reports the `redis.call`s
+//! per event (INFO commandstats, every command but the script calls).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +22,7 @@ use hotrank::store::{Store, StoreSettings};
 
 const T0: i64 = 1_763_760_000;
 
-fn events(n: usize, seed: u64) -> Vec<Event> {
+fn events(n: usize, seed: u64, articles: u64) -> Vec<Event> {
     let mut x = seed | 1;
     let mut rnd = move |m: u64| {
         x ^= x << 13;
@@ -38,7 +41,7 @@ fn events(n: usize, seed: u64) -> Vec<Event> {
             let ts = T0 + (i as i64) / 500;
             Event {
                 kind,
-                article: ArticleId::parse(&format!("a{}", rnd(10_000))).unwrap(),
+                article: ArticleId::parse(&format!("a{}", rnd(articles))).unwrap(),
                 visitor: u128::from(rnd(1_000_000_000)),
                 ip: rnd(1 << 20),
                 ts,
@@ -60,6 +63,24 @@ fn cli(port: u16, args: &[&str]) -> String {
         .output()
         .expect("redis-cli");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Commands Redis ran since the last CONFIG RESETSTAT, scripts' own
+/// calls left out: the `redis.call`s the scripts made.
+fn redis_calls(port: u16) -> u64 {
+    cli(port, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_eval"))
+        .filter(|l| !l.starts_with("cmdstat_config") && !l.starts_with("cmdstat_info"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 /// Redis CPU seconds (user + sys) so far.
@@ -92,7 +113,12 @@ async fn main() {
     while cli(port, &["PING"]).trim() != "PONG" {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let stream = events(n, 0x9e37_79b9_7f4a_7c15);
+    let articles: u64 = std::env::var("ARTICLES")
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let only = std::env::var("ONLY").ok();
+    let stream = events(n, 0x9e37_79b9_7f4a_7c15, articles);
     let mut results: Vec<(bool, f64, f64)> = Vec::new();
     for run in 0..runs {
         let order = if run % 2 == 0 {
@@ -101,6 +127,10 @@ async fn main() {
             [true, false]
         };
         for seed in order {
+            let name = if seed { "seed" } else { "hotrank" };
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
             cli(port, &["FLUSHALL"]);
             let opts = RedisOptions {
                 url: format!("redis://127.0.0.1:{port}/0"),
@@ -110,6 +140,7 @@ async fn main() {
             };
             let store = RedisStore::connect(opts, StoreSettings::default()).unwrap();
             store.ready().await.unwrap();
+            cli(port, &["CONFIG", "RESETSTAT"]);
             let c0 = redis_cpu(port);
             let t = Instant::now();
             let mut counted = 0usize;
@@ -131,10 +162,10 @@ async fn main() {
             }
             let secs = t.elapsed().as_secs_f64();
             let cpu = redis_cpu(port) - c0;
+            let calls = redis_calls(port) as f64 / n as f64;
             let (eps, us) = (n as f64 / secs, cpu * 1e6 / n as f64);
             println!(
-                "run {run} {:7}: {n} events ({counted} counted) in {secs:.2} s = {eps:.0} events/s, redis cpu {us:.2} us/event",
-                if seed { "seed" } else { "hotrank" }
+                "run {run} {name:7}: {n} events ({counted} counted) in {secs:.2} s = {eps:.0} events/s, redis cpu {us:.2} us/event, {calls:.2} calls/event"
             );
             results.push((seed, eps, us));
         }
@@ -142,7 +173,7 @@ async fn main() {
     let median = |seed: bool, f: fn(&(bool, f64, f64)) -> f64| {
         let mut v: Vec<f64> = results.iter().filter(|r| r.0 == seed).map(f).collect();
         v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
     let (he, hu) = (median(false, |r| r.1), median(false, |r| r.2));
     let (se, su) = (median(true, |r| r.1), median(true, |r| r.2));

@@ -26,17 +26,57 @@ end
 local function add(t, field, by)
   t[field] = (t[field] or 0) + by
 end
--- One counted view into an hourly or daily bucket and its sketch; the
+-- Counted views, grouped per article, hour and day (a batch's events are
+-- almost always in one hour, so the group of an article is keyed by its
+-- id, and by id, hour and day only when its events span hours): each
+-- group is one INCRBY, one HINCRBY per bucket and one PFADD per sketch
+-- with all its visitors, however often the batch repeats the article.
+local vgroups, vorder = {}, {}
+local function view_group(e)
+  local key = e.art
+  local g = vgroups[key]
+  if g and (g.hour ~= e.hour or g.day ~= e.day) then
+    key = e.art .. ':' .. e.hour .. ':' .. e.day
+    g = vgroups[key]
+  end
+  if not g then
+    g = { art = e.art, hour = e.hour, day = e.day, n = 0 }
+    vgroups[key] = g
+    vorder[#vorder + 1] = g
+  end
+  g.n = g.n + 1
+  g[g.n] = e.vb
+end
+-- A group's views into an hourly or daily bucket and its sketch; the
 -- bucket's first field sets the expiry of both, after the PFADD that
 -- creates the sketch.
-local function view_bucket(key, hll, expires_at, vb)
-  local new = redis.call('HINCRBY', key, 'pv', 1) == 1
-  redis.call('PFADD', hll, vb)
+-- (PFADD in slices: unpack has a stack limit.)
+local PF_CHUNK = 1000
+local function pfadd(hll, g)
+  for s = 1, g.n, PF_CHUNK do
+    redis.call('PFADD', hll, unpack(g, s, math.min(s + PF_CHUNK - 1, g.n)))
+  end
+end
+local function view_bucket(key, hll, expires_at, g)
+  local new = redis.call('HINCRBY', key, 'pv', g.n) == g.n
+  pfadd(hll, g)
   if new then
     local s = ttl(expires_at)
     redis.call('EXPIRE', key, s)
     redis.call('EXPIRE', hll, s)
   end
+end
+
+-- Hours and days as key parts, each formatted once per batch (a Lua
+-- number in a key name is a sprintf each time).
+local NUMSTR = {}
+local function nstr(x)
+  local s = NUMSTR[x]
+  if not s then
+    s = tostring(x)
+    NUMSTR[x] = s
+  end
+  return s
 end
 
 local changed, changed_list = {}, {}
@@ -57,18 +97,10 @@ for i, e in ipairs(ev) do
     if not ad then ad = {}; act_d[e.day] = ad end
     ad[e.art] = true
     if e.kind == 'v' then
-      -- Views, by far the most events, go straight to their keys: with
-      -- most articles seen once per batch, aggregating costs more Lua
-      -- than it saves in calls.
-      redis.call('INCRBY', P .. 'counter:views:' .. e.art, 1)
-      redis.call('PFADD', P .. 'hll:uv:' .. e.art, e.vb)
-      view_bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, P .. 'hll:uv:h:' .. e.art .. ':' .. e.hour,
-        (e.hour + 1) * 3600 + hkeep, e.vb)
-      view_bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, P .. 'hll:uv:d:' .. e.art .. ':' .. e.day,
-        (e.day + 1) * 86400 + dkeep, e.vb)
+      view_group(e)
     else
-      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep)
-      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. e.day, (e.day + 1) * 86400 + dkeep)
+      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
       local life = bucket(P .. 'counter:article:' .. e.art)
       if e.kind == 'd' then
       add(life, 'dwell_s', e.secs)
@@ -98,6 +130,14 @@ for i, e in ipairs(ev) do
       add(bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
     end
   end
+end
+
+for _, g in ipairs(vorder) do
+  local a, h, d = g.art, nstr(g.hour), nstr(g.day)
+  redis.call('INCRBY', P .. 'counter:views:' .. a, g.n)
+  pfadd(P .. 'hll:uv:' .. a, g)
+  view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
+  view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
 end
 
 for _, key in ipairs(key_order) do

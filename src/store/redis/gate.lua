@@ -257,8 +257,9 @@ if now > tonumber(redis.call('GET', P .. 'clock') or '0') then
   redis.call('SET', P .. 'clock', now)
 end
 
+local dd_ex = tostring(window + 3600)
 for _, key in ipairs(dd_out) do
-  redis.call('SET', key, dd_val[key], 'EX', window + 3600)
+  redis.call('SET', key, dd_val[key], 'EX', dd_ex)
 end
 for _, f in ipairs(FAM) do
   if #f.out > 0 then
