@@ -722,3 +722,295 @@ fn archive_defaults_are_documented() {
         assert!(readme.contains(&line), "README lacks `{line}`");
     }
 }
+
+// ---- The periodic writer (src/archive/writer.rs) ----
+
+use std::sync::Arc;
+
+use hotrank::archive::{ArchiveWriter, Flushed};
+use hotrank::clock::ManualClock;
+use hotrank::store::redis::article_records;
+
+impl Schema {
+    fn options(&self) -> ArchiveOptions {
+        ArchiveOptions {
+            url: pg_url(),
+            schema: self.name.clone(),
+            batch_articles: 7,
+            max_connections: 2,
+            connect_timeout: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+fn writer(store: &Arc<RedisStore>, flush_secs: u64) -> ArchiveWriter {
+    ArchiveWriter::new(
+        store.clone(),
+        None,
+        flush_secs,
+        Arc::new(ManualClock::at(T0)),
+    )
+}
+
+/// Counted events only (distinct visitors, no ids, no bots): `n` events
+/// over the articles `arts`, spread over the last five hours before T0.
+fn counted_events(arts: &[&str], n: u64, salt: u64) -> Vec<Event> {
+    (0..n)
+        .map(|i| {
+            let kind = match i % 7 {
+                0 => EventType::Like,
+                1 => EventType::Dwell,
+                2 => EventType::Comment,
+                _ => EventType::View,
+            };
+            let ts = T0 - 5 * HOUR + (i as i64 * 997) % (5 * HOUR);
+            Event {
+                kind,
+                article: id(arts[i as usize % arts.len()]),
+                visitor: u128::from(salt * 1_000_000 + i),
+                ip: salt * 1000 + i % 500,
+                ts,
+                arrival_ms: T0 * 1000 + i as i64,
+                event_id: None,
+                seconds: if kind == EventType::Dwell { 30 } else { 0 },
+                bot: false,
+                trusted: false,
+            }
+        })
+        .collect()
+}
+
+async fn redis_get(server: &RedisServer, key: &str) -> Option<Vec<u8>> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    c.get(key).await.unwrap()
+}
+
+/// The archive holds exactly what Redis holds for `arts`: the record the
+/// writer reads equals the archived one, and, against Redis itself, the
+/// lifetime PV and the lifetime and hourly sketches byte for byte, with
+/// every hourly bucket Redis keeps.
+async fn assert_archived(
+    archive: &Archive,
+    store: &RedisStore,
+    server: &RedisServer,
+    arts: &[&str],
+) {
+    let p = store.keys().prefix.clone();
+    for a in arts {
+        let got = archive
+            .article(&id(a))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{a} archived"));
+        let want = article_records(store, &[id(a)], T0)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(got, want, "{a}");
+        let Record::Article {
+            lifetime, hours, ..
+        } = &got
+        else {
+            unreachable!()
+        };
+        let views = redis_get(server, &format!("{p}counter:views:{a}"))
+            .await
+            .unwrap();
+        assert_eq!(lifetime.pv.to_string().into_bytes(), views, "{a} pv");
+        let sketch = redis_get(server, &format!("{p}hll:uv:{a}")).await.unwrap();
+        assert_eq!(
+            bytes_from_b64(&lifetime.uv).unwrap(),
+            sketch,
+            "{a} sketch bytes"
+        );
+        let mut c = server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut in_redis: Vec<String> = c.keys(format!("{p}bucket:h:{a}:*")).await.unwrap();
+        in_redis.sort();
+        let mut archived: Vec<String> = hours
+            .iter()
+            .map(|b| format!("{p}bucket:h:{a}:{}", b.at))
+            .collect();
+        archived.sort();
+        assert_eq!(archived, in_redis, "{a}: every hourly bucket");
+        for b in hours {
+            if b.c.pv > 0 {
+                let img = redis_get(server, &format!("{p}hll:uv:h:{a}:{}", b.at))
+                    .await
+                    .unwrap();
+                assert_eq!(bytes_from_b64(&b.c.uv).unwrap(), img, "{a} hour {}", b.at);
+            }
+        }
+    }
+}
+
+async fn dirty(server: &RedisServer, store: &RedisStore) -> Vec<String> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut m: Vec<String> = c.smembers(store.keys().archive_dirty()).await.unwrap();
+    m.sort();
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_archives_what_redis_holds() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let arts = ["w0", "w1", "w2", "w3", "w4"];
+    // The writer task, as `serve` runs it, every second.
+    let w = Arc::new(writer(&store, 1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let task = tokio::spawn(w.clone().run(schema.options(), stop.clone()));
+    store
+        .ingest(counted_events(&arts, 300, 1), T0)
+        .await
+        .unwrap();
+    store
+        .vote(&id("w1"), 7, VoteDirection::Up, T0)
+        .await
+        .unwrap();
+    store
+        .ingest(counted_events(&arts[..2], 50, 2), T0)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let mut all = true;
+        for a in arts {
+            let want = article_records(&store, &[id(a)], T0).await.unwrap().pop();
+            all &= archive.article(&id(a)).await.unwrap() == want;
+        }
+        if all && dirty(server, &store).await.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the writer did not archive within 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+    assert_archived(&archive, &store, server, &arts).await;
+    assert!(w.age_secs() <= 5, "age {}", w.age_secs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_twice_is_written_once_per_flush() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let w = writer(&store, 10);
+    store
+        .ingest(counted_events(&["a1", "a2"], 40, 1), T0)
+        .await
+        .unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a2"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
+    // a1 twice, a3 once within the next interval: two articles, a1 once.
+    store
+        .ingest(counted_events(&["a1"], 10, 2), T0)
+        .await
+        .unwrap();
+    store
+        .ingest(counted_events(&["a1", "a3"], 10, 3), T0)
+        .await
+        .unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a3"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
+    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    // Nothing changed: nothing written.
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_flush_loses_no_article() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let w = writer(&store, 10);
+    store
+        .ingest(counted_events(&["f1", "f2"], 30, 1), T0)
+        .await
+        .unwrap();
+    // The archive goes away: the flush fails, the ids go back.
+    let gone = schema.archive().await;
+    gone.close().await;
+    assert!(w.flush(&gone).await.is_err());
+    assert_eq!(dirty(server, &store).await, vec!["f1", "f2"]);
+    assert_eq!(archive.article(&id("f1")).await.unwrap(), None);
+    // A flush that died between taking the ids and writing them (the
+    // process killed) leaves them taken; later changes join them.
+    assert_eq!(store.archive_take().await.unwrap().len(), 2);
+    assert!(dirty(server, &store).await.is_empty());
+    store
+        .ingest(counted_events(&["f3"], 5, 2), T0)
+        .await
+        .unwrap();
+    // The archive is back: everything is written.
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
+    assert_archived(&archive, &store, server, &["f1", "f2", "f3"]).await;
+    assert!(dirty(server, &store).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_never_both_flush() {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (a, b) = (writer(&store, 10), writer(&store, 10));
+    // Another node holds the lock: neither flushes, nothing is taken.
+    store
+        .ingest(counted_events(&["l1", "l2"], 20, 1), T0)
+        .await
+        .unwrap();
+    assert!(store.archive_lock("other-node", 60_000).await.unwrap());
+    assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
+    assert_eq!(b.flush(&archive).await.unwrap(), Flushed::Locked);
+    assert_eq!(dirty(server, &store).await, vec!["l1", "l2"]);
+    // Only the holder's token releases it.
+    store.archive_unlock("not-the-holder").await.unwrap();
+    assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
+    store.archive_unlock("other-node").await.unwrap();
+    // Racing writers: every changed article is written by exactly one.
+    let mut raced = 0;
+    for round in 0..12u64 {
+        let arts: Vec<String> = (0..1 + round % 4)
+            .map(|i| format!("r{round}x{i}"))
+            .collect();
+        let refs: Vec<&str> = arts.iter().map(String::as_str).collect();
+        store
+            .ingest(counted_events(&refs, 12, 10 + round), T0)
+            .await
+            .unwrap();
+        let (x, y) = tokio::join!(a.flush(&archive), b.flush(&archive));
+        let n = |f: Flushed| match f {
+            Flushed::Articles(n) => n,
+            Flushed::Locked => 0,
+        };
+        let (x, y) = (x.unwrap(), y.unwrap());
+        raced += u32::from(x == Flushed::Locked || y == Flushed::Locked);
+        let written = n(x) + n(y);
+        let expect = arts.len() as u64 + if round == 0 { 2 } else { 0 };
+        assert_eq!(written, expect, "round {round}: {x:?} {y:?}");
+        assert_archived(&archive, &store, server, &refs).await;
+    }
+    assert_archived(&archive, &store, server, &["l1", "l2"]).await;
+    eprintln!("rounds where one writer found the lock held: {raced} of 12");
+}

@@ -48,6 +48,7 @@ macro_rules! event_args {
     }};
 }
 
+mod archive;
 mod dump;
 mod keys;
 mod pipeline;
@@ -55,7 +56,7 @@ mod rank;
 mod seed;
 mod version;
 
-pub use dump::{dump_redis, load_redis};
+pub use dump::{article_records, dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
 };
@@ -838,6 +839,7 @@ impl RedisStore {
             k.counted(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
             k.quarantine(),
         ] {
             keys.insert(name);
