@@ -1014,3 +1014,86 @@ async fn two_writers_never_both_flush() {
     assert_archived(&archive, &store, server, &["l1", "l2"]).await;
     eprintln!("rounds where one writer found the lock held: {raced} of 12");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_flush_records_the_count_position() {
+    use hotrank::config::PipelineConfig;
+    use hotrank::store::redis::{IngestPipeline, Role};
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let pipe = Arc::new(IngestPipeline::new(
+        store.clone(),
+        PipelineConfig {
+            enabled: true,
+            partitions: 2,
+            batch: 25,
+            ..PipelineConfig::default()
+        },
+    ));
+    pipe.ensure_groups().await.unwrap();
+    let arts = ["p0", "p1", "p2", "p3"];
+    pipe.append(counted_events(&arts, 120, 1), T0)
+        .await
+        .unwrap();
+    while !pipe.drained().await.unwrap() {
+        pipe.step(Role::Filter, "f", false).await.unwrap();
+        pipe.step(Role::Count, "c", false).await.unwrap();
+    }
+    let w = ArchiveWriter::new(
+        store.clone(),
+        Some(pipe.clone()),
+        10,
+        Arc::new(ManualClock::at(T0)),
+    );
+    let api = hotrank::store::redis::PipelineStore::new(pipe.clone());
+    let age = || async {
+        let s = api.pipeline_stats().await.unwrap().unwrap();
+        s["archiveAgeSeconds"].clone()
+    };
+    assert_eq!(age().await, Value::Null, "no flush yet");
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(4));
+    assert_archived(&archive, &store, server, &arts).await;
+    let a = age().await.as_i64().expect("an age once flushed");
+    assert!((0..=5).contains(&a), "{a}");
+    // The position: per flagged partition, the count group's last
+    // delivered entry (nothing pending once drained), as Redis says.
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut want = serde_json::Map::new();
+    for n in 0..2u32 {
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(pipe.flagged_key(n))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let count = groups
+            .iter()
+            .find(|g| g.get("name") == Some(&redis::Value::BulkString(b"count".to_vec())))
+            .unwrap();
+        let Some(redis::Value::BulkString(last)) = count.get("last-delivered-id") else {
+            panic!("no last-delivered-id")
+        };
+        let last = String::from_utf8(last.clone()).unwrap();
+        assert_ne!(last, "0-0", "partition {n} received entries");
+        want.insert(
+            n.to_string(),
+            serde_json::json!({"delivered": last, "pending_from": null}),
+        );
+    }
+    for a in arts {
+        let pos: Option<String> =
+            sqlx::query_scalar("SELECT source_position FROM articles WHERE id = $1")
+                .bind(a)
+                .fetch_one(archive.pool())
+                .await
+                .unwrap();
+        let pos: Value = serde_json::from_str(&pos.expect("a position")).unwrap();
+        assert_eq!(pos, Value::Object(want.clone()), "{a}");
+    }
+}

@@ -120,11 +120,12 @@ impl ArchiveWriter {
             }
             return Err(e);
         }
+        let done = unix_now();
         self.store
-            .archive_taken()
+            .archive_taken(done)
             .await
             .map_err(|e| e.to_string())?;
-        self.last_ok.store(unix_now(), Ordering::Relaxed);
+        self.last_ok.store(done, Ordering::Relaxed);
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")
             .record(started.elapsed().as_secs_f64());

@@ -57,11 +57,22 @@ impl RedisStore {
         Ok(ids)
     }
 
-    /// The taken articles are in the archive: forget them.
-    pub async fn archive_taken(&self) -> Result<(), StoreError> {
-        redis::cmd("DEL")
-            .arg(self.keys().archive_taking())
+    /// The taken articles are in the archive (at wall-clock `at`): forget
+    /// them.
+    pub async fn archive_taken(&self, at: i64) -> Result<(), StoreError> {
+        redis::pipe()
+            .del(self.keys().archive_taking())
+            .set(self.keys().archive_flushed(), at)
             .query_async::<()>(&mut self.con())
+            .await
+            .map_err(store_err)
+    }
+
+    /// Wall-clock time (Unix s) of the last successful flush by any node.
+    pub async fn archive_flushed_at(&self) -> Result<Option<i64>, StoreError> {
+        redis::cmd("GET")
+            .arg(self.keys().archive_flushed())
+            .query_async(&mut self.con())
             .await
             .map_err(store_err)
     }

@@ -138,6 +138,10 @@ impl Keys {
     pub fn archive_taking(&self) -> String {
         self.k(format_args!("archive:taking"))
     }
+    /// When (Unix s) a node last flushed to the archive.
+    pub fn archive_flushed(&self) -> String {
+        self.k(format_args!("archive:flushed"))
+    }
     /// The lock one node holds while it flushes.
     pub fn archive_lock(&self) -> String {
         self.k(format_args!("archive:lock"))
@@ -720,6 +724,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         r"^archive:taking$",
         "set",
         "the ids a flush took, deleted once they are in the archive, merged back into `archive:dirty` when the write failed",
+        Ttl::None,
+        "none",
+        "archive writer (src/archive/writer.rs)"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:flushed",
+        r"^archive:flushed$",
+        "string",
+        "wall-clock time (Unix s) of the last successful archive flush (`archiveAgeSeconds` in `/api/stats`)",
         Ttl::None,
         "none",
         "archive writer (src/archive/writer.rs)"

@@ -698,10 +698,19 @@ impl Store for PipelineStore {
             })
             .collect();
         let backlog: u64 = lag.iter().map(|l| l.pending + l.unread).sum();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let archive_age = self
+            .inner()
+            .archive_flushed_at()
+            .await?
+            .map(|t| (wall - t).max(0));
         Ok(Some(json!({
             "partitions": self.pipe.cfg.partitions,
             "backlog": backlog,
             "maxBacklog": self.pipe.cfg.max_backlog,
+            "archiveAgeSeconds": archive_age,
             "lag": parts,
         })))
     }
