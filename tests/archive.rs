@@ -57,16 +57,20 @@ impl Schema {
     }
 
     /// Small batches, so that exports and reads take several.
-    async fn archive(&self) -> Archive {
-        Archive::connect(&ArchiveOptions {
+    fn options(&self) -> ArchiveOptions {
+        ArchiveOptions {
             url: pg_url(),
             schema: self.name.clone(),
             batch_articles: 7,
             max_connections: 2,
             connect_timeout: std::time::Duration::from_secs(10),
-        })
-        .await
-        .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
+        }
+    }
+
+    async fn archive(&self) -> Archive {
+        Archive::connect(&self.options())
+            .await
+            .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
     }
 }
 
@@ -731,16 +735,14 @@ use hotrank::archive::{ArchiveWriter, Flushed};
 use hotrank::clock::ManualClock;
 use hotrank::store::redis::article_records;
 
-impl Schema {
-    fn options(&self) -> ArchiveOptions {
-        ArchiveOptions {
-            url: pg_url(),
-            schema: self.name.clone(),
-            batch_articles: 7,
-            max_connections: 2,
-            connect_timeout: std::time::Duration::from_secs(10),
-        }
-    }
+/// A schema, its archive, the shared redis-server and a store under a
+/// prefix of its own.
+async fn writer_site() -> (Schema, Archive, &'static RedisServer, Arc<RedisStore>) {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    (schema, archive, server, store)
 }
 
 fn writer(store: &Arc<RedisStore>, flush_secs: u64) -> ArchiveWriter {
@@ -865,10 +867,7 @@ async fn dirty(server: &RedisServer, store: &RedisStore) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writer_archives_what_redis_holds() {
-    let schema = Schema::new();
-    let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (schema, archive, server, store) = writer_site().await;
     let arts = ["w0", "w1", "w2", "w3", "w4"];
     // The writer task, as `serve` runs it, every second.
     let w = Arc::new(writer(&store, 1));
@@ -910,10 +909,7 @@ async fn writer_archives_what_redis_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changed_twice_is_written_once_per_flush() {
-    let schema = Schema::new();
-    let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (_schema, archive, server, store) = writer_site().await;
     let w = writer(&store, 10);
     store
         .ingest(counted_events(&["a1", "a2"], 40, 1), T0)
@@ -939,10 +935,7 @@ async fn changed_twice_is_written_once_per_flush() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_flush_loses_no_article() {
-    let schema = Schema::new();
-    let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (schema, archive, server, store) = writer_site().await;
     let w = writer(&store, 10);
     store
         .ingest(counted_events(&["f1", "f2"], 30, 1), T0)
@@ -970,10 +963,7 @@ async fn failed_flush_loses_no_article() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_writers_never_both_flush() {
-    let schema = Schema::new();
-    let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (_schema, archive, server, store) = writer_site().await;
     let (a, b) = (writer(&store, 10), writer(&store, 10));
     // Another node holds the lock: neither flushes, nothing is taken.
     store
@@ -1019,10 +1009,7 @@ async fn two_writers_never_both_flush() {
 async fn pipeline_flush_records_the_count_position() {
     use hotrank::config::PipelineConfig;
     use hotrank::store::redis::{IngestPipeline, Role};
-    let schema = Schema::new();
-    let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    let (_schema, archive, server, store) = writer_site().await;
     let pipe = Arc::new(IngestPipeline::new(
         store.clone(),
         PipelineConfig {

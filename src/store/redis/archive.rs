@@ -8,7 +8,7 @@
 
 use redis::Script;
 
-use super::{RedisStore, store_err};
+use super::{RedisStore, sorted_ids, store_err};
 use crate::model::ArticleId;
 use crate::store::StoreError;
 
@@ -49,12 +49,7 @@ impl RedisStore {
             .invoke_async(&mut self.con())
             .await
             .map_err(store_err)?;
-        let mut ids: Vec<ArticleId> = ids
-            .iter()
-            .filter_map(|s| ArticleId::parse(s).ok())
-            .collect();
-        ids.sort();
-        Ok(ids)
+        Ok(sorted_ids(&ids))
     }
 
     /// The taken articles are in the archive (at wall-clock `at`): forget

@@ -149,6 +149,17 @@ impl RedisOptions {
 
 pub use crate::config::valid_redis_prefix as valid_prefix;
 
+/// Article ids from Redis members, sorted; members that are not ids are
+/// dropped.
+fn sorted_ids(members: &[String]) -> Vec<ArticleId> {
+    let mut ids: Vec<ArticleId> = members
+        .iter()
+        .filter_map(|s| ArticleId::parse(s).ok())
+        .collect();
+    ids.sort();
+    ids
+}
+
 struct Scripts {
     ingest: Script,
     window: Script,
