@@ -931,6 +931,25 @@ async fn changed_twice_is_written_once_per_flush() {
     assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
     // Nothing changed: nothing written.
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
+    // A vote, a PUT, a delete alone mark their article too.
+    store
+        .vote(&id("a2"), 9, VoteDirection::Up, T0)
+        .await
+        .unwrap();
+    let meta = ArticleMeta {
+        title: Some("Renamed".into()),
+        published_at: T0 - HOUR,
+        ..ArticleMeta::default()
+    };
+    store.put_article(id("a3"), meta, T0).await.unwrap();
+    store.delete_article(&id("a1"), T0).await.unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a2", "a3"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
+    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    let Some(Record::Article { votes, .. }) = archive.article(&id("a2")).await.unwrap() else {
+        panic!("a2")
+    };
+    assert_eq!(votes.ups, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

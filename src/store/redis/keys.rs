@@ -713,10 +713,10 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "archive:dirty",
         r"^archive:dirty$",
         "set",
-        "article ids with counted events since the archive writer last took the set (at most one member per article, also without a writer)",
+        "article ids changed (counted event, vote, `PUT`, post, delete) since the archive writer last took the set (at most one member per article, also without a writer)",
         Ttl::None,
         "none (renamed to `archive:taking` by each flush)",
-        "apply.lua"
+        "apply.lua, vote/put/post/delete.lua"
     ),
     key_spec!(
         "rankings",

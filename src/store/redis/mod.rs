@@ -920,7 +920,13 @@ impl RedisStore {
 
     async fn delete_own(&self, id: &ArticleId) -> Result<bool, StoreError> {
         let k = &self.keys;
-        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
+        let keys = [
+            k.meta(id),
+            k.newest(),
+            k.changes_seq(),
+            k.changes(),
+            k.archive_dirty(),
+        ];
         let done: i64 = self
             .eval(
                 &self.scripts.delete,
@@ -1114,6 +1120,7 @@ impl Store for RedisStore {
             k.newest(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
         ];
         let before = self.seed_groups_before(&id).await?;
         let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
@@ -1173,6 +1180,7 @@ impl Store for RedisStore {
                 k.vote_score(),
                 k.changes_seq(),
                 k.changes(),
+                k.archive_dirty(),
             ];
             for n in cur + 1..=cur + candidates {
                 let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
@@ -1229,6 +1237,7 @@ impl Store for RedisStore {
             k.vote_score(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
         ];
         let r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
         Ok(match r.as_slice() {
