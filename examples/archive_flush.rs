@@ -56,6 +56,22 @@ fn views(arts: std::ops::Range<usize>, hours: usize, salt: u128) -> Vec<Event> {
     out
 }
 
+/// Deletes every key under `prefix`.
+async fn clear(con: &mut redis::aio::MultiplexedConnection, prefix: &str) {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(con)
+        .await
+        .unwrap();
+    if !keys.is_empty() {
+        redis::cmd("DEL")
+            .arg(&keys)
+            .query_async::<()>(con)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let (n, hours) = (arg(1, 5000), arg(2, 6));
@@ -66,18 +82,7 @@ async fn main() {
     let prefix = "bench_flush:";
     let client = redis::Client::open(url.clone()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let old: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    if !old.is_empty() {
-        redis::cmd("DEL")
-            .arg(&old)
-            .query_async::<()>(&mut con)
-            .await
-            .unwrap();
-    }
+    clear(&mut con, prefix).await;
     let store = Arc::new(
         RedisStore::connect(
             RedisOptions {
@@ -128,16 +133,5 @@ async fn main() {
         .execute(&mut c)
         .await
         .unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}*"))
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    if !keys.is_empty() {
-        redis::cmd("DEL")
-            .arg(&keys)
-            .query_async::<()>(&mut con)
-            .await
-            .unwrap();
-    }
+    clear(&mut con, prefix).await;
 }
