@@ -279,6 +279,10 @@ pub struct ArchiveConfig {
     /// Connections the archive opens at most.
     pub max_connections: u32,
     pub connect_timeout_ms: u64,
+    /// With the Redis store, `serve` and `hotrank worker count` write every
+    /// changed article to the archive this often (seconds; one node at a
+    /// time); 0: never.
+    pub flush_secs: u64,
 }
 
 impl Default for ArchiveConfig {
@@ -289,6 +293,7 @@ impl Default for ArchiveConfig {
             batch_articles: 500,
             max_connections: 4,
             connect_timeout_ms: 5000,
+            flush_secs: 10,
         }
     }
 }
@@ -739,6 +744,12 @@ impl Config {
             return Err(format!(
                 "archive.batch_articles = {} is invalid: must be in 1..=10000",
                 ac.batch_articles
+            ));
+        }
+        if ac.flush_secs > 86_400 {
+            return Err(format!(
+                "archive.flush_secs = {} is invalid: must be in 0..=86400",
+                ac.flush_secs
             ));
         }
         if ac.max_connections == 0 || ac.connect_timeout_ms == 0 {

@@ -283,15 +283,19 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
             );
             Ok(Arc::new(store))
         }
-        StoreKind::Redis => {
-            let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
-            tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
-            if config.redis.layout == hotrank::config::RedisLayout::Seed {
-                tracing::warn!("{}", hotrank::store::redis::SEED_LAYOUT_LIMITS);
-            }
-            Ok(Arc::new(store))
-        }
+        StoreKind::Redis => Ok(Arc::new(open_redis(config)?)),
     }
+}
+
+/// The Redis store the configuration names.
+fn open_redis(config: &Config) -> Result<RedisStore, String> {
+    let settings = StoreSettings::from_config(config);
+    let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
+    tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
+    if config.redis.layout == hotrank::config::RedisLayout::Seed {
+        tracing::warn!("{}", hotrank::store::redis::SEED_LAYOUT_LIMITS);
+    }
+    Ok(store)
 }
 
 /// The pipeline over the configured Redis, its groups created if Redis is up.
@@ -322,8 +326,16 @@ async fn run_workers(config: Config, filter: bool, count: bool) -> Result<(), St
     let pipe = open_pipeline(&config).await?;
     let k = config.pipeline.workers;
     let workers = spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
+    let archiver = if count {
+        hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()))
+    } else {
+        None
+    };
     shutdown_signal().await;
     workers.stop().await;
+    if let Some(a) = archiver {
+        a.stop().await;
+    }
     Ok(())
 }
 
@@ -332,6 +344,7 @@ async fn serve(config: Config) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let mut workers = None;
+    let mut archiver = None;
     let store: Arc<dyn Store> = if config.pipeline.enabled {
         let (api, filter, count) = config.pipeline.role_set()?;
         if !api {
@@ -345,7 +358,13 @@ async fn serve(config: Config) -> Result<(), String> {
             if count { k } else { 0 },
         ));
         tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
+        archiver =
+            hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()));
         Arc::new(PipelineStore::new(pipe))
+    } else if config.store == StoreKind::Redis {
+        let store = Arc::new(open_redis(&config)?);
+        archiver = hotrank::archive::spawn_writer(&config, store.clone(), None);
+        store
     } else {
         open_store(&config)?
     };
@@ -361,6 +380,9 @@ async fn serve(config: Config) -> Result<(), String> {
         .map_err(|e| e.to_string());
     if let Some(w) = workers {
         w.stop().await;
+    }
+    if let Some(a) = archiver {
+        a.stop().await;
     }
     served
 }

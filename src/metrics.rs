@@ -317,6 +317,31 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Entries of a partition's stream its group has not acknowledged (pending + unread), by partition and group.",
     ),
+    // The archive writer (src/archive/writer.rs)
+    family(
+        "hotrank_archive_flushed_total",
+        Counter,
+        COUNT,
+        "Articles the archive writer upserted to PostgreSQL (each at most once per flush).",
+    ),
+    family(
+        "hotrank_archive_flush_seconds",
+        Histogram,
+        SECONDS,
+        "Time of one successful archive flush: take the changed ids, read them from Redis, upsert.",
+    ),
+    family(
+        "hotrank_archive_age_seconds",
+        Gauge,
+        SECONDS,
+        "Seconds since this node's archive writer last flushed successfully (or since it started).",
+    ),
+    family(
+        "hotrank_archive_flush_failures_total",
+        Counter,
+        COUNT,
+        "Archive flushes that failed (their ids went back to the changed set).",
+    ),
 ];
 
 /// Gives every family its HELP text and unit. Call once, after the

@@ -57,16 +57,20 @@ impl Schema {
     }
 
     /// Small batches, so that exports and reads take several.
-    async fn archive(&self) -> Archive {
-        Archive::connect(&ArchiveOptions {
+    fn options(&self) -> ArchiveOptions {
+        ArchiveOptions {
             url: pg_url(),
             schema: self.name.clone(),
             batch_articles: 7,
             max_connections: 2,
             connect_timeout: std::time::Duration::from_secs(10),
-        })
-        .await
-        .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
+        }
+    }
+
+    async fn archive(&self) -> Archive {
+        Archive::connect(&self.options())
+            .await
+            .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
     }
 }
 
@@ -720,5 +724,382 @@ fn archive_defaults_are_documented() {
         format!("connect_timeout_ms = {}", c.connect_timeout_ms),
     ] {
         assert!(readme.contains(&line), "README lacks `{line}`");
+    }
+}
+
+// ---- The periodic writer (src/archive/writer.rs) ----
+
+use std::sync::Arc;
+
+use hotrank::archive::{ArchiveWriter, Flushed};
+use hotrank::clock::ManualClock;
+use hotrank::store::redis::article_records;
+
+/// A schema, its archive, the shared redis-server and a store under a
+/// prefix of its own.
+async fn writer_site() -> (Schema, Archive, &'static RedisServer, Arc<RedisStore>) {
+    let schema = Schema::new();
+    let archive = schema.archive().await;
+    let server = RedisServer::shared();
+    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
+    (schema, archive, server, store)
+}
+
+fn writer(store: &Arc<RedisStore>, flush_secs: u64) -> ArchiveWriter {
+    ArchiveWriter::new(
+        store.clone(),
+        None,
+        flush_secs,
+        Arc::new(ManualClock::at(T0)),
+    )
+}
+
+/// Counted events only (distinct visitors, no ids, no bots): `n` events
+/// over the articles `arts`, spread over the last five hours before T0.
+fn counted_events(arts: &[&str], n: u64, salt: u64) -> Vec<Event> {
+    (0..n)
+        .map(|i| {
+            let kind = match i % 7 {
+                0 => EventType::Like,
+                1 => EventType::Dwell,
+                2 => EventType::Comment,
+                _ => EventType::View,
+            };
+            let ts = T0 - 5 * HOUR + (i as i64 * 997) % (5 * HOUR);
+            Event {
+                kind,
+                article: id(arts[i as usize % arts.len()]),
+                visitor: u128::from(salt * 1_000_000 + i),
+                ip: salt * 1000 + i % 500,
+                ts,
+                arrival_ms: T0 * 1000 + i as i64,
+                event_id: None,
+                seconds: if kind == EventType::Dwell { 30 } else { 0 },
+                bot: false,
+                trusted: false,
+            }
+        })
+        .collect()
+}
+
+async fn redis_get(server: &RedisServer, key: &str) -> Option<Vec<u8>> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    c.get(key).await.unwrap()
+}
+
+/// The archive holds exactly what Redis holds for `arts`: the record the
+/// writer reads equals the archived one, and, against Redis itself, the
+/// lifetime PV and the lifetime and hourly sketches byte for byte, with
+/// every hourly bucket Redis keeps.
+async fn assert_archived(
+    archive: &Archive,
+    store: &RedisStore,
+    server: &RedisServer,
+    arts: &[&str],
+) {
+    let p = store.keys().prefix.clone();
+    for a in arts {
+        let got = archive
+            .article(&id(a))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{a} archived"));
+        let want = article_records(store, &[id(a)], T0)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(got, want, "{a}");
+        let Record::Article {
+            lifetime, hours, ..
+        } = &got
+        else {
+            unreachable!()
+        };
+        let views = redis_get(server, &format!("{p}counter:views:{a}"))
+            .await
+            .unwrap();
+        assert_eq!(lifetime.pv.to_string().into_bytes(), views, "{a} pv");
+        let sketch = redis_get(server, &format!("{p}hll:uv:{a}")).await.unwrap();
+        assert_eq!(
+            bytes_from_b64(&lifetime.uv).unwrap(),
+            sketch,
+            "{a} sketch bytes"
+        );
+        let mut c = server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut in_redis: Vec<String> = c.keys(format!("{p}bucket:h:{a}:*")).await.unwrap();
+        in_redis.sort();
+        let mut archived: Vec<String> = hours
+            .iter()
+            .map(|b| format!("{p}bucket:h:{a}:{}", b.at))
+            .collect();
+        archived.sort();
+        assert_eq!(archived, in_redis, "{a}: every hourly bucket");
+        for b in hours {
+            if b.c.pv > 0 {
+                let img = redis_get(server, &format!("{p}hll:uv:h:{a}:{}", b.at))
+                    .await
+                    .unwrap();
+                assert_eq!(bytes_from_b64(&b.c.uv).unwrap(), img, "{a} hour {}", b.at);
+            }
+        }
+    }
+}
+
+async fn dirty(server: &RedisServer, store: &RedisStore) -> Vec<String> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut m: Vec<String> = c.smembers(store.keys().archive_dirty()).await.unwrap();
+    m.sort();
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_archives_what_redis_holds() {
+    let (schema, archive, server, store) = writer_site().await;
+    let arts = ["w0", "w1", "w2", "w3", "w4"];
+    // The writer task, as `serve` runs it, every second.
+    let w = Arc::new(writer(&store, 1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let task = tokio::spawn(w.clone().run(schema.options(), stop.clone()));
+    store
+        .ingest(counted_events(&arts, 300, 1), T0)
+        .await
+        .unwrap();
+    store
+        .vote(&id("w1"), 7u128.into(), VoteDirection::Up, T0)
+        .await
+        .unwrap();
+    store
+        .ingest(counted_events(&arts[..2], 50, 2), T0)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let mut all = true;
+        for a in arts {
+            let want = article_records(&store, &[id(a)], T0).await.unwrap().pop();
+            all &= archive.article(&id(a)).await.unwrap() == want;
+        }
+        if all && dirty(server, &store).await.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "the writer did not archive within 20 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+    assert_archived(&archive, &store, server, &arts).await;
+    assert!(w.age_secs() <= 5, "age {}", w.age_secs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_twice_is_written_once_per_flush() {
+    let (_schema, archive, server, store) = writer_site().await;
+    let w = writer(&store, 10);
+    store
+        .ingest(counted_events(&["a1", "a2"], 40, 1), T0)
+        .await
+        .unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a2"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
+    // a1 twice, a3 once within the next interval: two articles, a1 once.
+    store
+        .ingest(counted_events(&["a1"], 10, 2), T0)
+        .await
+        .unwrap();
+    store
+        .ingest(counted_events(&["a1", "a3"], 10, 3), T0)
+        .await
+        .unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a3"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
+    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    // Nothing changed: nothing written.
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
+    // A vote, a PUT, a delete alone mark their article too.
+    store
+        .vote(&id("a2"), 9u128.into(), VoteDirection::Up, T0)
+        .await
+        .unwrap();
+    let meta = ArticleMeta {
+        title: Some("Renamed".into()),
+        published_at: T0 - HOUR,
+        ..ArticleMeta::default()
+    };
+    store.put_article(id("a3"), meta, T0).await.unwrap();
+    store.delete_article(&id("a1"), T0).await.unwrap();
+    assert_eq!(dirty(server, &store).await, vec!["a1", "a2", "a3"]);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
+    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    let Some(Record::Article { votes, .. }) = archive.article(&id("a2")).await.unwrap() else {
+        panic!("a2")
+    };
+    assert_eq!(votes.ups, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_flush_loses_no_article() {
+    let (schema, archive, server, store) = writer_site().await;
+    let w = writer(&store, 10);
+    store
+        .ingest(counted_events(&["f1", "f2"], 30, 1), T0)
+        .await
+        .unwrap();
+    // The archive goes away: the flush fails, the ids go back.
+    let gone = schema.archive().await;
+    gone.close().await;
+    assert!(w.flush(&gone).await.is_err());
+    assert_eq!(dirty(server, &store).await, vec!["f1", "f2"]);
+    assert_eq!(archive.article(&id("f1")).await.unwrap(), None);
+    // A flush that died between taking the ids and writing them (the
+    // process killed) leaves them taken; later changes join them.
+    assert_eq!(store.archive_take().await.unwrap().len(), 2);
+    assert!(dirty(server, &store).await.is_empty());
+    store
+        .ingest(counted_events(&["f3"], 5, 2), T0)
+        .await
+        .unwrap();
+    // The archive is back: everything is written.
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
+    assert_archived(&archive, &store, server, &["f1", "f2", "f3"]).await;
+    assert!(dirty(server, &store).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_never_both_flush() {
+    let (_schema, archive, server, store) = writer_site().await;
+    let (a, b) = (writer(&store, 10), writer(&store, 10));
+    // Another node holds the lock: neither flushes, nothing is taken.
+    store
+        .ingest(counted_events(&["l1", "l2"], 20, 1), T0)
+        .await
+        .unwrap();
+    assert!(store.archive_lock("other-node", 60_000).await.unwrap());
+    assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
+    assert_eq!(b.flush(&archive).await.unwrap(), Flushed::Locked);
+    assert_eq!(dirty(server, &store).await, vec!["l1", "l2"]);
+    // Only the holder's token releases it.
+    store.archive_unlock("not-the-holder").await.unwrap();
+    assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
+    store.archive_unlock("other-node").await.unwrap();
+    // Racing writers: every changed article is written by exactly one.
+    let mut raced = 0;
+    for round in 0..12u64 {
+        let arts: Vec<String> = (0..1 + round % 4)
+            .map(|i| format!("r{round}x{i}"))
+            .collect();
+        let refs: Vec<&str> = arts.iter().map(String::as_str).collect();
+        store
+            .ingest(counted_events(&refs, 12, 10 + round), T0)
+            .await
+            .unwrap();
+        let (x, y) = tokio::join!(a.flush(&archive), b.flush(&archive));
+        let n = |f: Flushed| match f {
+            Flushed::Articles(n) => n,
+            Flushed::Locked => 0,
+        };
+        let (x, y) = (x.unwrap(), y.unwrap());
+        raced += u32::from(x == Flushed::Locked || y == Flushed::Locked);
+        let written = n(x) + n(y);
+        let expect = arts.len() as u64 + if round == 0 { 2 } else { 0 };
+        assert_eq!(written, expect, "round {round}: {x:?} {y:?}");
+        assert_archived(&archive, &store, server, &refs).await;
+    }
+    assert_archived(&archive, &store, server, &["l1", "l2"]).await;
+    eprintln!("rounds where one writer found the lock held: {raced} of 12");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_flush_records_the_count_position() {
+    use hotrank::config::PipelineConfig;
+    use hotrank::store::redis::{IngestPipeline, Role};
+    let (_schema, archive, server, store) = writer_site().await;
+    let pipe = Arc::new(IngestPipeline::new(
+        store.clone(),
+        PipelineConfig {
+            enabled: true,
+            partitions: 2,
+            batch: 25,
+            ..PipelineConfig::default()
+        },
+    ));
+    pipe.ensure_groups().await.unwrap();
+    let arts = ["p0", "p1", "p2", "p3"];
+    pipe.append(counted_events(&arts, 120, 1), T0)
+        .await
+        .unwrap();
+    while !pipe.drained().await.unwrap() {
+        pipe.step(Role::Filter, "f", false).await.unwrap();
+        pipe.step(Role::Count, "c", false).await.unwrap();
+    }
+    let w = ArchiveWriter::new(
+        store.clone(),
+        Some(pipe.clone()),
+        10,
+        Arc::new(ManualClock::at(T0)),
+    );
+    let api = hotrank::store::redis::PipelineStore::new(pipe.clone());
+    let age = || async {
+        let s = api.pipeline_stats().await.unwrap().unwrap();
+        s["archiveAgeSeconds"].clone()
+    };
+    assert_eq!(age().await, Value::Null, "no flush yet");
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(4));
+    assert_archived(&archive, &store, server, &arts).await;
+    let a = age().await.as_i64().expect("an age once flushed");
+    assert!((0..=5).contains(&a), "{a}");
+    // The position: per flagged partition, the count group's last
+    // delivered entry (nothing pending once drained), as Redis says.
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut want = serde_json::Map::new();
+    for n in 0..2u32 {
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(pipe.flagged_key(n))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let count = groups
+            .iter()
+            .find(|g| g.get("name") == Some(&redis::Value::BulkString(b"count".to_vec())))
+            .unwrap();
+        let Some(redis::Value::BulkString(last)) = count.get("last-delivered-id") else {
+            panic!("no last-delivered-id")
+        };
+        let last = String::from_utf8(last.clone()).unwrap();
+        assert_ne!(last, "0-0", "partition {n} received entries");
+        want.insert(
+            n.to_string(),
+            serde_json::json!({"delivered": last, "pending_from": null}),
+        );
+    }
+    for a in arts {
+        let pos: Option<String> =
+            sqlx::query_scalar("SELECT source_position FROM articles WHERE id = $1")
+                .bind(a)
+                .fetch_one(archive.pool())
+                .await
+                .unwrap();
+        let pos: Value = serde_json::from_str(&pos.expect("a position")).unwrap();
+        assert_eq!(pos, Value::Object(want.clone()), "{a}");
     }
 }

@@ -911,6 +911,7 @@ async fn scripts_refuse_undeclared_keys() {
         "articles:new",
         "changes:seq",
         "changes",
+        "archive:dirty",
     ];
     let err = put(&all[..4])
         .invoke_async::<i64>(&mut con)

@@ -19,6 +19,7 @@
 mod read;
 mod schema;
 mod write;
+mod writer;
 
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use crate::config::{ArchiveConfig, valid_archive_schema};
 use crate::model::Timestamp;
 
 pub use schema::SCHEMA_VERSION;
+pub use writer::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {

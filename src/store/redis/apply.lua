@@ -171,6 +171,7 @@ if counted > 0 then
       args[#args + 1] = changed_list[j]
     end
     redis.call('ZADD', P .. 'changes', unpack(args))
+    redis.call('SADD', P .. 'archive:dirty', unpack(changed_list, s, math.min(s + SET_CHUNK - 1, #changed_list)))
   end
   for hour, set in pairs(act_h) do
     sadd_all(P .. 'active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)

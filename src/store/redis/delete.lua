@@ -5,6 +5,7 @@ local P, id = ARGV[1], ARGV[2]
 -- Every name is checked before the first write.
 local meta = K(P .. 'meta:article:' .. id)
 local newest, cseq, changes = K(P .. 'articles:new'), K(P .. 'changes:seq'), K(P .. 'changes')
+local dirty = K(P .. 'archive:dirty')
 if redis.call('EXISTS', meta) == 0 or redis.call('HGET', meta, 'deleted') == '1' then
   return 0
 end
@@ -12,4 +13,5 @@ redis.call('HSET', meta, 'deleted', '1')
 redis.call('ZREM', newest, id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
+redis.call('SADD', dirty, id)
 return 1

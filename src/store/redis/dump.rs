@@ -235,103 +235,17 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         source: "redis".into(),
     }];
     found.articles.sort();
-    for ids in found.articles.chunks(CHUNK) {
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.hgetall(keys.meta(id))
-                .get(keys.views(id))
-                .hgetall(keys.counters(id))
-                .get(keys.uv(id))
-                .smembers(keys.voted(id));
-            let mut hours = found.hours.get(id).cloned().unwrap_or_default();
-            hours.retain(|h| *h > oldest);
-            hours.sort();
-            for h in &hours {
-                pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
-            }
-            let mut days = found.days.get(id).cloned().unwrap_or_default();
-            days.retain(|d| *d < horizon / 24);
-            days.sort();
-            for d in &days {
-                pipe.hgetall(keys.bucket_d(id, *d)).get(keys.uv_d(id, *d));
-            }
-        }
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        let mut it = got.into_iter();
-        let mut next = || it.next().ok_or_else(|| super::bad_reply("export"));
-        for id in ids {
-            let meta_h = next()?;
-            let views = next()?;
-            let counters = next()?;
-            let sketch = next()?;
-            let voters = next()?;
-            let fields: HashMap<String, String> = hash_of(&meta_h)
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
-                .collect();
-            let mut hours_out = Vec::new();
-            let mut hours = found.hours.get(id).cloned().unwrap_or_default();
-            hours.retain(|h| *h > oldest);
-            hours.sort();
-            for h in hours {
-                let b = next()?;
-                let s = next()?;
-                let hm = hash_of(&b);
-                if !hm.is_empty() {
-                    hours_out.push(DumpBucket {
-                        at: h,
-                        c: counters_of(&hm, &s),
-                    });
-                }
-            }
-            let mut days_out = Vec::new();
-            let mut days = found.days.get(id).cloned().unwrap_or_default();
-            days.retain(|d| *d < horizon / 24);
-            days.sort();
-            for d in days {
-                let b = next()?;
-                let s = next()?;
-                let hm = hash_of(&b);
-                if !hm.is_empty() {
-                    days_out.push(DumpBucket {
-                        at: d,
-                        c: counters_of(&hm, &s),
-                    });
-                }
-            }
-            let Some(m) = parse_meta(&fields) else {
-                continue;
-            };
-            let counter_h = hash_of(&counters);
-            let mut lifetime = counters_of(&counter_h, &sketch);
-            lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
-            let mut voters: Vec<String> = match &voters {
-                Value::Array(items) | Value::Set(items) => items
-                    .iter()
-                    .filter_map(|v| match v {
-                        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            voters.sort();
-            out.push(Record::Article {
-                votes: DumpVotes {
-                    ups: num(&counter_h, "ups"),
-                    downs: num(&counter_h, "downs"),
-                    voters,
-                },
-                id: id.clone(),
-                meta: m.meta,
-                known: m.known,
-                deleted: m.deleted,
-                lifetime,
-                hours: hours_out,
-                days: days_out,
-            });
-        }
+    let mut hours = std::mem::take(&mut found.hours);
+    let mut days = std::mem::take(&mut found.days);
+    for h in hours.values_mut() {
+        h.retain(|h| *h > oldest);
+        h.sort();
     }
+    for d in days.values_mut() {
+        d.retain(|d| *d < horizon / 24);
+        d.sort();
+    }
+    out.extend(read_articles(store, &found.articles, &hours, &days).await?);
     // Totals.
     let mut pipe = redis::pipe();
     pipe.get(keys.counted()).hgetall(keys.quarantine());
@@ -409,6 +323,135 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         }
     }
     Ok(out)
+}
+
+/// The records of some articles: meta, lifetime counters and sketch,
+/// votes, and the hourly and daily buckets listed for each (sorted).
+/// Ids without meta are left out. Export and the archive writer both read
+/// articles here.
+async fn read_articles(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    hours_of: &HashMap<ArticleId, Vec<i64>>,
+    days_of: &HashMap<ArticleId, Vec<i64>>,
+) -> Result<Vec<Record>, StoreError> {
+    let keys = store.keys();
+    let mut con = store.con();
+    let none = Vec::new();
+    let mut out = Vec::with_capacity(ids.len());
+    for ids in ids.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.hgetall(keys.meta(id))
+                .get(keys.views(id))
+                .hgetall(keys.counters(id))
+                .get(keys.uv(id))
+                .smembers(keys.voted(id));
+            for h in hours_of.get(id).unwrap_or(&none) {
+                pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
+            }
+            for d in days_of.get(id).unwrap_or(&none) {
+                pipe.hgetall(keys.bucket_d(id, *d)).get(keys.uv_d(id, *d));
+            }
+        }
+        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let mut it = got.into_iter();
+        let mut next = || it.next().ok_or_else(|| super::bad_reply("export"));
+        for id in ids {
+            let meta_h = next()?;
+            let views = next()?;
+            let counters = next()?;
+            let sketch = next()?;
+            let voters = next()?;
+            let fields: HashMap<String, String> = hash_of(&meta_h)
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
+                .collect();
+            let mut buckets = |list: &[i64]| -> Result<Vec<DumpBucket>, StoreError> {
+                let mut b_out = Vec::new();
+                for &at in list {
+                    let b = next()?;
+                    let s = next()?;
+                    let hm = hash_of(&b);
+                    if !hm.is_empty() {
+                        b_out.push(DumpBucket {
+                            at,
+                            c: counters_of(&hm, &s),
+                        });
+                    }
+                }
+                Ok(b_out)
+            };
+            let hours_out = buckets(hours_of.get(id).unwrap_or(&none))?;
+            let days_out = buckets(days_of.get(id).unwrap_or(&none))?;
+            let Some(m) = parse_meta(&fields) else {
+                continue;
+            };
+            let counter_h = hash_of(&counters);
+            let mut lifetime = counters_of(&counter_h, &sketch);
+            lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
+            let mut voters: Vec<String> = match &voters {
+                Value::Array(items) | Value::Set(items) => items
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            voters.sort();
+            out.push(Record::Article {
+                votes: DumpVotes {
+                    ups: num(&counter_h, "ups"),
+                    downs: num(&counter_h, "downs"),
+                    voters,
+                },
+                id: id.clone(),
+                meta: m.meta,
+                known: m.known,
+                deleted: m.deleted,
+                lifetime,
+                hours: hours_out,
+                days: days_out,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The records of the given articles as the archive holds them: like
+/// [`dump_redis`]'s, with the hourly buckets Redis keeps (found through
+/// the per-hour activity sets) and no daily ones (those inside the hourly
+/// horizon are derived from the hours; older days no event changes).
+pub async fn article_records(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    now: Timestamp,
+) -> Result<Vec<Record>, StoreError> {
+    let keys = store.keys();
+    let mut con = store.con();
+    let oldest = oldest_hour(now, store.options().hourly_days);
+    // Events may carry a time a little ahead of `now`.
+    let newest = crate::time::hour_of(now) + 2;
+    let mut hours: HashMap<ArticleId, Vec<i64>> = HashMap::new();
+    for part in ids.chunks(CHUNK) {
+        let mut pipe = redis::pipe();
+        for h in oldest + 1..=newest {
+            pipe.cmd("SMISMEMBER")
+                .arg(keys.active_h(h))
+                .arg(part.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+        }
+        let got: Vec<Vec<bool>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        for (h, member) in (oldest + 1..=newest).zip(got) {
+            for (id, m) in part.iter().zip(member) {
+                if m {
+                    hours.entry(id.clone()).or_default().push(h);
+                }
+            }
+        }
+    }
+    read_articles(store, ids, &hours, &HashMap::new()).await
 }
 
 fn bucket_fields(c: &DumpCounters) -> Vec<(&'static str, u64)> {

@@ -88,7 +88,7 @@ end
 -- checked before anything is read or written (dedupe keys and gate slots
 -- are checked where they are named, also before the first write).
 if DECLARED then
-  for _, name in ipairs({ 'clock', 'stats:counted', 'changes:seq', 'changes',
+  for _, name in ipairs({ 'clock', 'stats:counted', 'changes:seq', 'changes', 'archive:dirty',
       'stats:quarantine', 'stats:articles', 'articles:new' }) do
     K(P .. name)
   end

@@ -130,6 +130,22 @@ impl Keys {
     pub fn changes_floor(&self) -> String {
         self.k(format_args!("changes:floor"))
     }
+    /// Articles changed since the archive writer last took the set.
+    pub fn archive_dirty(&self) -> String {
+        self.k(format_args!("archive:dirty"))
+    }
+    /// The set a flush took, until its upsert committed.
+    pub fn archive_taking(&self) -> String {
+        self.k(format_args!("archive:taking"))
+    }
+    /// When (Unix s) a node last flushed to the archive.
+    pub fn archive_flushed(&self) -> String {
+        self.k(format_args!("archive:flushed"))
+    }
+    /// The lock one node holds while it flushes.
+    pub fn archive_lock(&self) -> String {
+        self.k(format_args!("archive:lock"))
+    }
     pub fn ranking_index(&self) -> String {
         self.k(format_args!("hot:index"))
     }
@@ -691,6 +707,46 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none (entries older than every ranking's `seq` are removed each minute)",
         "ingest/put/post/vote/delete.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:dirty",
+        r"^archive:dirty$",
+        "set",
+        "article ids changed (counted event, vote, `PUT`, post, delete) since the archive writer last took the set (at most one member per article, also without a writer)",
+        Ttl::None,
+        "none (renamed to `archive:taking` by each flush)",
+        "apply.lua, vote/put/post/delete.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:taking",
+        r"^archive:taking$",
+        "set",
+        "the ids a flush took, deleted once they are in the archive, merged back into `archive:dirty` when the write failed",
+        Ttl::None,
+        "none",
+        "archive writer (src/archive/writer.rs)"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:flushed",
+        r"^archive:flushed$",
+        "string",
+        "wall-clock time (Unix s) of the last successful archive flush (`archiveAgeSeconds` in `/api/stats`)",
+        Ttl::None,
+        "none",
+        "archive writer (src/archive/writer.rs)"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:lock",
+        r"^archive:lock$",
+        "string",
+        "token of the node flushing to the archive",
+        Ttl::Expires,
+        "3 × `archive.flush_secs` (at least 30 s), deleted by its holder after the flush",
+        "archive writer (src/archive/writer.rs)"
     ),
     key_spec!(
         "rankings",

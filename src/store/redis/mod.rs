@@ -48,6 +48,7 @@ macro_rules! event_args {
     }};
 }
 
+mod archive;
 mod dump;
 mod keys;
 mod pipeline;
@@ -55,7 +56,7 @@ mod rank;
 mod seed;
 mod version;
 
-pub use dump::{dump_redis, load_redis};
+pub use dump::{article_records, dump_redis, load_redis};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
 };
@@ -147,6 +148,17 @@ impl RedisOptions {
 }
 
 pub use crate::config::valid_redis_prefix as valid_prefix;
+
+/// Article ids from Redis members, sorted; members that are not ids are
+/// dropped.
+fn sorted_ids(members: &[String]) -> Vec<ArticleId> {
+    let mut ids: Vec<ArticleId> = members
+        .iter()
+        .filter_map(|s| ArticleId::parse(s).ok())
+        .collect();
+    ids.sort();
+    ids
+}
 
 struct Scripts {
     ingest: Script,
@@ -838,6 +850,7 @@ impl RedisStore {
             k.counted(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
             k.quarantine(),
         ] {
             keys.insert(name);
@@ -907,7 +920,13 @@ impl RedisStore {
 
     async fn delete_own(&self, id: &ArticleId) -> Result<bool, StoreError> {
         let k = &self.keys;
-        let keys = [k.meta(id), k.newest(), k.changes_seq(), k.changes()];
+        let keys = [
+            k.meta(id),
+            k.newest(),
+            k.changes_seq(),
+            k.changes(),
+            k.archive_dirty(),
+        ];
         let done: i64 = self
             .eval(
                 &self.scripts.delete,
@@ -1101,6 +1120,7 @@ impl Store for RedisStore {
             k.newest(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
         ];
         let before = self.seed_groups_before(&id).await?;
         let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
@@ -1164,6 +1184,7 @@ impl Store for RedisStore {
                 k.vote_score(),
                 k.changes_seq(),
                 k.changes(),
+                k.archive_dirty(),
             ];
             for n in cur + 1..=cur + candidates {
                 let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
@@ -1225,6 +1246,7 @@ impl Store for RedisStore {
             k.vote_score(),
             k.changes_seq(),
             k.changes(),
+            k.archive_dirty(),
         ];
         let r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
         Ok(match r.as_slice() {

@@ -456,6 +456,40 @@ impl IngestPipeline {
         Ok(out)
     }
 
+    /// How far the count group has applied each flagged partition, as the
+    /// archive records it (docs/design.md, "Archive"): a JSON object
+    /// `{"<partition>": {"delivered": id, "pending_from": id | null}}`:
+    /// every entry up to `delivered` is applied, except those from
+    /// `pending_from` on that are still pending.
+    pub async fn count_position(&self) -> Result<String, StoreError> {
+        let mut con = self.store.con();
+        let mut p = redis::pipe();
+        for n in 0..self.cfg.partitions {
+            let key = self.flagged_key(n);
+            p.cmd("XINFO").arg("GROUPS").arg(&key);
+            p.cmd("XPENDING").arg(&key).arg(COUNT_GROUP);
+        }
+        let got: Vec<Value> = p.query_async(&mut con).await.map_err(store_err)?;
+        let mut out = serde_json::Map::new();
+        for (n, pair) in got.chunks(2).enumerate() {
+            let [groups, pending] = pair else {
+                return Err(super::bad_reply("count_position"));
+            };
+            let delivered = group_field(groups, COUNT_GROUP, "last-delivered-id")
+                .and_then(v_str)
+                .unwrap_or("0-0");
+            let from = match pending {
+                Value::Array(a) => a.get(1).and_then(v_str),
+                _ => None,
+            };
+            out.insert(
+                n.to_string(),
+                json!({"delivered": delivered, "pending_from": from}),
+            );
+        }
+        Ok(Json::Object(out).to_string())
+    }
+
     /// Until the pipeline holds nothing unprocessed (tests, `drain`).
     pub async fn drained(&self) -> Result<bool, StoreError> {
         Ok(self
@@ -664,10 +698,19 @@ impl Store for PipelineStore {
             })
             .collect();
         let backlog: u64 = lag.iter().map(|l| l.pending + l.unread).sum();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let archive_age = self
+            .inner()
+            .archive_flushed_at()
+            .await?
+            .map(|t| (wall - t).max(0));
         Ok(Some(json!({
             "partitions": self.pipe.cfg.partitions,
             "backlog": backlog,
             "maxBacklog": self.pipe.cfg.max_backlog,
+            "archiveAgeSeconds": archive_age,
             "lag": parts,
         })))
     }

@@ -32,7 +32,7 @@ local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
 local counters = K(P .. 'counter:article:' .. id)
 local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
+local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
 -- As the seed's INCR loop leaves it: the counter at the new id.
 redis.call('SET', counter, n)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
@@ -47,5 +47,6 @@ redis.call('SADD', voted, poster)
 redis.call('EXPIRE', voted, window)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
+redis.call('SADD', dirty, id)
 redis.call('SET', req, id, 'EX', 120)
 return id

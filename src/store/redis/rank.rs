@@ -28,7 +28,7 @@ use std::sync::Arc;
 use redis::Value;
 
 use super::keys::{ranking_state, window_plan};
-use super::{MetaRec, RedisStore, bad_reply, store_err, v_i64, v_str};
+use super::{MetaRec, RedisStore, bad_reply, sorted_ids, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
@@ -222,12 +222,7 @@ impl RedisStore {
                 c.query_async(&mut con).await.map_err(store_err)?
             }
         };
-        let mut ids: Vec<ArticleId> = ids
-            .iter()
-            .filter_map(|s| ArticleId::parse(s).ok())
-            .collect();
-        ids.sort();
-        Ok(ids)
+        Ok(sorted_ids(&ids))
     }
 
     async fn write_back(

@@ -14,7 +14,7 @@ local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], t
 local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
 local counters = K(P .. 'counter:article:' .. id)
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes = K(P .. 'changes:seq'), K(P .. 'changes')
+local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
 local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 if not st[1] or st[2] == '1' then return { -1 } end
 if dir == 'd' and allow ~= '1' then return { -2 } end
@@ -32,4 +32,5 @@ redis.call('ZADD', vtime, published, id)
 redis.call('ZADD', vscore, published + per * (ups - downs), id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
+redis.call('SADD', dirty, id)
 return { ups, downs }

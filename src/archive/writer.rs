@@ -1,0 +1,234 @@
+//! The periodic archive writer (seed 002's Abacus flush; docs/design.md,
+//! "Archive"): every `flush_secs`, one node takes the articles the Redis
+//! store marked as changed, reads their records and upserts them, stamped
+//! with the count group's position when the pipeline runs. A failed write
+//! gives the ids back, so the next flush writes them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{Archive, ArchiveOptions, SourcePosition};
+use crate::clock::{Clock, SystemClock};
+use crate::store::redis::{IngestPipeline, RedisStore, article_records};
+
+/// What one flush did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flushed {
+    /// Another node holds the lock.
+    Locked,
+    /// This many articles were written.
+    Articles(u64),
+}
+
+/// Flushes one Redis store to one archive.
+pub struct ArchiveWriter {
+    store: Arc<RedisStore>,
+    pipe: Option<Arc<IngestPipeline>>,
+    every: Duration,
+    /// The data's time (which hourly buckets Redis keeps, `as_of`).
+    clock: Arc<dyn Clock>,
+    token: String,
+    /// Unix seconds of the last successful flush (or of the start).
+    last_ok: AtomicI64,
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl ArchiveWriter {
+    /// `pipe`: the pipeline whose count group's position is recorded.
+    pub fn new(
+        store: Arc<RedisStore>,
+        pipe: Option<Arc<IngestPipeline>>,
+        flush_secs: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        ArchiveWriter {
+            store,
+            pipe,
+            every: Duration::from_secs(flush_secs.max(1)),
+            clock,
+            token: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
+            last_ok: AtomicI64::new(unix_now()),
+        }
+    }
+
+    /// How long the lock lives: a flush longer than this may overlap the
+    /// next node's (docs/design.md, "Archive").
+    fn lock_ms(&self) -> u64 {
+        (self.every.as_millis() as u64 * 3).max(30_000)
+    }
+
+    /// Seconds since the last successful flush.
+    pub fn age_secs(&self) -> i64 {
+        (unix_now() - self.last_ok.load(Ordering::Relaxed)).max(0)
+    }
+
+    /// One flush, if no other node holds the lock.
+    pub async fn flush(&self, archive: &Archive) -> Result<Flushed, String> {
+        if !self
+            .store
+            .archive_lock(&self.token, self.lock_ms())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(Flushed::Locked);
+        }
+        let r = self.flush_locked(archive).await;
+        if let Err(e) = self.store.archive_unlock(&self.token).await {
+            tracing::warn!(error = %e, "archive: cannot release the flush lock (it expires)");
+        }
+        r.map(Flushed::Articles)
+    }
+
+    async fn flush_locked(&self, archive: &Archive) -> Result<u64, String> {
+        let started = Instant::now();
+        // The position first: the records read after it include at least
+        // what it says is applied.
+        let position = match &self.pipe {
+            Some(p) => Some(p.count_position().await.map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
+        let now = self.clock.now();
+        let written = async {
+            let records = article_records(&self.store, &ids, now)
+                .await
+                .map_err(|e| e.to_string())?;
+            crate::store::redis::crash_point("archive_before_upsert");
+            let at = SourcePosition {
+                as_of: now,
+                position,
+            };
+            // Boxed as Send here: otherwise the compiler cannot prove
+            // sqlx's executor futures Send for every lifetime when spawned.
+            let upsert: std::pin::Pin<
+                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+            > = Box::pin(archive.upsert_articles(&records, &at));
+            upsert.await.map_err(|e| e.to_string())
+        }
+        .await;
+        if let Err(e) = written {
+            metrics::counter!("hotrank_archive_flush_failures_total").increment(1);
+            if let Err(e2) = self.store.archive_give_back().await {
+                // The ids stay in archive:taking: the next take merges them.
+                tracing::warn!(error = %e2, "archive: cannot give the taken ids back yet");
+            }
+            return Err(e);
+        }
+        let done = unix_now();
+        self.store
+            .archive_taken(done)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.last_ok.store(done, Ordering::Relaxed);
+        metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
+        metrics::histogram!("hotrank_archive_flush_seconds")
+            .record(started.elapsed().as_secs_f64());
+        metrics::gauge!("hotrank_archive_age_seconds").set(0.0);
+        Ok(ids.len() as u64)
+    }
+
+    /// Connects to the archive (retrying) and flushes every `flush_secs`
+    /// until `stop` is set, then once more.
+    pub async fn run(self: Arc<Self>, opts: ArchiveOptions, stop: Arc<AtomicBool>) {
+        let archive = loop {
+            // On a blocking thread: the migration's futures are not
+            // provably Send for every lifetime, so they cannot be awaited
+            // in a spawned task.
+            let o = opts.clone();
+            let handle = tokio::runtime::Handle::current();
+            let connect =
+                tokio::task::spawn_blocking(move || handle.block_on(Archive::connect(&o))).await;
+            match connect
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+            {
+                Ok(a) => break a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "archive writer: cannot connect yet");
+                    metrics::gauge!("hotrank_archive_age_seconds").set(self.age_secs() as f64);
+                    if sleep_or_stop(self.every, &stop).await {
+                        return;
+                    }
+                }
+            }
+        };
+        tracing::info!(every_s = self.every.as_secs(), schema = %archive.schema(), "archive writer started");
+        loop {
+            let stopping = sleep_or_stop(self.every, &stop).await;
+            match self.flush(&archive).await {
+                Ok(Flushed::Articles(n)) => tracing::debug!(articles = n, "archive flushed"),
+                Ok(Flushed::Locked) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "archive flush failed; its articles stay marked")
+                }
+            }
+            metrics::gauge!("hotrank_archive_age_seconds").set(self.age_secs() as f64);
+            if stopping {
+                break;
+            }
+        }
+        archive.close().await;
+    }
+}
+
+/// Sleeps `d` in short steps; true when `stop` was set.
+async fn sleep_or_stop(d: Duration, stop: &AtomicBool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if stop.load(Ordering::Relaxed) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100).min(end - Instant::now())).await;
+    }
+    stop.load(Ordering::Relaxed)
+}
+
+/// A running writer: [`ArchiveTask::stop`] flushes once more and waits.
+pub struct ArchiveTask {
+    pub writer: Arc<ArchiveWriter>,
+    stop: Arc<AtomicBool>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl ArchiveTask {
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.handle.await;
+    }
+}
+
+/// Starts a writer when the configuration asks for one (`[archive] url`
+/// set, `flush_secs` > 0).
+pub fn spawn_writer(
+    config: &crate::config::Config,
+    store: Arc<RedisStore>,
+    pipe: Option<Arc<IngestPipeline>>,
+) -> Option<ArchiveTask> {
+    let ac = &config.archive;
+    if ac.url.is_empty() || ac.flush_secs == 0 {
+        return None;
+    }
+    let writer = Arc::new(ArchiveWriter::new(
+        store,
+        pipe,
+        ac.flush_secs,
+        Arc::new(SystemClock),
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = tokio::spawn(
+        writer
+            .clone()
+            .run(ArchiveOptions::from_config(ac), stop.clone()),
+    );
+    Some(ArchiveTask {
+        writer,
+        stop,
+        handle,
+    })
+}
