@@ -113,7 +113,7 @@ fi
 if want 3; then
   ART=$(n 1000000)
   echo; echo "## 3. GET /api/hot?range=72h&limit=20 with $ART live articles and 10,000 updates/s"
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000'
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
   bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 --label preload >/dev/null
   BASE=$(rss_kb "$HPID")
   bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $((DUR + 4)) --token bench-ingest-token --json "$OUT/s3-updates.json" --label updates &
@@ -128,7 +128,7 @@ fi
 if want 4; then
   ART=$(n 1000000)
   echo; echo "## 4. model=window&range=72h over $ART articles spread over 72 hourly buckets, with ingest running"
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s4" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000'
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s4" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
   bench --target "127.0.0.1:$HP" --preload --articles "$ART" --spread-secs $((72 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 600 >/dev/null
   bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --batch 100 --connections 2 --rate 10000 --duration-secs $((DUR + 4)) --token bench-ingest-token >/dev/null &
   UPD=$!
