@@ -133,6 +133,23 @@ async fn make_redis_seed(s: StoreSettings) -> Harness {
     }
 }
 
+/// Seed 002's pipeline (issue 14): ingest queued, gated by the filter
+/// stage, applied by the count stage, drained after every call; the
+/// probe reads the gate state the filter stage keeps.
+async fn make_redis_pipeline(s: StoreSettings) -> Harness {
+    let server = common::redis::RedisServer::start();
+    let opts = RedisOptions {
+        url: server.url(),
+        ..RedisOptions::default()
+    };
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    Harness {
+        store: Arc::new(common::pipeline::DrainedPipeline::new(store.clone()).await),
+        probe: Probe::Redis(store),
+        _keep: Box::new(server),
+    }
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Harness {
     let cluster = common::redis::RedisCluster::shared();
@@ -861,3 +878,4 @@ contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
 contract_suite!(redis_seed_layout, make_redis_seed);
 contract_suite!(redis_cluster, make_redis_cluster);
+contract_suite!(redis_pipeline, make_redis_pipeline);

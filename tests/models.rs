@@ -41,6 +41,20 @@ async fn make_redis(s: StoreSettings) -> Made {
     )
 }
 
+/// Seed 002's pipeline, drained after every ingest call (issue 14).
+async fn make_redis_pipeline(s: StoreSettings) -> Made {
+    let server = common::redis::RedisServer::start();
+    let opts = RedisOptions {
+        url: server.url(),
+        ..RedisOptions::default()
+    };
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    (
+        Arc::new(common::pipeline::DrainedPipeline::new(store).await),
+        Box::new(server),
+    )
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Made {
     let cluster = common::redis::RedisCluster::shared();
@@ -530,6 +544,8 @@ model_suite!(embedded, super::make_embedded);
 model_suite!(redis, super::make_redis);
 
 model_suite!(redis_cluster, super::make_redis_cluster);
+
+model_suite!(redis_pipeline, super::make_redis_pipeline);
 
 /// Rebuilds a score from its explanation, by each model's own rule.
 fn rebuild(model: &str, e: &Value) -> f64 {

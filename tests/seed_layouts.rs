@@ -1135,6 +1135,29 @@ async fn seed001_and_seed004_keys() {
         assert_eq!(ids, want, "{cat}");
         assert!(got.iter().all(|(id, sc)| (scores[id] - sc).abs() < 1e-9));
     }
+    // A category emptied by PUT disappears at the next refresh (without
+    // a scan of the keyspace: the refresh remembers what it wrote).
+    for n in (1..6).step_by(2) {
+        let (st, _) = s
+            .admin_put(
+                &format!("/api/articles/a{n}"),
+                &json!({"title": format!("a{n}"), "category": "tech", "publishedAt": common::T0 - 3600 * n as i64}),
+            )
+            .await;
+        assert!(st.is_success(), "{st}");
+    }
+    s.clock.advance(61);
+    let mut gone = false;
+    for _ in 0..100 {
+        let life: i64 = con.exists(format!("{p}hot:articles:life")).await.unwrap();
+        let tech: i64 = con.zcard(format!("{p}hot:articles:tech")).await.unwrap();
+        if life == 0 && tech == 6 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the emptied category's ranking was not dropped");
     every_key_documented(&mut con, p).await;
     // hotrank's own layout writes none of these keys.
     let own = unique_prefix();

@@ -190,6 +190,13 @@ impl Keys {
             Some(c) => self.k(format_args!("hot:articles:{c}")),
         }
     }
+
+    /// The categories whose `hot:articles:<category>` the last seed 001
+    /// refresh wrote (seed layout), so the next one drops the emptied ones
+    /// without scanning the keyspace.
+    pub fn seed_hot_categories(&self) -> String {
+        self.k(format_args!("seed:hot:categories"))
+    }
     /// Seed 003's article hash in seed layout.
     pub fn seed_article(&self, id: &ArticleId) -> String {
         self.k(format_args!("article:{id}"))
@@ -464,6 +471,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         r"^hot:articles:.+$",
         "zset",
         "seed layout only: the same for one category (as given)",
+        Ttl::None,
+        "none",
+        "seed.rs (every `seed_refresh_secs`)"
+    ),
+    key_spec!(
+        "layouts",
+        "seed:hot:categories",
+        r"^seed:hot:categories$",
+        "set",
+        "seed layout only: the categories whose `hot:articles:<category>` the last refresh wrote (the next refresh deletes those it no longer writes)",
         Ttl::None,
         "none",
         "seed.rs (every `seed_refresh_secs`)"

@@ -62,7 +62,7 @@ pub use keys::{
 };
 pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
-    crash_point, spawn_workers,
+    crash_point, decision_of, spawn_workers,
 };
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 

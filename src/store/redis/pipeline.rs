@@ -633,6 +633,16 @@ fn group_field<'a>(groups: &'a Value, group: &str, field: &str) -> Option<&'a Va
     })
 }
 
+/// What a verdict code of the filter stage (`v` of a flagged entry, the
+/// value of `pipe:verdict:<eventId>`) means: a verdict, or a refusal.
+pub fn decision_of(code: i64) -> Option<Result<Verdict, IngestReject>> {
+    match code {
+        5 => Some(Err(IngestReject::UnknownArticle)),
+        6 => Some(Err(IngestReject::TooManyArticles)),
+        c => super::verdict_of(c).map(Ok),
+    }
+}
+
 /// The Redis store with ingest through the pipeline: events are queued,
 /// everything else is the store's.
 pub struct PipelineStore {
@@ -682,11 +692,7 @@ impl Store for PipelineStore {
             .query_async(&mut con)
             .await
             .map_err(store_err)?;
-        Ok(code.and_then(|c| match c {
-            5 => Some(Err(IngestReject::UnknownArticle)),
-            6 => Some(Err(IngestReject::TooManyArticles)),
-            c => super::verdict_of(c).map(Ok),
-        }))
+        Ok(code.and_then(decision_of))
     }
 
     async fn pipeline_stats(&self) -> Result<Option<Json>, StoreError> {

@@ -589,21 +589,26 @@ impl RedisStore {
             }
         }
         let main = self.keys.seed_hot_articles(None);
-        let stale = self
-            .scan_all(&format!("{}*", self.keys.seed_hot_articles(Some(""))))
-            .await?;
+        let written = self.keys.seed_hot_categories();
+        let before: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(&written)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
         let mut pipe = redis::pipe();
         pipe.atomic();
         pipe.del(&main).ignore();
-        for k in &stale {
-            pipe.del(k).ignore();
+        for cat in &before {
+            pipe.del(self.keys.seed_hot_articles(Some(cat))).ignore();
         }
+        pipe.del(&written).ignore();
         if !all.is_empty() {
             pipe.zadd_multiple(&main, &all).ignore();
         }
         for (cat, items) in &by_category {
             pipe.zadd_multiple(self.keys.seed_hot_articles(Some(cat)), items)
                 .ignore();
+            pipe.sadd(&written, cat).ignore();
         }
         pipe.query_async::<()>(&mut con).await.map_err(store_err)?;
         Ok(all.len())
