@@ -597,3 +597,51 @@ fn readme_documents_every_pipeline_default() {
         assert!(readme.contains(&line), "README lacks `{line}`");
     }
 }
+
+/// Events the filter stage refuses (`require_known_articles`,
+/// `max_articles`) have no article to be tallied on: `/api/stats` counts
+/// them by reason in `pipeline.refused`, and nothing else changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_tallied_by_reason() {
+    let mut c = config(&unique_prefix(), pipe_config());
+    c.require_known_articles = true;
+    let pipe = Arc::new(IngestPipeline::new(redis_store(&c), c.pipeline.clone()));
+    pipe.ensure_groups().await.unwrap();
+    let store = PipelineStore::new(pipe.clone());
+    let known = ArticleId::from_number(1);
+    store
+        .put_article(known.clone(), ArticleMeta::default(), T0)
+        .await
+        .unwrap();
+    let events: Vec<Event> = (0..30u64)
+        .map(|i| Event {
+            kind: EventType::View,
+            article: ArticleId::from_number(i % 3),
+            visitor: u128::from(i),
+            ip: i,
+            ts: T0,
+            arrival_ms: T0 * 1000,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: false,
+        })
+        .collect();
+    store.enqueue(events, T0).await.unwrap();
+    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    eventually("drained", async || pipe.drained().await.unwrap()).await;
+    workers.stop().await;
+    let stats = store.pipeline_stats().await.unwrap().unwrap();
+    assert_eq!(
+        stats["refused"],
+        json!({"unknownArticle": 20, "tooManyArticles": 0})
+    );
+    assert_eq!(store.stats(T0, 1).await.unwrap().counted, 10);
+    assert!(
+        store
+            .article(&ArticleId::from_number(2), T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

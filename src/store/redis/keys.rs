@@ -835,6 +835,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "`gate.event_id_ttl_secs` (at least 60 s) after the latest copy was gated",
         "pipe_flag.lua"
     ),
+    key_spec!(
+        "pipeline",
+        "pipe:refused",
+        r"^pipe:refused$",
+        "hash",
+        "events the filter stage refused, by reason: `unknown_article` (`require_known_articles`), `too_many_articles` (`max_articles`); `pipeline.refused` in `/api/stats`",
+        Ttl::None,
+        "none",
+        "pipe_flag.lua"
+    ),
 ];
 
 /// The markdown table of one docs section, as docs/redis-keys.md holds it

@@ -7,6 +7,14 @@ for i, e in ipairs(ev) do
   redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
     't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id)
 end
+-- Refusals (no article to tally them on): per reason, for /api/stats.
+local unknown, full = 0, 0
+for i = 1, #ev do
+  local v = tonumber(verdicts[i])
+  if v == 5 then unknown = unknown + 1 elseif v == 6 then full = full + 1 end
+end
+if unknown > 0 then redis.call('HINCRBY', P .. 'pipe:refused', 'unknown_article', unknown) end
+if full > 0 then redis.call('HINCRBY', P .. 'pipe:refused', 'too_many_articles', full) end
 -- Verdicts by eventId (GET /api/events/{eventId}): counted if any copy
 -- counted, else the latest copy's; kept as long as eventIds are.
 local vttl = math.max(eid_ttl, 60)

@@ -12,6 +12,7 @@
 //! pending: a worker killed anywhere, or an entry delivered twice, changes
 //! no count.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -134,6 +135,11 @@ impl IngestPipeline {
     /// The verdict of the events carrying one eventId (pipe_flag.lua).
     pub fn verdict_key(&self, event_id: u128) -> String {
         format!("{}pipe:verdict:{event_id:032x}", self.store.keys.prefix)
+    }
+
+    /// Refusals by reason (pipe_flag.lua).
+    pub fn refused_key(&self) -> String {
+        format!("{}pipe:refused", self.store.keys.prefix)
     }
 
     pub fn flagged_key(&self, n: u32) -> String {
@@ -712,11 +718,21 @@ impl Store for PipelineStore {
             .archive_flushed_at()
             .await?
             .map(|t| (wall - t).max(0));
+        let refused: HashMap<String, u64> = redis::cmd("HGETALL")
+            .arg(self.pipe.refused_key())
+            .query_async(&mut self.inner().con())
+            .await
+            .map_err(store_err)?;
+        let reason = |r: &str| refused.get(r).copied().unwrap_or(0);
         Ok(Some(json!({
             "partitions": self.pipe.cfg.partitions,
             "backlog": backlog,
             "maxBacklog": self.pipe.cfg.max_backlog,
             "archiveAgeSeconds": archive_age,
+            "refused": {
+                "unknownArticle": reason("unknown_article"),
+                "tooManyArticles": reason("too_many_articles"),
+            },
             "lag": parts,
         })))
     }
