@@ -100,71 +100,65 @@ async fn make_embedded(s: StoreSettings) -> Harness {
     }
 }
 
+/// A Redis store on `opts` (with the pipeline in front when `piped`);
+/// `keep` is what keeps its server alive.
+async fn redis_harness(
+    opts: RedisOptions,
+    s: StoreSettings,
+    piped: bool,
+    keep: Box<dyn std::any::Any + Send>,
+) -> Harness {
+    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    let under_test: Arc<dyn Store> = if piped {
+        Arc::new(common::pipeline::inline_pipeline(store.clone()).await)
+    } else {
+        store.clone()
+    };
+    Harness {
+        store: under_test,
+        probe: Probe::Redis(store),
+        _keep: keep,
+    }
+}
+
 /// Each test gets a redis-server of its own (killed with the harness), so
 /// tests run in parallel without sharing keys.
-async fn make_redis(s: StoreSettings) -> Harness {
+async fn own_redis(s: StoreSettings, seed_layout: bool, piped: bool) -> Harness {
     let server = common::redis::RedisServer::start();
     let opts = RedisOptions {
         url: server.url(),
+        seed_layout,
         ..RedisOptions::default()
     };
-    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
-    Harness {
-        store: store.clone(),
-        probe: Probe::Redis(store),
-        _keep: Box::new(server),
-    }
+    redis_harness(opts, s, piped, Box::new(server)).await
+}
+
+async fn make_redis(s: StoreSettings) -> Harness {
+    own_redis(s, false, false).await
 }
 
 /// `[redis] layout = "seed"`: the seeds' keys beside hotrank's change
 /// nothing the contract promises.
 async fn make_redis_seed(s: StoreSettings) -> Harness {
-    let server = common::redis::RedisServer::start();
-    let opts = RedisOptions {
-        url: server.url(),
-        seed_layout: true,
-        ..RedisOptions::default()
-    };
-    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
-    Harness {
-        store: store.clone(),
-        probe: Probe::Redis(store),
-        _keep: Box::new(server),
-    }
+    own_redis(s, true, false).await
 }
 
 /// Seed 002's pipeline (issue 14): ingest queued, gated by the filter
 /// stage, applied by the count stage, drained after every call; the
 /// probe reads the gate state the filter stage keeps.
 async fn make_redis_pipeline(s: StoreSettings) -> Harness {
-    let server = common::redis::RedisServer::start();
-    let opts = RedisOptions {
-        url: server.url(),
-        ..RedisOptions::default()
-    };
-    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
-    Harness {
-        store: Arc::new(common::pipeline::DrainedPipeline::new(store.clone()).await),
-        probe: Probe::Redis(store),
-        _keep: Box::new(server),
-    }
+    own_redis(s, false, true).await
 }
 
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Harness {
-    let cluster = common::redis::RedisCluster::shared();
     let opts = RedisOptions {
-        url: cluster.url(),
+        url: common::redis::RedisCluster::shared().url(),
         prefix: common::redis::unique_prefix(),
         cluster: true,
         ..RedisOptions::default()
     };
-    let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
-    Harness {
-        store: store.clone(),
-        probe: Probe::Redis(store),
-        _keep: Box::new(()),
-    }
+    redis_harness(opts, s, false, Box::new(())).await
 }
 
 fn id(s: &str) -> ArticleId {

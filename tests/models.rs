@@ -29,30 +29,29 @@ async fn make_embedded(s: StoreSettings) -> Made {
     (Arc::new(EmbeddedStore::in_memory(s)), Box::new(()))
 }
 
-async fn make_redis(s: StoreSettings) -> Made {
-    let server = common::redis::RedisServer::start();
-    let opts = RedisOptions {
-        url: server.url(),
-        ..RedisOptions::default()
-    };
-    (
-        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
-        Box::new(server),
-    )
-}
-
-/// Seed 002's pipeline, drained after every ingest call (issue 14).
-async fn make_redis_pipeline(s: StoreSettings) -> Made {
+/// A redis-server of the test's own, with the pipeline in front when
+/// `piped` (drained after every ingest call, issue 14).
+async fn own_redis(s: StoreSettings, piped: bool) -> Made {
     let server = common::redis::RedisServer::start();
     let opts = RedisOptions {
         url: server.url(),
         ..RedisOptions::default()
     };
     let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
-    (
-        Arc::new(common::pipeline::DrainedPipeline::new(store).await),
-        Box::new(server),
-    )
+    let under_test: Arc<dyn Store> = if piped {
+        Arc::new(common::pipeline::inline_pipeline(store).await)
+    } else {
+        store
+    };
+    (under_test, Box::new(server))
+}
+
+async fn make_redis(s: StoreSettings) -> Made {
+    own_redis(s, false).await
+}
+
+async fn make_redis_pipeline(s: StoreSettings) -> Made {
+    own_redis(s, true).await
 }
 
 /// On the binary's shared 3-primary cluster, under a prefix of its own.

@@ -26,7 +26,7 @@ use serde_json::json;
 use common::redis::{RedisServer, unique_prefix};
 use common::{T0, TestServer, test_config};
 use hotrank::config::{Config, PipelineConfig, StoreKind};
-use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, ModelKind, RangeSpec};
+use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, ModelKind, RangeSpec, Verdict};
 use hotrank::store::redis::{IngestPipeline, PipelineStore, RedisOptions, RedisStore, Role};
 use hotrank::store::{Store, StoreSettings};
 
@@ -644,4 +644,33 @@ async fn refusals_are_tallied_by_reason() {
             .unwrap()
             .is_none()
     );
+}
+
+/// `PipelineStore::ingest` (the tools' path: verdicts now) queues, waits
+/// for its events' verdicts while workers of its own and others run, and
+/// answers only once they are applied: the verdicts are the direct
+/// store's for the same events, and the counts are visible on return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_answers_verdicts_once_applied() {
+    let mut pc = pipe_config();
+    pc.partitions = 1;
+    let pair = Pair::new(pc).await;
+    let store = PipelineStore::new(pair.pipe.clone());
+    let workers = hotrank::store::redis::spawn_workers(&pair.pipe, 1, 1);
+    let mut counted = 0;
+    for seed in 0..4 {
+        let evs = events(100 + seed, 150);
+        let want = pair.direct.ingest(evs.clone(), T0).await.unwrap();
+        let got = store.ingest(evs, T0).await.unwrap();
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.as_ref().map(|o| o.verdict), w.as_ref().map(|o| o.verdict));
+        }
+        counted += got
+            .iter()
+            .filter(|o| o.as_ref().is_ok_and(|o| o.verdict == Verdict::Counted))
+            .count() as u64;
+        assert_eq!(store.stats(T0, 1).await.unwrap().counted, counted);
+    }
+    workers.stop().await;
 }

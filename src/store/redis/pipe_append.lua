@@ -6,8 +6,9 @@
 -- stream, flagged stream, number of entries c, then 13 values per entry
 -- (now, then ingest.lua's 12 event fields).
 --
--- Returns the number of entries appended, or the error BACKLOG (nothing
--- appended) when a partition would pass the bound.
+-- Returns the ids of the entries appended (partition by partition, in
+-- the order given), or the error BACKLOG (nothing appended) when a
+-- partition would pass the bound.
 local bound = tonumber(ARGV[1])
 local m = tonumber(ARGV[2])
 local NAMES = { 'n', 'k', 'a', 'v', 'b', 'i', 't', 'c', 'r', 'e', 's', 'o', 'u' }
@@ -28,7 +29,7 @@ for _, p in ipairs(parts) do
     return redis.error_reply('BACKLOG the pipeline holds ' .. bound .. ' entries in a partition')
   end
 end
-local total = 0
+local ids = {}
 for _, p in ipairs(parts) do
   for i = 0, p.c - 1 do
     local args = { 'XADD', p.raw, '*' }
@@ -36,8 +37,7 @@ for _, p in ipairs(parts) do
       args[#args + 1] = NAMES[f]
       args[#args + 1] = ARGV[p.at + i * F + f - 1]
     end
-    redis.call(unpack(args))
+    ids[#ids + 1] = redis.call(unpack(args))
   end
-  total = total + p.c
 end
-return total
+return ids

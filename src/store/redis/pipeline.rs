@@ -187,13 +187,23 @@ impl IngestPipeline {
     /// Appends validated events to their partitions' raw streams, all or
     /// none; `Unavailable` (503) when a partition's backlog would pass
     /// `max_backlog`.
-    pub async fn append(&self, mut events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+    pub async fn append(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        self.append_placed(events, now).await.map(|_| ())
+    }
+
+    /// [`append`](Self::append), answering each event's partition and raw
+    /// entry id, in the order of `events`.
+    async fn append_placed(
+        &self,
+        mut events: Vec<Event>,
+        now: Timestamp,
+    ) -> Result<Vec<(u32, String)>, StoreError> {
         events.iter_mut().for_each(Event::clamp_to_arrival);
-        let mut parts: Vec<Vec<&Event>> = vec![Vec::new(); self.cfg.partitions as usize];
-        for ev in &events {
-            parts[self.partition_of(&ev.article) as usize].push(ev);
+        let mut parts: Vec<Vec<usize>> = vec![Vec::new(); self.cfg.partitions as usize];
+        for (i, ev) in events.iter().enumerate() {
+            parts[self.partition_of(&ev.article) as usize].push(i);
         }
-        let used: Vec<(u32, &Vec<&Event>)> = parts
+        let used: Vec<(u32, &Vec<usize>)> = parts
             .iter()
             .enumerate()
             .filter(|(_, p)| !p.is_empty())
@@ -201,26 +211,183 @@ impl IngestPipeline {
             .collect();
         let mut inv = self.scripts.append.prepare_invoke();
         inv.arg(self.cfg.max_backlog).arg(used.len());
-        for (n, part) in used {
-            inv.arg(self.raw_key(n))
-                .arg(self.flagged_key(n))
+        for (n, part) in &used {
+            inv.arg(self.raw_key(*n))
+                .arg(self.flagged_key(*n))
                 .arg(part.len());
-            for ev in part {
+            for &i in part.iter() {
                 inv.arg(now);
-                event_args!(inv, ev);
+                event_args!(inv, &events[i]);
             }
         }
         let mut con = self.store.con();
-        match inv.invoke_async::<i64>(&mut con).await {
-            Ok(_) => Ok(()),
+        let ids: Vec<String> = match inv.invoke_async(&mut con).await {
+            Ok(ids) => ids,
             Err(e) if e.code() == Some("BACKLOG") => {
                 metrics::counter!("hotrank_pipeline_refused_total").increment(events.len() as u64);
-                Err(StoreError::Unavailable(
+                return Err(StoreError::Unavailable(
                     "pipeline backlog is full; retry later".into(),
-                ))
+                ));
             }
-            Err(e) => Err(store_err(e)),
+            Err(e) => return Err(store_err(e)),
+        };
+        let mut placed = vec![(0, String::new()); events.len()];
+        let mut ids = ids.into_iter();
+        for (n, part) in used {
+            for &i in part {
+                let id = ids.next().ok_or_else(|| super::bad_reply("pipe_append"))?;
+                placed[i] = (n, id);
+            }
         }
+        Ok(placed)
+    }
+
+    /// Queues `events` as [`append`](Self::append) does and answers their
+    /// verdicts once each is decided and applied, running filter and count
+    /// steps itself meanwhile (consumer `inline-<pid>`): the path for
+    /// callers that need verdicts now (the CLI tools; the suites that run
+    /// unchanged on the pipeline). Verdicts are read back from the flagged
+    /// streams (`r` = the raw entry id). Answers `Unavailable` when they
+    /// are not all applied within `wait`.
+    pub async fn ingest_and_wait(
+        &self,
+        events: Vec<Event>,
+        now: Timestamp,
+        wait: Duration,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
+        let consumer = format!("inline-{}", std::process::id());
+        let mut marks = std::collections::BTreeMap::new();
+        for ev in &events {
+            let n = self.partition_of(&ev.article);
+            if let std::collections::btree_map::Entry::Vacant(e) = marks.entry(n) {
+                e.insert(self.newest_id(&self.flagged_key(n)).await?);
+            }
+        }
+        let placed = self.append_placed(events, now).await?;
+        let mut want: HashMap<String, usize> = placed
+            .iter()
+            .enumerate()
+            .map(|(i, (_, id))| (id.clone(), i))
+            .collect();
+        let mut codes = vec![0i64; placed.len()];
+        let mut ours: HashMap<u32, Vec<String>> = HashMap::new();
+        let deadline = Instant::now() + wait;
+        loop {
+            for (&n, mark) in marks.iter_mut() {
+                if want.is_empty() {
+                    break;
+                }
+                let mut con = self.store.con();
+                let v: Value = redis::cmd("XRANGE")
+                    .arg(self.flagged_key(n))
+                    .arg(format!("({mark}"))
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(self.cfg.batch.max(100))
+                    .query_async(&mut con)
+                    .await
+                    .map_err(store_err)?;
+                for (id, values) in parse_entries(&v)? {
+                    let raw = values.get(8).and_then(|r| std::str::from_utf8(r).ok());
+                    if let Some(i) = raw.and_then(|r| want.remove(r)) {
+                        codes[i] = values
+                            .first()
+                            .and_then(|c| std::str::from_utf8(c).ok()?.parse().ok())
+                            .ok_or_else(|| super::bad_reply("flagged entry"))?;
+                        ours.entry(n).or_default().push(id.clone());
+                    }
+                    *mark = id;
+                }
+            }
+            if want.is_empty() && self.applied(&ours).await? {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(StoreError::Unavailable(format!(
+                    "the pipeline did not process the events within {} s",
+                    wait.as_secs()
+                )));
+            }
+            let done = self.step(Role::Filter, &consumer, false).await?
+                + self.step(Role::Count, &consumer, false).await?;
+            if done == 0 {
+                tokio::time::sleep(Duration::from_millis(self.cfg.block_ms.max(1))).await;
+            }
+        }
+        codes
+            .into_iter()
+            .map(|c| {
+                let decision = decision_of(c).ok_or_else(|| super::bad_reply("verdict code"))?;
+                Ok(decision.map(|verdict| Outcome {
+                    verdict,
+                    pv: 0,
+                    uv: 0,
+                }))
+            })
+            .collect()
+    }
+
+    /// The newest entry id of a stream (`0-0` when empty).
+    async fn newest_id(&self, key: &str) -> Result<String, StoreError> {
+        let mut con = self.store.con();
+        let v: Value = redis::cmd("XREVRANGE")
+            .arg(key)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(parse_entries(&v)?
+            .into_iter()
+            .next()
+            .map_or_else(|| "0-0".to_string(), |(id, _)| id))
+    }
+
+    /// Whether the count group has applied every one of these flagged
+    /// entries (by partition): delivered, and none still pending.
+    async fn applied(&self, flagged: &HashMap<u32, Vec<String>>) -> Result<bool, StoreError> {
+        let mut con = self.store.con();
+        for (&n, ids) in flagged {
+            let key = self.flagged_key(n);
+            let (Some(first), Some(last)) = (
+                ids.iter().min_by_key(|i| stream_id(i)),
+                ids.iter().max_by_key(|i| stream_id(i)),
+            ) else {
+                continue;
+            };
+            let mut p = redis::pipe();
+            p.cmd("XINFO").arg("GROUPS").arg(&key);
+            p.cmd("XPENDING")
+                .arg(&key)
+                .arg(COUNT_GROUP)
+                .arg(first)
+                .arg(last)
+                .arg(ids.len());
+            let (groups, pending): (Value, Value) =
+                p.query_async(&mut con).await.map_err(store_err)?;
+            let delivered = group_field(&groups, COUNT_GROUP, "last-delivered-id")
+                .and_then(v_str)
+                .map_or((0, 0), stream_id);
+            if delivered < stream_id(last) {
+                return Ok(false);
+            }
+            let Value::Array(pending) = pending else {
+                return Err(super::bad_reply("XPENDING"));
+            };
+            let still: Vec<&str> = pending
+                .iter()
+                .filter_map(|e| match e {
+                    Value::Array(f) => f.first().and_then(v_str),
+                    _ => None,
+                })
+                .collect();
+            if ids.iter().any(|i| still.contains(&i.as_str())) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// One worker step: claims entries idle past `claim_idle_ms` (when
@@ -639,6 +806,12 @@ fn group_field<'a>(groups: &'a Value, group: &str, field: &str) -> Option<&'a Va
     })
 }
 
+/// A stream entry id (`ms-seq`) as numbers, for ordering.
+fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
 /// What a verdict code of the filter stage (`v` of a flagged entry, the
 /// value of `pipe:verdict:<eventId>`) means: a verdict, or a refusal.
 pub fn decision_of(code: i64) -> Option<Result<Verdict, IngestReject>> {
@@ -676,8 +849,11 @@ impl Store for PipelineStore {
         events: Vec<Event>,
         now: Timestamp,
     ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
-        // Callers that need verdicts now (CLI tools) get the direct path.
-        self.inner().ingest(events, now).await
+        // Callers that need verdicts now (CLI tools) wait for them, long
+        // enough for a crashed worker's entries to be claimed.
+        let wait = Duration::from_millis(self.pipe.cfg.claim_idle_ms.saturating_mul(2))
+            .max(Duration::from_secs(30));
+        self.pipe.ingest_and_wait(events, now, wait).await
     }
 
     fn queues(&self) -> bool {
