@@ -47,6 +47,22 @@ local function view_group(e)
   g.n = g.n + 1
   g[g.n] = e.vb
 end
+-- Numbers as strings, each formatted once per batch: hours and days in key
+-- names, counts and expiries as arguments (a Lua number concatenated or
+-- passed to redis.call is a floating-point sprintf each time).
+local NUMSTR = {}
+local function nstr(x)
+  local s = NUMSTR[x]
+  if not s then
+    s = tostring(x)
+    NUMSTR[x] = s
+  end
+  return s
+end
+local function ttl_s(expires_at)
+  return nstr(ttl(expires_at))
+end
+
 -- A group's views into an hourly or daily bucket and its sketch; the
 -- bucket's first field sets the expiry of both, after the PFADD that
 -- creates the sketch.
@@ -58,25 +74,13 @@ local function pfadd(hll, g)
   end
 end
 local function view_bucket(key, hll, expires_at, g)
-  local new = redis.call('HINCRBY', key, 'pv', g.n) == g.n
+  local new = redis.call('HINCRBY', key, 'pv', nstr(g.n)) == g.n
   pfadd(hll, g)
   if new then
-    local s = ttl(expires_at)
+    local s = ttl_s(expires_at)
     redis.call('EXPIRE', key, s)
     redis.call('EXPIRE', hll, s)
   end
-end
-
--- Hours and days as key parts, each formatted once per batch (a Lua
--- number in a key name is a sprintf each time).
-local NUMSTR = {}
-local function nstr(x)
-  local s = NUMSTR[x]
-  if not s then
-    s = tostring(x)
-    NUMSTR[x] = s
-  end
-  return s
 end
 
 local changed, changed_list = {}, {}
@@ -134,7 +138,7 @@ end
 
 for _, g in ipairs(vorder) do
   local a, h, d = g.art, nstr(g.hour), nstr(g.day)
-  redis.call('INCRBY', P .. 'counter:views:' .. a, g.n)
+  redis.call('INCRBY', P .. 'counter:views:' .. a, nstr(g.n))
   pfadd(P .. 'hll:uv:' .. a, g)
   view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
   view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
@@ -143,10 +147,10 @@ end
 for _, key in ipairs(key_order) do
   local is_new = false
   for field, by in pairs(per[key]) do
-    if redis.call('HINCRBY', key, field, by) == by then is_new = true end
+    if redis.call('HINCRBY', key, field, nstr(by)) == by then is_new = true end
   end
   -- (A bucket with views already has its expiry.)
-  if expiry[key] and is_new then redis.call('EXPIRE', key, ttl(expiry[key])) end
+  if expiry[key] and is_new then redis.call('EXPIRE', key, ttl_s(expiry[key])) end
 end
 
 -- Per batch, not per event: totals, the change log rankings follow, and
@@ -163,7 +167,7 @@ end
 
 if counted > 0 then
   redis.call('INCRBY', P .. 'stats:counted', counted)
-  local seq = redis.call('INCR', P .. 'changes:seq')
+  local seq = tostring(redis.call('INCR', P .. 'changes:seq'))
   for s = 1, #changed_list, SET_CHUNK do
     local args = {}
     for j = s, math.min(s + SET_CHUNK - 1, #changed_list) do

@@ -1,7 +1,10 @@
 -- hotrank: one event from the 12 arguments after A[b] (ingest.lua's
 -- layout: kind, article id, visitor hex, visitor bytes, ip hex, ts, rate
 -- clock (ms), arrival (s), eventId hex or '', dwell seconds, bot, trusted),
--- with its hour and day; nil when malformed.
+-- with its hour and day; nil when malformed. `tss`, `clocks` and `arrs`
+-- keep ts, clock and arrival as sent: values written back to Redis go as
+-- these strings (a Lua number passed to redis.call or concatenated is a
+-- floating-point sprintf each time).
 local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
 local function parse_event(A, b)
   local e = {
@@ -9,6 +12,7 @@ local function parse_event(A, b)
     iph = A[b + 5], ts = tonumber(A[b + 6]), clock = tonumber(A[b + 7]),
     arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = tonumber(A[b + 10]),
     bot = A[b + 11] == '1', trusted = A[b + 12] == '1',
+    tss = A[b + 6], clocks = A[b + 7], arrs = A[b + 8],
   }
   if not (KINDS[e.kind] and e.ts and e.clock and e.arrival and e.secs)
       or e.art == '' or e.vh == '' or e.iph == '' then

@@ -195,13 +195,13 @@ for i, e in ipairs(ev) do
     -- The window follows event time and restarts at each counted view.
     local last = dd_val[e.dkey]
     if not last then
-      dd_new = e.ts
+      dd_new = e.tss
     else
       last = tonumber(last)
       if math.abs(e.ts - last) < window then
         verdict = 1
       elseif e.ts > last then
-        dd_new = e.ts
+        dd_new = e.tss
       end
     end
   end
@@ -223,14 +223,14 @@ for i, e in ipairs(ev) do
   end
   if verdict == 0 then
     counted = counted + 1
-    if e.efield then put(EID, e.efield, e.arrival) end
+    if e.efield then put(EID, e.efield, e.arrs) end
     if dd_new then
       if dd_out[e.dkey] == nil then dd_out[#dd_out + 1] = e.dkey end
       dd_out[e.dkey] = true
       dd_val[e.dkey] = dd_new
     end
     if views then
-      views[#views + 1] = e.clock .. ',' .. e.art .. ';'
+      views[#views + 1] = e.clocks .. ',' .. e.art .. ';'
       beh = table.concat(views)
     end
     if not a.exists then

@@ -12,6 +12,9 @@ for i, e in ipairs(ev) do
   end
 end
 if batch_key then
-  redis.call('SET', batch_key, table.concat(out, ','), 'EX', BATCH_TTL)
+  -- (Through nstr: table.concat would format every number anew.)
+  local txt = {}
+  for j = 1, #out do txt[j] = nstr(out[j]) end
+  redis.call('SET', batch_key, table.concat(txt, ','), 'EX', BATCH_TTL)
 end
 return out
