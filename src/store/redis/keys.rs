@@ -837,6 +837,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
     ),
     key_spec!(
         "pipeline",
+        "pipe:waiters:<n>",
+        r"^pipe:waiters:[0-9]{1,4}$",
+        "zset",
+        "callers of `PipelineStore::ingest` (the tools' path) waiting for verdicts on flagged partition `n`: member `<token> <mark>`, score = deadline (ms); the count group's trim keeps every entry after a live mark",
+        Ttl::None,
+        "none (members removed by their caller, or by the trim past their deadline)",
+        "pipeline.rs (`ingest_and_wait`); pipe_trim.lua"
+    ),
+    key_spec!(
+        "pipeline",
         "pipe:refused",
         r"^pipe:refused$",
         "hash",

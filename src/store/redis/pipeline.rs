@@ -137,6 +137,12 @@ impl IngestPipeline {
         format!("{}pipe:verdict:{event_id:032x}", self.store.keys.prefix)
     }
 
+    /// Callers waiting for verdicts on flagged partition `n`: the count
+    /// group's trim keeps what follows their marks (pipe_trim.lua).
+    pub fn waiters_key(&self, n: u32) -> String {
+        format!("{}pipe:waiters:{n}", self.store.keys.prefix)
+    }
+
     /// Refusals by reason (pipe_flag.lua).
     pub fn refused_key(&self) -> String {
         format!("{}pipe:refused", self.store.keys.prefix)
@@ -263,6 +269,43 @@ impl IngestPipeline {
                 e.insert(self.newest_id(&self.flagged_key(n)).await?);
             }
         }
+        // Registered before the append: no trim drops an entry after a
+        // mark while its waiter lives (pipe_trim.lua).
+        let token = format!("{consumer}-{:016x}", rand::random::<u64>());
+        let deadline_ms = {
+            use crate::clock::Clock;
+            crate::clock::SystemClock.now_ms() + wait.as_millis() as i64 + 60_000
+        };
+        let members: Vec<(u32, String)> = marks
+            .iter()
+            .map(|(&n, mark)| (n, format!("{token} {mark}")))
+            .collect();
+        let mut p = redis::pipe();
+        for (n, m) in &members {
+            p.zadd(self.waiters_key(*n), m, deadline_ms).ignore();
+        }
+        p.query_async::<()>(&mut self.store.con())
+            .await
+            .map_err(store_err)?;
+        let answer = self.wait_for(marks, events, now, wait).await;
+        let mut p = redis::pipe();
+        for (n, m) in &members {
+            p.zrem(self.waiters_key(*n), m).ignore();
+        }
+        let _ = p.query_async::<()>(&mut self.store.con()).await;
+        answer
+    }
+
+    /// The rest of [`ingest_and_wait`](Self::ingest_and_wait), once its
+    /// marks are registered.
+    async fn wait_for(
+        &self,
+        mut marks: std::collections::BTreeMap<u32, String>,
+        events: Vec<Event>,
+        now: Timestamp,
+        wait: Duration,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
+        let consumer = format!("inline-{}", std::process::id());
         let placed = self.append_placed(events, now).await?;
         let mut want: HashMap<String, usize> = placed
             .iter()
@@ -586,6 +629,10 @@ impl IngestPipeline {
                 .prepare_invoke()
                 .arg(self.stream(role, n))
                 .arg(role.as_str())
+                .arg(match role {
+                    Role::Filter => String::new(),
+                    Role::Count => self.waiters_key(n),
+                })
                 .invoke_async(&mut con)
                 .await
                 .map_err(store_err)?;
