@@ -72,6 +72,12 @@ pub enum BuildPhase {
 /// use it to hold a build at a known point while ingest goes on).
 pub type BuildHook = Arc<dyn Fn(BuildPhase) + Send + Sync>;
 
+/// One hold of the state lock by a background step, since `held`.
+fn record_hold(what: &'static str, held: Instant) {
+    metrics::histogram!("hotrank_lock_hold_seconds", "what" => what)
+        .record(held.elapsed().as_secs_f64());
+}
+
 /// [`EmbeddedStore::warm`]: builds the default ranking (sharing a build a
 /// query started) and walks its first page.
 fn warm_default(
@@ -146,11 +152,13 @@ fn run_build(
     };
     loop {
         let mut guard = inner.lock();
+        let held = Instant::now();
         let i = &mut *guard;
         let step =
             (i.rankings).build_chunk(&mut f.build, &mut i.data, models, i.newest_event, chunk);
         // Hands the lock to a waiting writer rather than taking it back.
         parking_lot::MutexGuard::unlock_fair(guard);
+        record_hold("build", held);
         match step {
             Step::More => hook(BuildPhase::Scored(f.build.scored())),
             Step::Done => break,
@@ -162,6 +170,7 @@ fn run_build(
     let mut installed = false;
     loop {
         let mut guard = inner.lock();
+        let held = Instant::now();
         let i = &mut *guard;
         let step = if installed {
             (i.rankings).catch_up(&f.build, &mut i.data, models, i.newest_event, chunk)
@@ -170,6 +179,7 @@ fn run_build(
             i.rankings.install(&mut f.build)
         };
         parking_lot::MutexGuard::unlock_fair(guard);
+        record_hold("catch_up", held);
         match step {
             Step::More => {}
             Step::Done => break,
@@ -1495,7 +1505,8 @@ impl Store for EmbeddedStore {
             loop {
                 let done = {
                     let mut inner = self.inner.lock();
-                    let until = Instant::now() + ranking::BUILD_HOLD;
+                    let held = Instant::now();
+                    let until = held + ranking::BUILD_HOLD;
                     let chunk = self.settings.build_chunk;
                     let done = (inner.data).expire_articles(
                         now,
@@ -1505,6 +1516,7 @@ impl Store for EmbeddedStore {
                         Some(until),
                     );
                     parking_lot::MutexGuard::unlock_fair(inner);
+                    record_hold("retention", held);
                     done
                 };
                 if done {
