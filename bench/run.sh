@@ -122,6 +122,30 @@ if want 3; then
   bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 --duration-secs "$DUR" --json "$OUT/s3-query.json" --label query
   wait "$UPD"
   echo "p99 $(field "$OUT/s3-query.json" p99_us) us (goal <= 1000 us; Redis's own ZREVRANGE 0 19 on 1 M members: about 130 us); updates kept at $(field "$OUT/s3-updates.json" events_per_sec) events/s; RSS ${BASE} kB"
+  python3 -c "import json; d=json.load(open('$OUT/s3-updates.json')); print('ingest meanwhile (batches of 100): p50 %s us, p99 %s us, max %s us (goal: never waits > 10 ms for a ranking build)' % (d['p50_us'], d['p99_us'], d['max_us']))"
+  curl -s "127.0.0.1:$HP/metrics" | grep -E '^hotrank_lock_hold_seconds_(bucket|count)' > "$OUT/s3-holds.txt" || true
+  python3 - "$OUT/s3-holds.txt" <<'PY'
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r'hotrank_lock_hold_seconds_(\w+)\{(.*)\} (\S+)', line)
+    if m:
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        rows.setdefault(labels.get('what'), []).append((m.group(1), labels.get('le'), float(m.group(3))))
+for what, r in rows.items():
+    count = next(v for k, le, v in r if k == 'count')
+    under = [float(le) for k, le, v in r if k == 'bucket' and le != '+Inf' and v >= count]
+    print(f"state lock held by {what}: {int(count)} holds, all <= {min(under) if under else '+Inf'} s")
+PY
+  # The first query after a restart: stop (a snapshot), start, wait for
+  # /readyz, then one /api/hot.
+  stop_hotrank "$HPID"
+  T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s3"
+  until curl -sf "127.0.0.1:$HP/readyz" >/dev/null; do sleep 0.05; done
+  T1=$(date +%s.%N)
+  FIRST=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  SECOND=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  echo "restart: /readyz 200 after $(python3 -c "print(round(($T1-$T0)*1000))") ms; first /api/hot after it $(python3 -c "print(round($FIRST*1e6))") us, second $(python3 -c "print(round($SECOND*1e6))") us (curl, new connection each)"
   stop_hotrank "$HPID"
 fi
 

@@ -465,7 +465,7 @@ impl Default for RankingsConfig {
     fn default() -> Self {
         RankingsConfig {
             max_live: 64,
-            build_chunk: 8192,
+            build_chunk: 2048,
         }
     }
 }

@@ -265,13 +265,8 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     match config.store {
         StoreKind::Embedded => {
             let (store, report) = EmbeddedStore::open(Durability::from_config(config), settings)?;
-            let started = std::time::Instant::now();
-            let indexed = store.warm(SystemClock.now());
-            tracing::info!(
-                indexed,
-                ms = started.elapsed().as_millis() as u64,
-                "default ranking built"
-            );
+            // `/readyz` answers 503 until the default ranking is built.
+            store.warm_in_background(SystemClock.now());
             tracing::info!(
                 data_dir = %config.data_dir.display(),
                 snapshot_seq = ?report.snapshot_seq,

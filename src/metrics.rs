@@ -141,6 +141,12 @@ pub const FAMILIES: &[Family] = &[
         "Time to bring a ranking up to date for a query.",
     ),
     family(
+        "hotrank_lock_hold_seconds",
+        Histogram,
+        SECONDS,
+        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; retention: a chunk of the retention walk).",
+    ),
+    family(
         "hotrank_dedupe_entries",
         Gauge,
         COUNT,

@@ -37,6 +37,9 @@ async fn healthz() -> Json<Value> {
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     state.store.ready().await?;
+    if let Some(why) = state.store.warming() {
+        return Err(ApiError::Unavailable(why));
+    }
     Ok(Json(json!({"status": "ready"})))
 }
 

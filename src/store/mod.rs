@@ -327,6 +327,13 @@ pub trait Store: Send + Sync + 'static {
     /// `Ok` if the store can take writes and answer queries.
     async fn ready(&self) -> Result<(), StoreError>;
 
+    /// What the store still prepares after start before it should take
+    /// traffic (the embedded store's default ranking), if anything:
+    /// `/readyz` answers 503 meanwhile. Requests are served all the same.
+    fn warming(&self) -> Option<String> {
+        None
+    }
+
     /// Periodic upkeep: retention, expiry of gate state, re-scoring,
     /// snapshots. Called by the server every few seconds.
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError>;

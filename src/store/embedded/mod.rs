@@ -55,8 +55,143 @@ use crate::store::{
     cursor,
 };
 
-use ranking::{RankKey, Rankings};
+use ranking::{Build, Join, RankKey, Rankings, Step};
 use state::{Change, Data, Idx};
+
+/// Where a ranking build is, for [`EmbeddedStore::set_build_hook`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildPhase {
+    /// This many articles scored so far (the lock is released).
+    Scored(usize),
+    /// Every article scored and the index assembled off the lock; next it
+    /// is installed and the articles that changed meanwhile re-scored.
+    Assembled,
+}
+
+/// Called by ranking builds between their holds of the state lock (tests
+/// use it to hold a build at a known point while ingest goes on).
+pub type BuildHook = Arc<dyn Fn(BuildPhase) + Send + Sync>;
+
+/// One hold of the state lock by a background step, since `held`.
+fn record_hold(what: &'static str, held: Instant) {
+    metrics::histogram!("hotrank_lock_hold_seconds", "what" => what)
+        .record(held.elapsed().as_secs_f64());
+}
+
+/// [`EmbeddedStore::warm`]: builds the default ranking (sharing a build a
+/// query started) and walks its first page.
+fn warm_default(
+    inner: &Mutex<Inner>,
+    settings: &StoreSettings,
+    hook: Option<BuildHook>,
+    now: Timestamp,
+) -> usize {
+    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+    let key = EmbeddedStore::rank_key(&q);
+    loop {
+        let mut guard = inner.lock();
+        if guard.data.articles.is_empty() {
+            return 0;
+        }
+        match guard.rankings.join(&key, now) {
+            Join::Built => {
+                let i = &mut *guard;
+                let walk = pages::first_walk(&q, settings.ranking_cap);
+                let (models, newest) = (&settings.models, i.newest_event);
+                (i.rankings).top(&key, walk, &mut i.data, models, now, newest);
+                return i.rankings.sizes().1;
+            }
+            Join::Wait(signal) => {
+                drop(guard);
+                signal.wait_blocking();
+            }
+            Join::Start(signal) => {
+                drop(guard);
+                let b = Build::new(key.clone(), signal, now);
+                run_build(
+                    inner,
+                    &settings.models,
+                    settings.build_chunk,
+                    hook.clone(),
+                    b,
+                );
+            }
+        }
+    }
+}
+
+/// Builds a ranking off the state lock ([`Build`]): scores its articles a
+/// chunk per short hold of the lock, assembles the index with the lock
+/// released, installs it, and re-scores the articles that changed
+/// meanwhile. Wakes the queries waiting for it however it ends.
+fn run_build(
+    inner: &Mutex<Inner>,
+    models: &Models,
+    chunk: usize,
+    hook: Option<BuildHook>,
+    b: Build,
+) {
+    /// Wakes the waiters however the build ends (a panic included), and
+    /// drops a ranking left half-built so that the next query starts over.
+    struct Finish<'a> {
+        inner: &'a Mutex<Inner>,
+        build: Build,
+    }
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            self.inner.lock().rankings.abandon(&self.build);
+            self.build.signal().finish();
+        }
+    }
+    let started = Instant::now();
+    let mut f = Finish { inner, build: b };
+    let hook = |phase| {
+        if let Some(h) = &hook {
+            h(phase);
+        }
+    };
+    loop {
+        let mut guard = inner.lock();
+        let held = Instant::now();
+        let i = &mut *guard;
+        let step =
+            (i.rankings).build_chunk(&mut f.build, &mut i.data, models, i.newest_event, chunk);
+        // Hands the lock to a waiting writer rather than taking it back.
+        parking_lot::MutexGuard::unlock_fair(guard);
+        record_hold("build", held);
+        match step {
+            Step::More => hook(BuildPhase::Scored(f.build.scored())),
+            Step::Done => break,
+            Step::Gone => return,
+        }
+    }
+    f.build.assemble();
+    hook(BuildPhase::Assembled);
+    let mut installed = false;
+    loop {
+        let mut guard = inner.lock();
+        let held = Instant::now();
+        let i = &mut *guard;
+        let step = if installed {
+            (i.rankings).catch_up(&f.build, &mut i.data, models, i.newest_event, chunk)
+        } else {
+            installed = true;
+            i.rankings.install(&mut f.build)
+        };
+        parking_lot::MutexGuard::unlock_fair(guard);
+        record_hold("catch_up", held);
+        match step {
+            Step::More => {}
+            Step::Done => break,
+            Step::Gone => return,
+        }
+    }
+    tracing::debug!(
+        articles = f.build.scored(),
+        ms = started.elapsed().as_millis() as u64,
+        "ranking built"
+    );
+}
 
 /// How the embedded store persists.
 #[derive(Debug, Clone)]
@@ -373,7 +508,10 @@ pub struct RankingSizes {
 }
 
 pub struct EmbeddedStore {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
+    /// While the default ranking is built after open ([`Self::warm_in_background`]).
+    warming: Arc<std::sync::atomic::AtomicBool>,
+    build_hook: Arc<Mutex<Option<BuildHook>>>,
     wal: Option<Wal>,
     durability: Option<Durability>,
     /// The data directory's lock, held for the store's lifetime.
@@ -479,21 +617,93 @@ impl EmbeddedStore {
     /// Builds the ranking of the default `/api/hot` query (gravity over
     /// 72 h, no filter) at `now` and walks its first page once, so that the
     /// first query after a restart finds it built and its top bounds tight.
-    /// The server calls this after opening the store and before it listens,
-    /// so `/readyz` answers only after it. Returns the articles indexed.
+    /// Returns the articles indexed. Blocks; see
+    /// [`Self::warm_in_background`].
     pub fn warm(&self, now: Timestamp) -> usize {
-        let mut guard = self.inner.lock();
-        let i = &mut *guard;
-        if i.data.articles.is_empty() {
-            return 0;
+        warm_default(&self.inner, &self.settings, self.hook(), now)
+    }
+
+    /// [`Self::warm`] on a thread of its own: the server calls this after
+    /// opening the store and listens at once; [`Store::warming`] (and so
+    /// `/readyz`, 503) says so until the ranking is built.
+    pub fn warm_in_background(&self, now: Timestamp) {
+        use std::sync::atomic::Ordering;
+        if self.inner.lock().data.articles.is_empty() {
+            return;
         }
-        let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
-        let key = Self::rank_key(&q);
-        let (models, newest) = (&self.settings.models, i.newest_event);
-        (i.rankings).build(&key, &mut i.data, models, now, newest, usize::MAX);
-        let walk = pages::first_walk(&q, self.settings.ranking_cap);
-        (i.rankings).top(&key, walk, &mut i.data, models, now, newest);
-        i.rankings.sizes().1
+        self.warming.store(true, Ordering::SeqCst);
+        let (inner, settings, hook) = (self.inner.clone(), self.settings.clone(), self.hook());
+        let warming = self.warming.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hotrank-warm".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let indexed = warm_default(&inner, &settings, hook, now);
+                warming.store(false, Ordering::SeqCst);
+                tracing::info!(
+                    indexed,
+                    ms = started.elapsed().as_millis() as u64,
+                    "default ranking built: ready"
+                );
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the warm-up thread; the first query builds the default ranking");
+            self.warming.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Sets (or clears) the hook ranking builds call between their holds
+    /// of the state lock. For tests.
+    #[doc(hidden)]
+    pub fn set_build_hook(&self, hook: Option<BuildHook>) {
+        *self.build_hook.lock() = hook;
+    }
+
+    fn hook(&self) -> Option<BuildHook> {
+        self.build_hook.lock().clone()
+    }
+
+    /// Waits until the ranking `key` is built, starting its build on a
+    /// thread of its own if nobody has: then returns the state lock,
+    /// held, with the ranking built.
+    async fn built(&self, key: &RankKey, now: Timestamp) -> parking_lot::MutexGuard<'_, Inner> {
+        loop {
+            let signal = {
+                let mut guard = self.inner.lock();
+                match guard.rankings.join(key, now) {
+                    Join::Built => return guard,
+                    Join::Wait(signal) => signal,
+                    Join::Start(signal) => {
+                        let b = Build::new(key.clone(), signal.clone(), now);
+                        drop(guard);
+                        self.spawn_build(b);
+                        signal
+                    }
+                }
+            };
+            signal.wait().await;
+        }
+    }
+
+    fn spawn_build(&self, b: Build) {
+        let (key, signal) = (b.key().clone(), b.signal().clone());
+        let (inner, models, hook) = (
+            self.inner.clone(),
+            self.settings.models.clone(),
+            self.hook(),
+        );
+        let chunk = self.settings.build_chunk;
+        let spawned = std::thread::Builder::new()
+            .name("hotrank-rank-build".into())
+            .spawn(move || run_build(&inner, &models, chunk, hook, b));
+        if let Err(e) = spawned {
+            // The build went with the closure: give the ranking up, so its
+            // waiters wake and the next query tries again.
+            tracing::error!(error = %e, "cannot start a ranking build thread");
+            let b = Build::new(key, signal.clone(), 0);
+            self.inner.lock().rankings.abandon(&b);
+            signal.finish();
+        }
     }
 
     /// `hotrank repair`: rebuilds a data directory whose log is damaged.
@@ -563,7 +773,9 @@ impl EmbeddedStore {
         settings: StoreSettings,
     ) -> Self {
         EmbeddedStore {
-            inner: Mutex::new(Inner::new(data, settings.max_rankings)),
+            inner: Arc::new(Mutex::new(Inner::new(data, settings.max_rankings))),
+            warming: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            build_hook: Arc::new(Mutex::new(None)),
             wal,
             durability,
             _lock: lock,
@@ -864,6 +1076,73 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    /// The page of a `/api/hot` query over a built ranking, under the
+    /// state lock.
+    fn hot_page(
+        &self,
+        inner: &mut Inner,
+        q: &HotQuery,
+        key: &RankKey,
+        now: Timestamp,
+    ) -> Result<HotPage, StoreError> {
+        let models = &self.settings.models;
+        let cap = self.settings.ranking_cap;
+        let (snap_id, offset) = match &q.cursor {
+            None => {
+                let walk = pages::first_walk(q, cap);
+                let (items, at) =
+                    inner
+                        .rankings
+                        .top(key, walk, &mut inner.data, models, now, inner.newest_event);
+                match pages::first(key.clone(), q, cap, items, at) {
+                    First::Page(items) => {
+                        return Ok(HotPage {
+                            items: inner.page_items(
+                                &items,
+                                q.offset + 1,
+                                q.model,
+                                models,
+                                q.explain,
+                            ),
+                            generated_at: at,
+                            cursor: None,
+                        });
+                    }
+                    First::Snapshot(snap) => (inner.remember_cursor(snap, now), q.offset),
+                }
+            }
+            Some(c) => {
+                let (id, off) = cursor::parse_snapshot(c)?;
+                let snap = inner.cursors.get(&id).ok_or_else(|| {
+                    StoreError::InvalidCursor("cursor expired; start from the first page".into())
+                })?;
+                if !snap.snap.fits(key, q.per_author) {
+                    return Err(StoreError::InvalidCursor(
+                        "cursor belongs to a query with other parameters".into(),
+                    ));
+                }
+                (id, off)
+            }
+        };
+        let mut c = inner.cursors.remove(&snap_id).expect("just checked");
+        c.touched = now;
+        if let Some((walk, need)) = c.snap.extension(offset, q.limit, cap) {
+            let (fresh, _) =
+                inner
+                    .rankings
+                    .top(key, walk, &mut inner.data, models, now, inner.newest_event);
+            c.snap.extend(fresh, need, cap);
+        }
+        let (items, more) = c.snap.page(offset, q.limit, cap);
+        let page = HotPage {
+            items: inner.page_items(items, offset + 1, q.model, models, q.explain),
+            generated_at: c.snap.generated_at,
+            cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
+        };
+        inner.cursors.insert(snap_id, c);
+        Ok(page)
+    }
+
     fn rank_key(q: &HotQuery) -> RankKey {
         RankKey {
             model: q.model,
@@ -1016,83 +1295,17 @@ impl Store for EmbeddedStore {
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
-        let models = &self.settings.models;
-        let cap = self.settings.ranking_cap;
         let key = Self::rank_key(q);
-        // A ranking asked for the first time is built one chunk per hold
-        // of the lock, so ingest never waits for a whole build.
-        loop {
-            let built = {
-                let mut guard = self.inner.lock();
-                let i = &mut *guard;
-                let chunk = self.settings.build_chunk;
-                (i.rankings).build(&key, &mut i.data, models, now, i.newest_event, chunk)
-            };
-            if built {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-        let mut inner = self.inner.lock();
-        let inner = &mut *inner;
-        let (snap_id, offset) = match &q.cursor {
-            None => {
-                let walk = pages::first_walk(q, cap);
-                let (items, at) = inner.rankings.top(
-                    &key,
-                    walk,
-                    &mut inner.data,
-                    models,
-                    now,
-                    inner.newest_event,
-                );
-                match pages::first(key.clone(), q, cap, items, at) {
-                    First::Page(items) => {
-                        return Ok(HotPage {
-                            items: inner.page_items(
-                                &items,
-                                q.offset + 1,
-                                q.model,
-                                models,
-                                q.explain,
-                            ),
-                            generated_at: at,
-                            cursor: None,
-                        });
-                    }
-                    First::Snapshot(snap) => (inner.remember_cursor(snap, now), q.offset),
-                }
-            }
-            Some(c) => {
-                let (id, off) = cursor::parse_snapshot(c)?;
-                let snap = inner.cursors.get(&id).ok_or_else(|| {
-                    StoreError::InvalidCursor("cursor expired; start from the first page".into())
-                })?;
-                if !snap.snap.fits(&key, q.per_author) {
-                    return Err(StoreError::InvalidCursor(
-                        "cursor belongs to a query with other parameters".into(),
-                    ));
-                }
-                (id, off)
-            }
-        };
-        let mut c = inner.cursors.remove(&snap_id).expect("just checked");
-        c.touched = now;
-        if let Some((walk, need)) = c.snap.extension(offset, q.limit, cap) {
-            let (fresh, _) =
-                inner
-                    .rankings
-                    .top(&key, walk, &mut inner.data, models, now, inner.newest_event);
-            c.snap.extend(fresh, need, cap);
-        }
-        let (items, more) = c.snap.page(offset, q.limit, cap);
-        let page = HotPage {
-            items: inner.page_items(items, offset + 1, q.model, models, q.explain),
-            generated_at: c.snap.generated_at,
-            cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
-        };
-        inner.cursors.insert(snap_id, c);
-        Ok(page)
+        // A ranking asked for the first time is built off the lock (one
+        // build however many queries wait for it); then this hold of the
+        // lock walks it.
+        let mut guard = self.built(&key, now).await;
+        let page = self.hot_page(&mut guard, q, &key, now);
+        // Rankings evicted meanwhile are freed with the lock released.
+        let evicted = guard.rankings.take_evicted();
+        drop(guard);
+        drop(evicted);
+        page
     }
 
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
@@ -1269,6 +1482,11 @@ impl Store for EmbeddedStore {
         self.writable()
     }
 
+    fn warming(&self) -> Option<String> {
+        (self.warming.load(std::sync::atomic::Ordering::SeqCst))
+            .then(|| "warming up: building the default ranking".to_string())
+    }
+
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
         let started = Instant::now();
         // Retention walks every article: once a minute is plenty.
@@ -1281,16 +1499,44 @@ impl Store for EmbeddedStore {
             due
         };
         if sweep {
+            // Retention walks every article: a chunk of them per short hold
+            // of the state lock, so ingest never waits for the whole walk.
+            let mut walk = state::Sweep::default();
+            loop {
+                let done = {
+                    let mut inner = self.inner.lock();
+                    let held = Instant::now();
+                    let until = held + ranking::BUILD_HOLD;
+                    let chunk = self.settings.build_chunk;
+                    let done = (inner.data).expire_articles(
+                        now,
+                        &self.settings,
+                        &mut walk,
+                        chunk,
+                        Some(until),
+                    );
+                    parking_lot::MutexGuard::unlock_fair(inner);
+                    record_hold("retention", held);
+                    done
+                };
+                if done {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
             let mut inner = self.inner.lock();
-            inner.data.expire(now, &self.settings);
+            inner.data.expire_gate(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);
             inner.expire_cursors(now);
-            let sizes = inner.ranking_sizes();
+            let (rankings, entries) = inner.rankings.sizes();
             let (dedupe, event_ids, limiter_keys) = inner.data.gate_sizes();
-            metrics::gauge!("hotrank_articles").set(inner.data.live_articles() as f64);
-            metrics::gauge!("hotrank_rankings").set(sizes.rankings as f64);
-            metrics::gauge!("hotrank_ranking_entries").set(sizes.entries as f64);
-            metrics::gauge!("hotrank_window_cache_bytes").set(sizes.window_cache_bytes as f64);
+            let evicted = inner.rankings.take_evicted();
+            drop(inner);
+            drop(evicted);
+            metrics::gauge!("hotrank_articles").set(walk.live as f64);
+            metrics::gauge!("hotrank_rankings").set(rankings as f64);
+            metrics::gauge!("hotrank_ranking_entries").set(entries as f64);
+            metrics::gauge!("hotrank_window_cache_bytes").set(walk.window_cache_bytes as f64);
             metrics::gauge!("hotrank_dedupe_entries").set(dedupe as f64);
             metrics::gauge!("hotrank_event_ids").set(event_ids as f64);
             metrics::gauge!("hotrank_rate_limit_keys").set(limiter_keys as f64);

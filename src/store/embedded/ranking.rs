@@ -13,6 +13,8 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::model::{ArticleId, Counters, RangeSpec, Timestamp};
 use crate::rank::pages::SnapItem;
@@ -103,11 +105,12 @@ pub struct Ranking {
     order: BTreeSet<Entry>,
     bounds: HashMap<Idx, f64>,
     dirty: HashSet<Idx>,
-    /// While the first build runs: the next article to index. A build
-    /// takes the store's lock for one chunk of articles at a time, so
-    /// ingest never waits for a whole build; changes meanwhile mark
-    /// articles dirty as usual.
-    build_next: Option<Idx>,
+    /// While the ranking is built (off the store's lock, [`Build`]): what
+    /// its waiting queries wait on. Changes meanwhile mark articles dirty
+    /// as usual, and the build re-scores them before it says it is done.
+    building: Option<Arc<BuildSignal>>,
+    /// Whether a thread was started to build it.
+    build_started: bool,
     /// The newest time bounds were computed at: they hold from then on.
     bounds_at: Option<Timestamp>,
     last_used: Timestamp,
@@ -124,7 +127,8 @@ impl Ranking {
             order: BTreeSet::new(),
             bounds: HashMap::new(),
             dirty: HashSet::new(),
-            build_next: Some(0),
+            building: Some(Arc::new(BuildSignal::default())),
+            build_started: false,
             bounds_at: None,
             last_used: 0,
             used: 0,
@@ -156,46 +160,22 @@ impl Ranking {
         });
     }
 
-    /// Indexes the next `chunk` articles of a first build; `true` once
-    /// every article is indexed.
-    fn build_step(
-        &mut self,
-        data: &mut Data,
-        models: &Models,
-        at: Timestamp,
-        chunk: usize,
-    ) -> bool {
-        let Some(from) = self.build_next else {
-            return true;
-        };
-        let end = (from as usize)
-            .saturating_add(chunk)
-            .min(data.articles.len()) as Idx;
-        for idx in from..end {
-            if let Some(ex) = exact(data, idx, &self.key, models, at) {
-                self.remove(idx, data);
-                self.insert(idx, ex.bound, data);
-            }
-        }
-        self.bounds_at = Some(self.bounds_at.map_or(at, |b| b.max(at)));
-        if end as usize >= data.articles.len() {
-            self.build_next = None;
-            self.rebuilds += 1;
-            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
-            true
-        } else {
-            self.build_next = Some(end);
-            false
+    /// Re-scores one changed article.
+    fn refresh(&mut self, idx: Idx, data: &mut Data, models: &Models, at: Timestamp) {
+        self.remove(idx, data);
+        if let Some(ex) = exact(data, idx, &self.key, models, at) {
+            self.insert(idx, ex.bound, data);
         }
     }
 
     fn refresh_dirty(&mut self, data: &mut Data, models: &Models, now: Timestamp) {
         for idx in std::mem::take(&mut self.dirty) {
-            self.remove(idx, data);
-            if let Some(ex) = exact(data, idx, &self.key, models, now) {
-                self.insert(idx, ex.bound, data);
-            }
+            self.refresh(idx, data, models, now);
         }
+    }
+
+    fn is_building(&self, sig: &Arc<BuildSignal>) -> bool {
+        self.building.as_ref().is_some_and(|b| Arc::ptr_eq(b, sig))
     }
 
     /// Drives the threshold walk over the index at `at`, then writes the
@@ -233,12 +213,132 @@ impl Ranking {
     }
 }
 
+/// About the longest a build's catch-up or the retention sweep holds the
+/// store's lock at a time.
+pub const BUILD_HOLD: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A build is done once at most this many changed articles are left for
+/// the next query to re-score.
+const CATCH_UP_LEFT: usize = 256;
+
+/// Whether `BUILD_HOLD` is over, looked at every few articles.
+fn hold_over(started: Instant, done: usize) -> bool {
+    done % 64 == 63 && started.elapsed() >= BUILD_HOLD
+}
+
+/// Tells the queries waiting for a ranking that its build ended (built,
+/// or given up: they look again).
+#[derive(Default)]
+pub struct BuildSignal {
+    done: parking_lot::Mutex<bool>,
+    cond: parking_lot::Condvar,
+    notify: tokio::sync::Notify,
+}
+
+impl BuildSignal {
+    pub async fn wait(&self) {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if *self.done.lock() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    pub fn wait_blocking(&self) {
+        let mut done = self.done.lock();
+        while !*done {
+            self.cond.wait(&mut done);
+        }
+    }
+
+    pub fn finish(&self) {
+        *self.done.lock() = true;
+        self.cond.notify_all();
+        self.notify.notify_waiters();
+    }
+}
+
+/// How a query finds its ranking.
+pub enum Join {
+    /// Built: walk it now, under the same hold of the lock.
+    Built,
+    /// Being built: wait for the signal, then look again.
+    Wait(Arc<BuildSignal>),
+    /// New: the caller starts its build ([`Build`]), then waits.
+    Start(Arc<BuildSignal>),
+}
+
+/// Where a build is after one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    More,
+    Done,
+    /// The ranking was dropped meanwhile: nothing to build.
+    Gone,
+}
+
+/// A ranking's first build, run off the store's lock: each article is
+/// scored in chunks under short holds of the lock ([`Rankings::build_chunk`]),
+/// the index is assembled from the scores with the lock released
+/// ([`Build::assemble`]), installed under a short hold, and the articles
+/// that changed meanwhile (marked dirty, as for any ranking) are re-scored
+/// in chunks ([`Rankings::catch_up`]). Queries wait on the ranking's
+/// [`BuildSignal`] meanwhile: concurrent first queries share one build.
+pub struct Build {
+    key: RankKey,
+    signal: Arc<BuildSignal>,
+    now: Timestamp,
+    entries: Vec<Entry>,
+    next: Idx,
+    at: Option<Timestamp>,
+    order: Option<(BTreeSet<Entry>, HashMap<Idx, f64>)>,
+}
+
+impl Build {
+    pub fn new(key: RankKey, signal: Arc<BuildSignal>, now: Timestamp) -> Self {
+        Build {
+            key,
+            signal,
+            now,
+            entries: Vec::new(),
+            next: 0,
+            at: None,
+            order: None,
+        }
+    }
+
+    pub fn key(&self) -> &RankKey {
+        &self.key
+    }
+
+    pub fn signal(&self) -> &Arc<BuildSignal> {
+        &self.signal
+    }
+
+    /// Articles looked at so far.
+    pub fn scored(&self) -> usize {
+        self.next as usize
+    }
+
+    /// Sorts the scored articles into the index (with the lock released).
+    pub fn assemble(&mut self) {
+        let entries = std::mem::take(&mut self.entries);
+        let bounds = entries.iter().map(|e| (e.idx, e.bound)).collect();
+        self.order = Some((BTreeSet::from_iter(entries), bounds));
+    }
+}
+
 /// Every ranking that queries have asked for, created on first use, at
 /// most `max_live` of them (the least recently used goes first).
 pub struct Rankings {
     map: HashMap<RankKey, Ranking>,
     max_live: usize,
     uses: u64,
+    evicted: Vec<Ranking>,
 }
 
 impl Rankings {
@@ -247,6 +347,7 @@ impl Rankings {
             map: HashMap::new(),
             max_live: max_live.max(1),
             uses: 0,
+            evicted: Vec::new(),
         }
     }
 
@@ -277,11 +378,13 @@ impl Rankings {
             // Rankings still being built are kept (a query is waiting on
             // each), so the map may exceed the cap by the builds under way.
             let oldest = (self.map.iter())
-                .filter(|(_, r)| r.build_next.is_none())
+                .filter(|(_, r)| r.building.is_none())
                 .min_by_key(|(_, r)| r.used)
                 .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                self.map.remove(&k);
+            if let Some(k) = oldest
+                && let Some(r) = self.map.remove(&k)
+            {
+                self.evicted.push(r);
                 metrics::counter!("hotrank_ranking_evictions_total").increment(1);
             }
         }
@@ -294,25 +397,133 @@ impl Rankings {
         r
     }
 
-    /// Advances the first build of a ranking by one chunk of articles;
-    /// `true` once the ranking is built (then [`Rankings::top`] is cheap).
-    pub fn build(
-        &mut self,
-        key: &RankKey,
-        data: &mut Data,
-        models: &Models,
-        now: Timestamp,
-        newest_event: Timestamp,
-        chunk: usize,
-    ) -> bool {
+    /// Finds (or creates) the ranking a query at `now` asks for.
+    pub fn join(&mut self, key: &RankKey, now: Timestamp) -> Join {
         let r = self.get(key, now);
-        let at = rank::query_time(now, r.bounds_at, newest_event);
-        r.build_step(data, models, at, chunk)
+        match &r.building {
+            None => Join::Built,
+            Some(sig) if r.build_started => Join::Wait(sig.clone()),
+            Some(sig) => {
+                r.build_started = true;
+                Join::Start(sig.clone())
+            }
+        }
     }
 
-    /// Runs `walk` over a ranking at `now` (or later: [`rank::query_time`],
-    /// with `newest_event` the newest event time counted): the exact items
-    /// the walk asked for, and the time they are exact at.
+    /// Scores the next `chunk` articles of a build (`rankings.build_chunk`:
+    /// about a millisecond's worth by default).
+    pub fn build_chunk(
+        &mut self,
+        b: &mut Build,
+        data: &mut Data,
+        models: &Models,
+        newest_event: Timestamp,
+        chunk: usize,
+    ) -> Step {
+        if !self
+            .map
+            .get(&b.key)
+            .is_some_and(|r| r.is_building(&b.signal))
+        {
+            return Step::Gone;
+        }
+        let at = rank::query_time(b.now, b.at, newest_event);
+        let len = data.articles.len();
+        let mut done = 0;
+        while (b.next as usize) < len && done < chunk {
+            let idx = b.next;
+            if let Some(ex) = exact(data, idx, &b.key, models, at) {
+                b.entries.push(Entry {
+                    bound: ex.bound,
+                    id: data.article(idx).id.clone(),
+                    idx,
+                });
+            }
+            b.next += 1;
+            done += 1;
+        }
+        b.at = Some(at);
+        if b.next as usize >= len {
+            Step::Done
+        } else {
+            Step::More
+        }
+    }
+
+    /// Puts an assembled build in place (the articles that changed since
+    /// they were scored are still dirty: [`Rankings::catch_up`]).
+    pub fn install(&mut self, b: &mut Build) -> Step {
+        let Some(r) = self
+            .map
+            .get_mut(&b.key)
+            .filter(|r| r.is_building(&b.signal))
+        else {
+            return Step::Gone;
+        };
+        let (order, bounds) = b.order.take().expect("assembled before installing");
+        r.order = order;
+        r.bounds = bounds;
+        r.bounds_at = b.at;
+        Step::More
+    }
+
+    /// Re-scores the articles that changed during a build, at most `chunk`
+    /// and for about [`BUILD_HOLD`]; once few are left the ranking is built
+    /// and its waiting queries are woken.
+    pub fn catch_up(
+        &mut self,
+        b: &Build,
+        data: &mut Data,
+        models: &Models,
+        newest_event: Timestamp,
+        chunk: usize,
+    ) -> Step {
+        let Some(r) = self
+            .map
+            .get_mut(&b.key)
+            .filter(|r| r.is_building(&b.signal))
+        else {
+            return Step::Gone;
+        };
+        let at = rank::query_time(b.now, r.bounds_at, newest_event);
+        let started = Instant::now();
+        let mut done = 0;
+        while r.dirty.len() > CATCH_UP_LEFT && done < chunk {
+            let idx = *r.dirty.iter().next().expect("not empty");
+            r.dirty.remove(&idx);
+            r.refresh(idx, data, models, at);
+            if hold_over(started, done) {
+                break;
+            }
+            done += 1;
+        }
+        r.bounds_at = Some(r.bounds_at.map_or(at, |x| x.max(at)));
+        if r.dirty.len() > CATCH_UP_LEFT {
+            return Step::More;
+        }
+        r.building = None;
+        r.rebuilds += 1;
+        metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
+        Step::Done
+    }
+
+    /// After a build that ended without a ranking (it panicked): drops the
+    /// half-built ranking so that the next query starts another.
+    pub fn abandon(&mut self, b: &Build) {
+        if self
+            .map
+            .get(&b.key)
+            .is_some_and(|r| r.is_building(&b.signal))
+        {
+            self.map.remove(&b.key);
+        }
+    }
+
+    /// Runs `walk` over a built ranking at `now` (or later:
+    /// [`rank::query_time`], with `newest_event` the newest event time
+    /// counted): the exact items the walk asked for, and the time they are
+    /// exact at. The caller found it built ([`Join::Built`]) under the same
+    /// hold of the lock.
     pub fn top(
         &mut self,
         key: &RankKey,
@@ -324,19 +535,30 @@ impl Rankings {
     ) -> (Vec<SnapItem>, Timestamp) {
         let started = std::time::Instant::now();
         let r = self.get(key, now);
+        debug_assert!(r.building.is_none(), "top() on a ranking not built");
         let at = rank::query_time(now, r.bounds_at, newest_event);
-        // Built by `build` in chunks before; whatever is left (a ranking
-        // evicted between two pages of a cursor) is finished here.
-        r.build_step(data, models, at, usize::MAX);
         r.refresh_dirty(data, models, at);
         let items = r.walk(walk, data, models, at);
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
         (items, at)
     }
 
+    /// Rankings dropped since the last call: the caller frees them after
+    /// releasing the store's lock (freeing an index of a million entries
+    /// takes tens of milliseconds).
+    pub fn take_evicted(&mut self) -> Vec<Ranking> {
+        std::mem::take(&mut self.evicted)
+    }
+
     /// Drops rankings nobody asked for since `before`.
     pub fn evict_idle(&mut self, before: Timestamp) {
-        self.map.retain(|_, r| r.last_used >= before);
+        let idle: Vec<RankKey> = (self.map.iter())
+            .filter(|(_, r)| r.last_used < before && r.building.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in idle {
+            self.evicted.extend(self.map.remove(&k));
+        }
     }
 
     /// Sizes for metrics: (rankings, entries).

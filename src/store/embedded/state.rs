@@ -491,6 +491,15 @@ pub struct Data {
     bot_quarantine_ms: i64,
 }
 
+/// Where a chunked retention walk over the articles is
+/// ([`Data::expire_articles`]), and what it saw.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sweep {
+    pub next: usize,
+    pub live: usize,
+    pub window_cache_bytes: usize,
+}
+
 /// What `apply` changed, for the rankings to follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -812,15 +821,44 @@ impl Data {
 
     /// Retention and expiry of gate state.
     pub fn expire(&mut self, now: Timestamp, s: &StoreSettings) {
+        let mut sweep = Sweep::default();
+        while !self.expire_articles(now, s, &mut sweep, usize::MAX, None) {}
+        self.expire_gate(now, s);
+    }
+
+    /// Retention for the next articles of `sweep`: at most `chunk`, and
+    /// until `until` if given (checked every few articles); `true` once
+    /// every article is done. Tallies live articles and window caches.
+    pub fn expire_articles(
+        &mut self,
+        now: Timestamp,
+        s: &StoreSettings,
+        sweep: &mut Sweep,
+        chunk: usize,
+        until: Option<std::time::Instant>,
+    ) -> bool {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         let voting = s.models.votes.window_secs();
-        for a in &mut self.articles {
+        let end = sweep.next.saturating_add(chunk).min(self.articles.len());
+        for (n, a) in self.articles[sweep.next..end].iter_mut().enumerate() {
             a.expire(first_hour);
             // Seed 003: once voting closes the voter set is freed.
             if !a.voters.is_empty() && now - a.meta.published_at >= voting {
                 a.voters = KeyedSet::default();
             }
+            sweep.live += usize::from(!a.deleted);
+            sweep.window_cache_bytes += a.window_cache_bytes();
+            sweep.next += 1;
+            if n % 64 == 63 && until.is_some_and(|t| std::time::Instant::now() >= t) {
+                break;
+            }
         }
+        sweep.next >= self.articles.len()
+    }
+
+    /// Expiry of the gate's state and of old quarantine tallies.
+    pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
+        let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
         // Views back-dated by more than an hour past the window may escape
         // dedupe once their pair's entry is gone; see docs/design.md.
