@@ -758,8 +758,7 @@ impl Config {
                 ac.flush_secs
             ));
         }
-        if ac.evict_after_secs != 0 && !(3600..=10 * 366 * 86_400).contains(&ac.evict_after_secs)
-        {
+        if ac.evict_after_secs != 0 && !(3600..=10 * 366 * 86_400).contains(&ac.evict_after_secs) {
             return Err(format!(
                 "archive.evict_after_secs = {} is invalid: must be 0 (never) or in 3600..=316224000",
                 ac.evict_after_secs

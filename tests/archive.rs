@@ -1122,13 +1122,19 @@ async fn article_keys(server: &RedisServer, prefix: &str) -> Vec<(String, String
     let mut out = Vec::new();
     for k in names {
         let rest = &k[prefix.len()..];
-        if ["hot:", "changes", "cursor:", "archive:", "clock", "gate:", "stats:"]
-            .iter()
-            .any(|p| rest.starts_with(p))
+        if [
+            "hot:", "changes", "cursor:", "archive:", "clock", "gate:", "stats:",
+        ]
+        .iter()
+        .any(|p| rest.starts_with(p))
         {
             continue;
         }
-        let t: String = redis::cmd("TYPE").arg(&k).query_async(&mut c).await.unwrap();
+        let t: String = redis::cmd("TYPE")
+            .arg(&k)
+            .query_async(&mut c)
+            .await
+            .unwrap();
         let v = match t.as_str() {
             "string" => {
                 let b: Vec<u8> = c.get(&k).await.unwrap();
@@ -1212,19 +1218,44 @@ async fn eviction_then_restore_changes_nothing() {
     let sketch_before = redis_get(server, &format!("{p}hll:uv:art3")).await.unwrap();
     let count_before = pfcount(server, &format!("{p}hll:uv:art3")).await;
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
-    assert_eq!(evicted(server, &store).await, fed_ids(), "every idle article");
+    assert_eq!(
+        evicted(server, &store).await,
+        fed_ids(),
+        "every idle article"
+    );
     // Their counters, sketches and buckets are gone; meta stays.
     let left = article_keys(server, &p).await;
-    assert!(left.len() < keys_before.len(), "{} of {}", left.len(), keys_before.len());
-    for gone in ["counter:views:", "counter:article:", "bucket:d:", "hll:uv:d:"] {
+    assert!(
+        left.len() < keys_before.len(),
+        "{} of {}",
+        left.len(),
+        keys_before.len()
+    );
+    for gone in [
+        "counter:views:",
+        "counter:article:",
+        "bucket:d:",
+        "hll:uv:d:",
+    ] {
         assert!(
             !left.iter().any(|(k, _)| k[p.len()..].starts_with(gone)),
             "{gone}* evicted"
         );
     }
-    assert!(redis_get(server, &format!("{p}hll:uv:art3")).await.is_none());
-    assert!(redis_get(server, &format!("{p}counter:views:art3")).await.is_none());
-    assert!(left.iter().any(|(k, _)| k == &format!("{p}meta:article:art3")));
+    assert!(
+        redis_get(server, &format!("{p}hll:uv:art3"))
+            .await
+            .is_none()
+    );
+    assert!(
+        redis_get(server, &format!("{p}counter:views:art3"))
+            .await
+            .is_none()
+    );
+    assert!(
+        left.iter()
+            .any(|(k, _)| k == &format!("{p}meta:article:art3"))
+    );
 
     // Restored (as a reader would), the keys are what they were.
     let all: Vec<ArticleId> = fed_ids().iter().map(|a| id(a)).collect();
@@ -1240,14 +1271,25 @@ async fn eviction_then_restore_changes_nothing() {
         sketch_before,
         "sketch bytes"
     );
-    assert_eq!(pfcount(server, &format!("{p}hll:uv:art3")).await, count_before);
-    assert_same(&want, &answers(store.as_ref(), now, true).await, "after restore");
+    assert_eq!(
+        pfcount(server, &format!("{p}hll:uv:art3")).await,
+        count_before
+    );
+    assert_same(
+        &want,
+        &answers(store.as_ref(), now, true).await,
+        "after restore",
+    );
 
     // Evicted again, the readers restore by themselves: the same answers.
     clock.set(now + 2 * HOUR);
     w.flush(&archive).await.unwrap();
     assert_eq!(evicted(server, &store).await, fed_ids());
-    assert_same(&want, &answers(store.as_ref(), now, true).await, "restored by readers");
+    assert_same(
+        &want,
+        &answers(store.as_ref(), now, true).await,
+        "restored by readers",
+    );
     assert_eq!(
         evicted(server, &store).await,
         ["art7"],
@@ -1286,7 +1328,7 @@ async fn changed_or_unarchived_articles_stay() {
         .unwrap();
     let _: () = c.srem(store.keys().archive_dirty(), "d2").await.unwrap();
     assert_eq!(dirty(server, &store).await, ["d1"]);
-    let d1_before = article_keys(server, &format!("{p}")).await;
+    let d1_before = article_keys(server, &p).await;
     // The eviction step itself, as a round reaches it with d1 changed.
     let ids = [id("d0"), id("d1"), id("d2")];
     let records = store.eviction_records(&ids, later).await.unwrap();
@@ -1395,25 +1437,34 @@ async fn concurrent_events_restore_exactly_once() {
         v
     };
     // A second node on the same prefix, with its own archive pool.
-    let other = Arc::new(RedisStore::connect(
-        RedisOptions {
-            url: server.url(),
-            prefix: p.clone(),
-            ..RedisOptions::default()
-        },
-        StoreSettings::default(),
-    )
-    .unwrap());
+    let other = Arc::new(
+        RedisStore::connect(
+            RedisOptions {
+                url: server.url(),
+                prefix: p.clone(),
+                ..RedisOptions::default()
+            },
+            StoreSettings::default(),
+        )
+        .unwrap(),
+    );
     other.set_archive(schema.archive().await);
     let (tasks, batches, per) = (8u64, 10u64, 4u64);
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let node = if t % 2 == 0 { store.clone() } else { other.clone() };
+        let node = if t % 2 == 0 {
+            store.clone()
+        } else {
+            other.clone()
+        };
         handles.push(tokio::spawn(async move {
             for b in 0..batches {
                 let ev = views(&arts, per, 100 + t * batches + b, now);
                 let out = node.ingest(ev, now).await.unwrap();
-                assert!(out.iter().all(|o| o.as_ref().unwrap().verdict == Verdict::Counted));
+                assert!(
+                    out.iter()
+                        .all(|o| o.as_ref().unwrap().verdict == Verdict::Counted)
+                );
                 if b % 3 == 0 {
                     // Readers racing the writers.
                     node.article(&id(arts[b as usize % 3]), now).await.unwrap();

@@ -185,7 +185,10 @@ impl RedisStore {
             .query_async(&mut self.con())
             .await
             .map_err(store_err)?;
-        Ok(ids.iter().filter_map(|i| ArticleId::parse(i).ok()).collect())
+        Ok(ids
+            .iter()
+            .filter_map(|i| ArticleId::parse(i).ok())
+            .collect())
     }
 
     /// Forgets ids with nothing in Redis to evict (no meta).
@@ -261,11 +264,11 @@ impl RedisStore {
         for a in &args {
             inv.arg(a);
         }
-        let gone: Vec<String> = inv
-            .invoke_async(&mut self.con())
-            .await
-            .map_err(store_err)?;
-        Ok(gone.iter().filter_map(|i| ArticleId::parse(i).ok()).collect())
+        let gone: Vec<String> = inv.invoke_async(&mut self.con()).await.map_err(store_err)?;
+        Ok(gone
+            .iter()
+            .filter_map(|i| ArticleId::parse(i).ok())
+            .collect())
     }
 
     /// Which of `ids` are evicted (one `SMISMEMBER`).
@@ -356,10 +359,7 @@ impl RedisStore {
                     inv.arg(a);
                 }
             }
-            let done: i64 = inv
-                .invoke_async(&mut self.con())
-                .await
-                .map_err(store_err)?;
+            let done: i64 = inv.invoke_async(&mut self.con()).await.map_err(store_err)?;
             if done == 1 {
                 restored += 1;
                 metrics::counter!("hotrank_archive_restored_total").increment(1);

@@ -195,7 +195,14 @@ pub fn ingest_script() -> Script {
 /// [`ingest_script`] with more counter writes (`extra` chunks) after
 /// `apply.lua`: seed layout's keys (seed.rs).
 fn ingest_script_with(extra: &[&str]) -> Script {
-    let mut parts = vec![EVENT, include_str!("ingest.lua"), EVICTED, COMMON, GATE, APPLY];
+    let mut parts = vec![
+        EVENT,
+        include_str!("ingest.lua"),
+        EVICTED,
+        COMMON,
+        GATE,
+        APPLY,
+    ];
     parts.extend_from_slice(extra);
     parts.push(include_str!("reply.lua"));
     chunks(&parts)
