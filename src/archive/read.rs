@@ -82,9 +82,7 @@ impl Archive {
         let mut after = String::new();
         let mut n = 0u64;
         loop {
-            let page = self
-                .articles_where(Cond::After(&after), self.batch)
-                .await?;
+            let page = self.articles_where(Cond::After(&after), self.batch).await?;
             let Some(Record::Article { id, .. }) = page.last() else {
                 break;
             };

@@ -352,10 +352,7 @@ impl RedisStore {
                 .map_err(store_err)?;
             let mut pipe = redis::pipe();
             for (keys, args) in &calls {
-                let c = pipe
-                    .cmd("EVALSHA")
-                    .arg(RESTORE.get_hash())
-                    .arg(keys.len());
+                let c = pipe.cmd("EVALSHA").arg(RESTORE.get_hash()).arg(keys.len());
                 for k in keys {
                     c.arg(&k[..]);
                 }

@@ -712,22 +712,26 @@ pub(super) fn article_writes(
     if !lifetime.uv.is_empty() {
         pipe.set(keys.uv(id), bytes_from_b64(&lifetime.uv)?);
     }
-    // Hours Redis keeps; days from the record or derived.
+    // Hours Redis keeps; days from the record or derived (only those the
+    // record lacks: a merge of sketches is not free).
+    let have: std::collections::HashSet<i64> = days.iter().map(|b| b.at).collect();
     let mut derived: BTreeMap<i64, (DumpCounters, Hll)> = BTreeMap::new();
     for b in hours {
         let d = b.at.div_euclid(24);
-        let e = derived
-            .entry(d)
-            .or_insert_with(|| (DumpCounters::default(), Hll::new()));
-        e.0.pv += b.c.pv;
-        e.0.likes += b.c.likes;
-        e.0.comments += b.c.comments;
-        e.0.favorites += b.c.favorites;
-        e.0.shares += b.c.shares;
-        e.0.dwell_seconds += b.c.dwell_seconds;
-        e.0.dwell_reports += b.c.dwell_reports;
-        if b.c.pv > 0 {
-            e.1.merge(&hll_from_b64(&b.c.uv)?);
+        if !have.contains(&d) && (d + 1) * 86_400 + dkeep > now {
+            let e = derived
+                .entry(d)
+                .or_insert_with(|| (DumpCounters::default(), Hll::new()));
+            e.0.pv += b.c.pv;
+            e.0.likes += b.c.likes;
+            e.0.comments += b.c.comments;
+            e.0.favorites += b.c.favorites;
+            e.0.shares += b.c.shares;
+            e.0.dwell_seconds += b.c.dwell_seconds;
+            e.0.dwell_reports += b.c.dwell_reports;
+            if b.c.pv > 0 {
+                e.1.merge(&hll_from_b64(&b.c.uv)?);
+            }
         }
         if b.at <= oldest {
             continue;
@@ -757,10 +761,8 @@ pub(super) fn article_writes(
         })
         .collect::<Result<_, String>>()?;
     for (d, (c, h)) in derived {
-        if !days.iter().any(|b| b.at == d) {
-            let img = (c.pv > 0).then(|| h.to_bytes());
-            day_buckets.push((d, c, img));
-        }
+        let img = (c.pv > 0).then(|| h.to_bytes());
+        day_buckets.push((d, c, img));
     }
     for (d, c, img) in day_buckets {
         let expires_at = (d + 1) * 86_400 + dkeep;
