@@ -1009,6 +1009,17 @@ mod tests {
         let mut bad = c.clone();
         bad.archive.schema = "1abc".into();
         assert!(bad.validate().unwrap_err().contains("archive.schema"));
+        assert_eq!(c.archive.evict_after_secs, 604_800);
+        let mut ok = c.clone();
+        ok.archive.evict_after_secs = 0;
+        ok.validate().unwrap();
+        let mut bad = c.clone();
+        bad.archive.evict_after_secs = 60;
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("archive.evict_after_secs")
+        );
         let mut bad = c;
         bad.archive.batch_articles = 0;
         assert!(

@@ -309,9 +309,16 @@ pub fn spawn_writer(
     if ac.url.is_empty() || ac.flush_secs == 0 {
         return None;
     }
+    // The seed layout's own scripts read the seeds' keys directly and know
+    // no tombstones: nothing is evicted there.
+    let evict_after = if store.options().seed_layout {
+        0
+    } else {
+        ac.evict_after_secs
+    };
     let writer = Arc::new(
         ArchiveWriter::new(store, pipe, ac.flush_secs, Arc::new(SystemClock))
-            .evict_after(ac.evict_after_secs),
+            .evict_after(evict_after),
     );
     let stop = Arc::new(AtomicBool::new(false));
     let handle = tokio::spawn(
