@@ -1,6 +1,8 @@
 //! Archive writer cost: one flush of N changed articles (take the changed
 //! set, read the articles from Redis, upsert them), first into an empty
-//! archive, then again after a tenth of them changed.
+//! archive, then again after a tenth of them changed; then eviction of
+//! all N (idle past `evict_after`) and their restore, once by one event
+//! each, once by `GET /api/articles/{id}` (the store's `article`) each.
 //!
 //! ```text
 //! HOTRANK_REDIS_URL=redis://127.0.0.1:6391/ cargo run --release --example archive_flush -- [articles] [hours]
@@ -107,7 +109,8 @@ async fn main() {
     })
     .await
     .unwrap();
-    let w = ArchiveWriter::new(store.clone(), None, 10, Arc::new(ManualClock::at(T0)));
+    let clock = Arc::new(ManualClock::at(T0));
+    let w = ArchiveWriter::new(store.clone(), None, 10, clock.clone()).evict_after(3600);
     let t = Instant::now();
     let f = w.flush(&archive).await.unwrap();
     let first = t.elapsed().as_secs_f64();
@@ -126,6 +129,73 @@ async fn main() {
     println!(
         "second flush: {f:?} (a tenth changed) in {second:.3} s = {:.0} articles/s",
         changed as f64 / second
+    );
+
+    // Eviction and restore: idle for two hours (evict_after = 1 h).
+    let mut now = T0;
+    let mut evict = |what: &str| {
+        now += 2 * 3600;
+        clock.set(now);
+        let (w, archive, what) = (&w, &archive, what.to_string());
+        async move {
+            let t = Instant::now();
+            w.flush(archive).await.unwrap();
+            let s = t.elapsed().as_secs_f64();
+            println!(
+                "evict {n} ({what}): {s:.3} s = {:.3} ms/article",
+                s * 1000.0 / n as f64
+            );
+            now
+        }
+    };
+    let at = evict("first").await;
+    let t = Instant::now();
+    for chunk in views(0..n, 1, 3).chunks(1000) {
+        store.ingest(chunk.to_vec(), at).await.unwrap();
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "restore {n} by events (4 views each, batches of 1000): {s:.3} s = {:.3} ms/article",
+        s * 1000.0 / n as f64
+    );
+    // The same again on resident articles: what the events cost alone.
+    let t = Instant::now();
+    for chunk in views(0..n, 1, 4).chunks(1000) {
+        store.ingest(chunk.to_vec(), at).await.unwrap();
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "  baseline: the same events on resident articles: {s:.3} s = {:.3} ms/article",
+        s * 1000.0 / n as f64
+    );
+    // Archive what the events changed, then evict again.
+    evict("flush after events").await;
+    let at = evict("second").await;
+    let t = Instant::now();
+    for a in 0..n {
+        let v = store
+            .article(&ArticleId::from_number(a as u64), at)
+            .await
+            .unwrap();
+        assert!(v.is_some());
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "restore {n} by GET (one after another): {s:.3} s = {:.3} ms/article",
+        s * 1000.0 / n as f64
+    );
+    let t = Instant::now();
+    for a in 0..n {
+        let v = store
+            .article(&ArticleId::from_number(a as u64), at)
+            .await
+            .unwrap();
+        assert!(v.is_some());
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "  baseline: the same GETs on resident articles: {s:.3} s = {:.3} ms/article",
+        s * 1000.0 / n as f64
     );
     archive.close().await;
     let mut c = sqlx::PgConnection::connect(&pg).await.unwrap();

@@ -283,6 +283,11 @@ pub struct ArchiveConfig {
     /// changed article to the archive this often (seconds; one node at a
     /// time); 0: never.
     pub flush_secs: u64,
+    /// With a writer running: articles with no change (and no restore)
+    /// for this long are dropped from Redis once the archive holds their
+    /// latest state, and restored from it when needed (seconds; default
+    /// 7 days; 0: never evict). docs/design.md, "Eviction and restore".
+    pub evict_after_secs: u64,
 }
 
 impl Default for ArchiveConfig {
@@ -294,6 +299,7 @@ impl Default for ArchiveConfig {
             max_connections: 4,
             connect_timeout_ms: 5000,
             flush_secs: 10,
+            evict_after_secs: 7 * 86_400,
         }
     }
 }
@@ -752,6 +758,12 @@ impl Config {
                 ac.flush_secs
             ));
         }
+        if ac.evict_after_secs != 0 && !(3600..=10 * 366 * 86_400).contains(&ac.evict_after_secs) {
+            return Err(format!(
+                "archive.evict_after_secs = {} is invalid: must be 0 (never) or in 3600..=316224000",
+                ac.evict_after_secs
+            ));
+        }
         if ac.max_connections == 0 || ac.connect_timeout_ms == 0 {
             return Err(
                 "archive.max_connections and archive.connect_timeout_ms must be > 0".into(),
@@ -997,6 +1009,17 @@ mod tests {
         let mut bad = c.clone();
         bad.archive.schema = "1abc".into();
         assert!(bad.validate().unwrap_err().contains("archive.schema"));
+        assert_eq!(c.archive.evict_after_secs, 604_800);
+        let mut ok = c.clone();
+        ok.archive.evict_after_secs = 0;
+        ok.validate().unwrap();
+        let mut bad = c.clone();
+        bad.archive.evict_after_secs = 60;
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .contains("archive.evict_after_secs")
+        );
         let mut bad = c;
         bad.archive.batch_articles = 0;
         assert!(

@@ -348,6 +348,24 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Archive flushes that failed (their ids went back to the changed set).",
     ),
+    family(
+        "hotrank_archive_evicted_total",
+        Counter,
+        COUNT,
+        "Articles the archive writer dropped from Redis after archiving them whole (unchanged for archive.evict_after_secs).",
+    ),
+    family(
+        "hotrank_archive_restored_total",
+        Counter,
+        COUNT,
+        "Evicted articles this node put back into Redis from the archive (an event, vote, read or ranking needed one).",
+    ),
+    family(
+        "hotrank_archive_restore_seconds",
+        Histogram,
+        SECONDS,
+        "Time to restore one evicted article: read its archived record, write it back with restore.lua.",
+    ),
 ];
 
 /// Gives every family its HELP text and unit. Call once, after the

@@ -1103,3 +1103,445 @@ async fn pipeline_flush_records_the_count_position() {
         assert_eq!(pos, Value::Object(want.clone()), "{a}");
     }
 }
+
+// ---- Eviction and restore (docs/design.md, "Eviction and restore") ----
+
+use hotrank::model::Verdict;
+
+/// Every key of a prefix that holds article state (not rankings, the
+/// change log, cursors or the archive's own bookkeeping), with its type
+/// and value: strings byte for byte, hashes and sets sorted.
+async fn article_keys(server: &RedisServer, prefix: &str) -> Vec<(String, String)> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut names: Vec<String> = c.keys(format!("{prefix}*")).await.unwrap();
+    names.sort();
+    let mut out = Vec::new();
+    for k in names {
+        let rest = &k[prefix.len()..];
+        if [
+            "hot:", "changes", "cursor:", "archive:", "clock", "gate:", "stats:",
+        ]
+        .iter()
+        .any(|p| rest.starts_with(p))
+        {
+            continue;
+        }
+        let t: String = redis::cmd("TYPE")
+            .arg(&k)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let v = match t.as_str() {
+            "string" => {
+                let b: Vec<u8> = c.get(&k).await.unwrap();
+                format!("{b:?}")
+            }
+            "hash" => {
+                let h: std::collections::BTreeMap<String, String> = c.hgetall(&k).await.unwrap();
+                format!("{h:?}")
+            }
+            "set" => {
+                let mut m: Vec<String> = c.smembers(&k).await.unwrap();
+                m.sort();
+                format!("{m:?}")
+            }
+            "zset" => {
+                let m: Vec<(String, f64)> = c.zrange_withscores(&k, 0, -1).await.unwrap();
+                format!("{m:?}")
+            }
+            other => other.to_string(),
+        };
+        out.push((k, format!("{t} {v}")));
+    }
+    out
+}
+
+async fn pfcount(server: &RedisServer, key: &str) -> i64 {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("PFCOUNT")
+        .arg(key)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+async fn evicted(server: &RedisServer, store: &RedisStore) -> Vec<String> {
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut m: Vec<String> = c.smembers(store.keys().archive_evicted()).await.unwrap();
+    m.sort();
+    m
+}
+
+/// A writer on `store` whose clock the test drives, evicting articles
+/// unchanged for an hour.
+fn evicting_writer(store: &Arc<RedisStore>, clock: &Arc<ManualClock>) -> ArchiveWriter {
+    ArchiveWriter::new(store.clone(), None, 10, clock.clone()).evict_after(HOUR as u64)
+}
+
+/// The 27 ids `feed` writes to.
+fn fed_ids() -> Vec<String> {
+    let mut ids: Vec<String> = (0..ARTICLES + 3).map(|a| format!("art{a}")).collect();
+    ids.sort();
+    ids
+}
+
+/// Twelve days of mixed traffic, archived, then evicted once idle: every
+/// key an article had, byte for byte (sketches by GET), and every answer
+/// (articles, hourly rows, rankings over every window, new lists, stats)
+/// are the same after the restore as before the eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_then_restore_changes_nothing() {
+    let (_schema, archive, server, store) = writer_site().await;
+    let p = store.keys().prefix.clone();
+    feed(store.as_ref()).await;
+    let clock = Arc::new(ManualClock::at(T0));
+    let w = evicting_writer(&store, &clock);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(27));
+    assert!(evicted(server, &store).await.is_empty(), "not idle yet");
+
+    let now = T0 + 2 * HOUR;
+    clock.set(now);
+    let want = answers(store.as_ref(), now, true).await;
+    let keys_before = article_keys(server, &p).await;
+    let sketch_before = redis_get(server, &format!("{p}hll:uv:art3")).await.unwrap();
+    let count_before = pfcount(server, &format!("{p}hll:uv:art3")).await;
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
+    assert_eq!(
+        evicted(server, &store).await,
+        fed_ids(),
+        "every idle article"
+    );
+    // Their counters, sketches and buckets are gone; meta stays.
+    let left = article_keys(server, &p).await;
+    assert!(
+        left.len() < keys_before.len(),
+        "{} of {}",
+        left.len(),
+        keys_before.len()
+    );
+    for gone in [
+        "counter:views:",
+        "counter:article:",
+        "bucket:d:",
+        "hll:uv:d:",
+    ] {
+        assert!(
+            !left.iter().any(|(k, _)| k[p.len()..].starts_with(gone)),
+            "{gone}* evicted"
+        );
+    }
+    assert!(
+        redis_get(server, &format!("{p}hll:uv:art3"))
+            .await
+            .is_none()
+    );
+    assert!(
+        redis_get(server, &format!("{p}counter:views:art3"))
+            .await
+            .is_none()
+    );
+    assert!(
+        left.iter()
+            .any(|(k, _)| k == &format!("{p}meta:article:art3"))
+    );
+
+    // Restored (as a reader would), the keys are what they were.
+    let all: Vec<ArticleId> = fed_ids().iter().map(|a| id(a)).collect();
+    assert_eq!(store.restore_if_evicted(&all, now).await.unwrap(), 27);
+    assert!(evicted(server, &store).await.is_empty());
+    let keys_after = article_keys(server, &p).await;
+    assert_eq!(keys_before.len(), keys_after.len(), "key count");
+    for (b, a) in keys_before.iter().zip(&keys_after) {
+        assert_eq!(b, a);
+    }
+    assert_eq!(
+        redis_get(server, &format!("{p}hll:uv:art3")).await.unwrap(),
+        sketch_before,
+        "sketch bytes"
+    );
+    assert_eq!(
+        pfcount(server, &format!("{p}hll:uv:art3")).await,
+        count_before
+    );
+    assert_same(
+        &want,
+        &answers(store.as_ref(), now, true).await,
+        "after restore",
+    );
+
+    // Evicted again, the readers restore by themselves: the same answers.
+    clock.set(now + 2 * HOUR);
+    w.flush(&archive).await.unwrap();
+    assert_eq!(evicted(server, &store).await, fed_ids());
+    assert_same(
+        &want,
+        &answers(store.as_ref(), now, true).await,
+        "restored by readers",
+    );
+    assert_eq!(
+        evicted(server, &store).await,
+        ["art7"],
+        "every article was read but the deleted one"
+    );
+    archive.close().await;
+}
+
+/// An article changed after its last flush is never evicted, nor one the
+/// archive never took: only archived, unchanged state leaves Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changed_or_unarchived_articles_stay() {
+    let (_schema, archive, server, store) = writer_site().await;
+    let p = store.keys().prefix.clone();
+    store
+        .ingest(counted_events(&["d0", "d1"], 100, 1), T0)
+        .await
+        .unwrap();
+    let clock = Arc::new(ManualClock::at(T0));
+    let w = evicting_writer(&store, &clock);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
+    // d1 changes after the flush; d2 is written but never archived.
+    let later = T0 + 2 * HOUR;
+    store
+        .ingest(counted_events(&["d1"], 3, 2), later - 10)
+        .await
+        .unwrap();
+    store
+        .ingest(counted_events(&["d2"], 5, 3), T0)
+        .await
+        .unwrap();
+    let mut c = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = c.srem(store.keys().archive_dirty(), "d2").await.unwrap();
+    assert_eq!(dirty(server, &store).await, ["d1"]);
+    let d1_before = article_keys(server, &p).await;
+    // The eviction step itself, as a round reaches it with d1 changed.
+    let ids = [id("d0"), id("d1"), id("d2")];
+    let records = store.eviction_records(&ids, later).await.unwrap();
+    assert_eq!(records.len(), 3);
+    let gone = store.evict(&records, later - HOUR).await.unwrap();
+    assert_eq!(gone, [id("d0")], "only the unchanged, archived article");
+    assert_eq!(evicted(server, &store).await, ["d0"]);
+    let kept: Vec<_> = d1_before
+        .into_iter()
+        .filter(|(k, _)| !k.contains(":d0"))
+        .collect();
+    let now_keys: Vec<_> = article_keys(server, &p)
+        .await
+        .into_iter()
+        .filter(|(k, _)| !k.contains(":d0"))
+        .collect();
+    assert_eq!(kept, now_keys, "d1 and d2 untouched");
+    // A round of the writer: d1 is archived anew (its clock restarts), d2
+    // was never archived: both stay.
+    clock.set(later);
+    w.flush(&archive).await.unwrap();
+    assert_eq!(evicted(server, &store).await, ["d0"]);
+    assert_archived(&archive, &store, server, &["d1"]).await;
+    archive.close().await;
+}
+
+/// Views from distinct visitors, one ip each, `n` per article.
+fn views(arts: &[&str], n: u64, salt: u64, now: Timestamp) -> Vec<Event> {
+    (0..n * arts.len() as u64)
+        .map(|i| Event {
+            kind: EventType::View,
+            article: id(arts[i as usize % arts.len()]),
+            visitor: u128::from(salt * 1_000_000 + i),
+            ip: salt * 1_000_000 + i,
+            ts: now - 60,
+            arrival_ms: now * 1000 + i as i64,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: false,
+        })
+        .collect()
+}
+
+/// Sites whose articles were all archived then evicted: the store with
+/// its archive, and the lifetime PV of each article before.
+async fn evicted_site(
+    arts: &[&str],
+) -> (
+    Schema,
+    Archive,
+    &'static RedisServer,
+    Arc<RedisStore>,
+    Vec<u64>,
+    Timestamp,
+) {
+    let (schema, archive, server, store) = writer_site().await;
+    store
+        .ingest(counted_events(arts, 200, 1), T0)
+        .await
+        .unwrap();
+    let clock = Arc::new(ManualClock::at(T0));
+    let w = evicting_writer(&store, &clock);
+    w.flush(&archive).await.unwrap();
+    let mut pv = Vec::new();
+    for a in arts {
+        let v = store.article(&id(a), T0).await.unwrap().unwrap();
+        pv.push(v.lifetime.pv);
+    }
+    let now = T0 + 2 * HOUR;
+    clock.set(now);
+    w.flush(&archive).await.unwrap();
+    let mut want: Vec<String> = arts.iter().map(|a| a.to_string()).collect();
+    want.sort();
+    assert_eq!(evicted(server, &store).await, want);
+    (schema, archive, server, store, pv, now)
+}
+
+/// Events for evicted articles from several tasks on two nodes at once:
+/// each article is restored once, and every view counts exactly once
+/// (lifetime PV and UV against the oracle).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_events_restore_exactly_once() {
+    let arts = ["c0", "c1", "c2"];
+    let (schema, archive, server, store, pv, now) = evicted_site(&arts).await;
+    let p = store.keys().prefix.clone();
+    let uv_before: Vec<i64> = {
+        let mut v = Vec::new();
+        for a in arts {
+            let r = archive.article(&id(a)).await.unwrap().unwrap();
+            let Record::Article { lifetime, .. } = r else {
+                unreachable!()
+            };
+            let scratch = format!("{p}scratch:{a}");
+            let mut c = server
+                .client()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let _: () = c
+                .set(&scratch, bytes_from_b64(&lifetime.uv).unwrap())
+                .await
+                .unwrap();
+            v.push(pfcount(server, &scratch).await);
+        }
+        v
+    };
+    // A second node on the same prefix, with its own archive pool.
+    let other = Arc::new(
+        RedisStore::connect(
+            RedisOptions {
+                url: server.url(),
+                prefix: p.clone(),
+                ..RedisOptions::default()
+            },
+            StoreSettings::default(),
+        )
+        .unwrap(),
+    );
+    other.set_archive(schema.archive().await);
+    let (tasks, batches, per) = (8u64, 10u64, 4u64);
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let node = if t % 2 == 0 {
+            store.clone()
+        } else {
+            other.clone()
+        };
+        handles.push(tokio::spawn(async move {
+            for b in 0..batches {
+                let ev = views(&arts, per, 100 + t * batches + b, now);
+                let out = node.ingest(ev, now).await.unwrap();
+                assert!(
+                    out.iter()
+                        .all(|o| o.as_ref().unwrap().verdict == Verdict::Counted)
+                );
+                if b % 3 == 0 {
+                    // Readers racing the writers.
+                    node.article(&id(arts[b as usize % 3]), now).await.unwrap();
+                }
+            }
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    assert!(evicted(server, &store).await.is_empty());
+    let sent = tasks * batches * per;
+    for (i, a) in arts.iter().enumerate() {
+        let v = store.article(&id(a), now).await.unwrap().unwrap();
+        assert_eq!(v.lifetime.pv, pv[i] + sent, "{a}: every view once");
+        // The oracle's UV: the archived sketch plus every new visitor.
+        let scratch = format!("{p}scratch:{a}");
+        let mut c = server
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        for t in 0..tasks {
+            for b in 0..batches {
+                for e in views(&arts, per, 100 + t * batches + b, now) {
+                    if e.article.as_str() == *a {
+                        let _: () = redis::cmd("PFADD")
+                            .arg(&scratch)
+                            .arg(&e.visitor_element()[..])
+                            .query_async(&mut c)
+                            .await
+                            .unwrap();
+                    }
+                }
+            }
+        }
+        let want = pfcount(server, &scratch).await;
+        assert!(want > uv_before[i]);
+        assert_eq!(v.lifetime.uv as i64, want, "{a}: UV");
+        assert_eq!(pfcount(server, &format!("{p}hll:uv:{a}")).await, want);
+    }
+    archive.close().await;
+}
+
+/// Pipeline mode: events for evicted articles go through the filter and
+/// count workers, which restore them and count every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_restores_evicted_articles() {
+    use hotrank::config::PipelineConfig;
+    use hotrank::store::redis::{IngestPipeline, Role};
+    let arts = ["q0", "q1"];
+    let (_schema, archive, server, store, pv, now) = evicted_site(&arts).await;
+    let pipe = Arc::new(IngestPipeline::new(
+        store.clone(),
+        PipelineConfig {
+            enabled: true,
+            partitions: 2,
+            batch: 25,
+            ..PipelineConfig::default()
+        },
+    ));
+    pipe.ensure_groups().await.unwrap();
+    pipe.append(views(&arts, 60, 7, now), now).await.unwrap();
+    while !pipe.drained().await.unwrap() {
+        pipe.step(Role::Filter, "f", false).await.unwrap();
+        pipe.step(Role::Count, "c", false).await.unwrap();
+    }
+    assert!(evicted(server, &store).await.is_empty());
+    for (i, a) in arts.iter().enumerate() {
+        let v = store.article(&id(a), now).await.unwrap().unwrap();
+        assert_eq!(v.lifetime.pv, pv[i] + 60, "{a}");
+    }
+    // Rankings over all time see them too.
+    let page = store
+        .hot(&HotQuery::top(ModelKind::Gravity, RangeSpec::All, 10), now)
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 2);
+    archive.close().await;
+}

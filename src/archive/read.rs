@@ -38,6 +38,15 @@ fn counters_of(row: &PgRow) -> Result<DumpCounters, ArchiveError> {
     })
 }
 
+/// Which articles [`Archive::articles_where`] reads.
+#[derive(Clone, Copy)]
+enum Cond<'a> {
+    /// Ids after this one (paging).
+    After(&'a str),
+    /// These ids.
+    Any(&'a [String]),
+}
+
 #[derive(Default)]
 struct Spans {
     lifetime: DumpCounters,
@@ -49,10 +58,14 @@ impl Archive {
     /// One article's record (restore one article), or `None` when the
     /// archive does not hold it.
     pub async fn article(&self, id: &ArticleId) -> Result<Option<Record>, ArchiveError> {
-        Ok(self
-            .articles_where("WHERE id = $1", id.as_str(), 1)
-            .await?
-            .pop())
+        Ok(self.articles(std::slice::from_ref(id)).await?.pop())
+    }
+
+    /// The records of `ids` the archive holds, in id order, read with one
+    /// query per table (restore of many evicted articles at once).
+    pub async fn articles(&self, ids: &[ArticleId]) -> Result<Vec<Record>, ArchiveError> {
+        let ids: Vec<String> = ids.iter().map(|i| i.as_str().to_string()).collect();
+        self.articles_where(Cond::Any(&ids), ids.len().max(1)).await
     }
 
     /// Everything the archive holds, as the records `hotrank import` reads:
@@ -69,9 +82,7 @@ impl Archive {
         let mut after = String::new();
         let mut n = 0u64;
         loop {
-            let page = self
-                .articles_where("WHERE id > $1", &after, self.batch)
-                .await?;
+            let page = self.articles_where(Cond::After(&after), self.batch).await?;
             let Some(Record::Article { id, .. }) = page.last() else {
                 break;
             };
@@ -115,18 +126,26 @@ impl Archive {
         Ok(out)
     }
 
-    /// Up to `limit` articles matching `cond` (on `id`, bound to `arg`), in
-    /// id order, with their counters and votes.
+    /// Up to `limit` articles matching `cond`, in id order, with their
+    /// counters and votes.
     async fn articles_where(
         &self,
-        cond: &str,
-        arg: &str,
+        cond: Cond<'_>,
         limit: usize,
     ) -> Result<Vec<Record>, ArchiveError> {
+        let filter = match cond {
+            Cond::After(_) => "id > $1",
+            Cond::Any(_) => "id = ANY($1)",
+        };
         let sql = format!(
-            "SELECT id, meta::text, known, deleted FROM articles {cond} ORDER BY id LIMIT {limit}"
+            "SELECT id, meta::text, known, deleted FROM articles WHERE {filter} ORDER BY id LIMIT {limit}"
         );
-        let rows = sqlx::query(&sql).bind(arg).fetch_all(&self.pool).await?;
+        let query = sqlx::query(&sql);
+        let query = match cond {
+            Cond::After(after) => query.bind(after),
+            Cond::Any(ids) => query.bind(ids),
+        };
+        let rows = query.fetch_all(&self.pool).await?;
         if rows.is_empty() {
             return Ok(Vec::new());
         }

@@ -31,7 +31,16 @@ pub struct ArchiveWriter {
     token: String,
     /// Unix seconds of the last successful flush (or of the start).
     last_ok: AtomicI64,
+    /// Seconds without change after which an archived article leaves
+    /// Redis (0: never).
+    evict_after: u64,
 }
+
+/// Articles per eviction batch (one read, one upsert, one `evict.lua`).
+const EVICT_BATCH: usize = 100;
+/// Batches per writer round at most: a round stays short; the rest waits
+/// for the next.
+const EVICT_BATCHES: usize = 20;
 
 fn unix_now() -> i64 {
     std::time::SystemTime::now()
@@ -54,7 +63,14 @@ impl ArchiveWriter {
             clock,
             token: format!("{}-{:016x}", std::process::id(), rand::random::<u64>()),
             last_ok: AtomicI64::new(unix_now()),
+            evict_after: 0,
         }
+    }
+
+    /// Evicts articles unchanged for `secs` (0: never) after each flush.
+    pub fn evict_after(mut self, secs: u64) -> Self {
+        self.evict_after = secs;
+        self
     }
 
     /// How long the lock lives: a flush longer than this may overlap the
@@ -70,6 +86,8 @@ impl ArchiveWriter {
 
     /// One flush, if no other node holds the lock.
     pub async fn flush(&self, archive: &Archive) -> Result<Flushed, String> {
+        // Restores (ingest, reads, this flush) need the archive too.
+        self.store.set_archive(archive.clone());
         if !self
             .store
             .archive_lock(&self.token, self.lock_ms())
@@ -78,7 +96,12 @@ impl ArchiveWriter {
         {
             return Ok(Flushed::Locked);
         }
-        let r = self.flush_locked(archive).await;
+        let mut r = self.flush_locked(archive).await;
+        if r.is_ok()
+            && let Err(e) = self.evict_locked(archive).await
+        {
+            r = Err(format!("eviction: {e}"));
+        }
         if let Err(e) = self.store.archive_unlock(&self.token).await {
             tracing::warn!(error = %e, "archive: cannot release the flush lock (it expires)");
         }
@@ -96,6 +119,12 @@ impl ArchiveWriter {
         let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
         let now = self.clock.now();
         let written = async {
+            // A PUT or delete changes only the meta an eviction keeps:
+            // such an article is brought back whole before it is read.
+            self.store
+                .restore_if_evicted(&ids, now)
+                .await
+                .map_err(|e| e.to_string())?;
             let records = article_records(&self.store, &ids, now)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -122,6 +151,10 @@ impl ArchiveWriter {
         }
         let done = unix_now();
         self.store
+            .archive_written(&ids, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.store
             .archive_taken(done)
             .await
             .map_err(|e| e.to_string())?;
@@ -131,6 +164,65 @@ impl ArchiveWriter {
             .record(started.elapsed().as_secs_f64());
         metrics::gauge!("hotrank_archive_age_seconds").set(0.0);
         Ok(ids.len() as u64)
+    }
+
+    /// Eviction (docs/design.md, "Eviction and restore"), under the
+    /// flush lock: in batches, the articles archived at least
+    /// `evict_after` ago (data time) are read whole, written to the
+    /// archive, then dropped by `evict.lua` if still unchanged. Returns
+    /// how many went.
+    async fn evict_locked(&self, archive: &Archive) -> Result<u64, String> {
+        if self.evict_after == 0 {
+            return Ok(0);
+        }
+        let now = self.clock.now();
+        let cutoff = now - self.evict_after as i64;
+        let (mut evicted, mut kept) = (0u64, 0usize);
+        for _ in 0..EVICT_BATCHES {
+            let ids = self
+                .store
+                .evict_candidates(cutoff, kept, EVICT_BATCH)
+                .await
+                .map_err(|e| e.to_string())?;
+            if ids.is_empty() {
+                break;
+            }
+            let records = self
+                .store
+                .eviction_records(&ids, now)
+                .await
+                .map_err(|e| e.to_string())?;
+            let found: Vec<_> = records
+                .iter()
+                .filter_map(|r| match r {
+                    crate::store::dump::Record::Article { id, .. } => Some(id.clone()),
+                    _ => None,
+                })
+                .collect();
+            let unknown: Vec<_> = ids.iter().filter(|i| !found.contains(i)).cloned().collect();
+            self.store
+                .unwritten(&unknown)
+                .await
+                .map_err(|e| e.to_string())?;
+            let at = SourcePosition::at(now);
+            let upsert: std::pin::Pin<
+                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+            > = Box::pin(archive.upsert_articles(&records, &at));
+            upsert.await.map_err(|e| e.to_string())?;
+            crate::store::redis::crash_point("evict_before_delete");
+            let gone = self
+                .store
+                .evict(&records, cutoff)
+                .await
+                .map_err(|e| e.to_string())?;
+            kept += found.len() - gone.len();
+            evicted += gone.len() as u64;
+            metrics::counter!("hotrank_archive_evicted_total").increment(gone.len() as u64);
+            if ids.len() < EVICT_BATCH {
+                break;
+            }
+        }
+        Ok(evicted)
     }
 
     /// Connects to the archive (retrying) and flushes every `flush_secs`
@@ -148,7 +240,10 @@ impl ArchiveWriter {
                 .map_err(|e| e.to_string())
                 .and_then(|r| r.map_err(|e| e.to_string()))
             {
-                Ok(a) => break a,
+                Ok(a) => {
+                    self.store.set_archive(a.clone());
+                    break a;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "archive writer: cannot connect yet");
                     metrics::gauge!("hotrank_archive_age_seconds").set(self.age_secs() as f64);
@@ -214,12 +309,17 @@ pub fn spawn_writer(
     if ac.url.is_empty() || ac.flush_secs == 0 {
         return None;
     }
-    let writer = Arc::new(ArchiveWriter::new(
-        store,
-        pipe,
-        ac.flush_secs,
-        Arc::new(SystemClock),
-    ));
+    // The seed layout's own scripts read the seeds' keys directly and know
+    // no tombstones: nothing is evicted there.
+    let evict_after = if store.options().seed_layout {
+        0
+    } else {
+        ac.evict_after_secs
+    };
+    let writer = Arc::new(
+        ArchiveWriter::new(store, pipe, ac.flush_secs, Arc::new(SystemClock))
+            .evict_after(evict_after),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let handle = tokio::spawn(
         writer

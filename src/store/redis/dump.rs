@@ -429,29 +429,66 @@ pub async fn article_records(
     ids: &[ArticleId],
     now: Timestamp,
 ) -> Result<Vec<Record>, StoreError> {
-    let keys = store.keys();
+    records_of(store, ids, now, false).await
+}
+
+/// [`article_records`] with every daily bucket Redis holds too (found
+/// through the per-day activity sets): the complete state an eviction
+/// writes to the archive before it drops the article's keys.
+pub(super) async fn article_records_whole(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    now: Timestamp,
+) -> Result<Vec<Record>, StoreError> {
+    records_of(store, ids, now, true).await
+}
+
+/// Which of `ids` each of the activity sets `set(t)`, t in `span`, holds.
+async fn members_over(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    span: std::ops::RangeInclusive<i64>,
+    set: impl Fn(i64) -> String,
+) -> Result<HashMap<ArticleId, Vec<i64>>, StoreError> {
     let mut con = store.con();
-    let oldest = oldest_hour(now, store.options().hourly_days);
-    // Events may carry a time a little ahead of `now`.
-    let newest = crate::time::hour_of(now) + 2;
-    let mut hours: HashMap<ArticleId, Vec<i64>> = HashMap::new();
+    let mut out: HashMap<ArticleId, Vec<i64>> = HashMap::new();
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
-        for h in oldest + 1..=newest {
+        for t in span.clone() {
             pipe.cmd("SMISMEMBER")
-                .arg(keys.active_h(h))
+                .arg(set(t))
                 .arg(part.iter().map(|i| i.as_str()).collect::<Vec<_>>());
         }
         let got: Vec<Vec<bool>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        for (h, member) in (oldest + 1..=newest).zip(got) {
+        for (t, member) in span.clone().zip(got) {
             for (id, m) in part.iter().zip(member) {
                 if m {
-                    hours.entry(id.clone()).or_default().push(h);
+                    out.entry(id.clone()).or_default().push(t);
                 }
             }
         }
     }
-    read_articles(store, ids, &hours, &HashMap::new()).await
+    Ok(out)
+}
+
+async fn records_of(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    now: Timestamp,
+    with_days: bool,
+) -> Result<Vec<Record>, StoreError> {
+    let keys = store.keys();
+    let oldest = oldest_hour(now, store.options().hourly_days);
+    // Events may carry a time a little ahead of `now`.
+    let newest = crate::time::hour_of(now) + 2;
+    let hours = members_over(store, ids, oldest + 1..=newest, |h| keys.active_h(h)).await?;
+    let days = if with_days {
+        let first = day_of(now - store.settings.retention_secs) - 1;
+        members_over(store, ids, first..=day_of(now) + 1, |d| keys.active_d(d)).await?
+    } else {
+        HashMap::new()
+    };
+    read_articles(store, ids, &hours, &days).await
 }
 
 fn bucket_fields(c: &DumpCounters) -> Vec<(&'static str, u64)> {
@@ -502,7 +539,6 @@ pub async fn load_redis(
             "this Redis prefix already holds articles: import only into an empty one".into(),
         );
     }
-    let hkeep = (i64::from(store.options().hourly_days) + 1) * super::keys::DAY;
     let dkeep = settings.retention_secs + super::keys::DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
     // Gate entries go into the slot of `now` of their family's hash.
@@ -517,134 +553,15 @@ pub async fn load_redis(
         let (key, life) = &gate_keys[&f];
         pipe.hset(key, field, v).expire(key, *life);
     };
-    let oldest = oldest_hour(now, store.options().hourly_days);
     let mut articles = 0u64;
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
     for r in records {
         match r {
             Record::Header { .. } => {}
-            Record::Article {
-                id,
-                meta,
-                known,
-                deleted,
-                lifetime,
-                hours,
-                days,
-                votes,
-            } => {
+            Record::Article { .. } => {
                 articles += 1;
-                if votes.ups > 0 {
-                    pipe.hset(keys.counters(id), "ups", votes.ups);
-                }
-                if votes.downs > 0 {
-                    pipe.hset(keys.counters(id), "downs", votes.downs);
-                }
-                let open_for = meta.published_at + settings.models.votes.window_secs() - now;
-                if !votes.voters.is_empty() && open_for > 0 {
-                    pipe.cmd("SADD").arg(keys.voted(id)).arg(&votes.voters);
-                    pipe.expire(keys.voted(id), open_for);
-                }
-                let mk = keys.meta(id);
-                pipe.cmd("HSET")
-                    .arg(&mk)
-                    .arg("publishedAt")
-                    .arg(meta.published_at)
-                    .arg("known")
-                    .arg(if *known { "1" } else { "0" })
-                    .arg("deleted")
-                    .arg(if *deleted { "1" } else { "0" });
-                for (k, v) in meta_pairs(meta) {
-                    pipe.hset(&mk, k, v);
-                }
-                if !*deleted {
-                    pipe.zadd(keys.newest(), id.as_str(), meta.published_at);
-                }
-                if lifetime.pv > 0 {
-                    pipe.set(keys.views(id), lifetime.pv);
-                }
-                for (f, v) in bucket_fields(lifetime) {
-                    if f != "pv" {
-                        pipe.hset(keys.counters(id), f, v);
-                    }
-                }
-                if !lifetime.uv.is_empty() {
-                    pipe.set(keys.uv(id), bytes_from_b64(&lifetime.uv)?);
-                }
-                // Hours Redis keeps; days from the dump or derived.
-                let mut derived: BTreeMap<i64, (DumpCounters, Hll)> = BTreeMap::new();
-                for b in hours {
-                    let d = b.at.div_euclid(24);
-                    let e = derived
-                        .entry(d)
-                        .or_insert_with(|| (DumpCounters::default(), Hll::new()));
-                    e.0.pv += b.c.pv;
-                    e.0.likes += b.c.likes;
-                    e.0.comments += b.c.comments;
-                    e.0.favorites += b.c.favorites;
-                    e.0.shares += b.c.shares;
-                    e.0.dwell_seconds += b.c.dwell_seconds;
-                    e.0.dwell_reports += b.c.dwell_reports;
-                    if b.c.pv > 0 {
-                        e.1.merge(&hll_from_b64(&b.c.uv)?);
-                    }
-                    if b.at <= oldest {
-                        continue;
-                    }
-                    let exp = ttl((b.at + 1) * 3600 + hkeep);
-                    let bk = keys.bucket_h(id, b.at);
-                    for (f, v) in bucket_fields(&b.c) {
-                        pipe.hset(&bk, f, v);
-                    }
-                    pipe.expire(&bk, exp);
-                    if b.c.pv > 0 {
-                        let uk = keys.uv_h(id, b.at);
-                        pipe.set(&uk, bytes_from_b64(&b.c.uv)?).expire(&uk, exp);
-                    }
-                    if active(&b.c) {
-                        let ak = keys.active_h(b.at);
-                        pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
-                    }
-                }
-                let mut day_buckets: Vec<(i64, DumpCounters, Option<Vec<u8>>)> = days
-                    .iter()
-                    .map(|b| {
-                        let img = (!b.c.uv.is_empty())
-                            .then(|| bytes_from_b64(&b.c.uv))
-                            .transpose()?;
-                        Ok((b.at, b.c.clone(), img))
-                    })
-                    .collect::<Result<_, String>>()?;
-                for (d, (c, h)) in derived {
-                    if !days.iter().any(|b| b.at == d) {
-                        let img = (c.pv > 0).then(|| h.to_bytes());
-                        day_buckets.push((d, c, img));
-                    }
-                }
-                for (d, c, img) in day_buckets {
-                    let exp = ttl((d + 1) * 86_400 + dkeep);
-                    let bk = keys.bucket_d(id, d);
-                    let fields: Vec<_> = bucket_fields(&c)
-                        .into_iter()
-                        .filter(|(f, _)| !f.starts_with("q_"))
-                        .collect();
-                    if fields.is_empty() {
-                        continue;
-                    }
-                    for (f, v) in fields {
-                        pipe.hset(&bk, f, v);
-                    }
-                    pipe.expire(&bk, exp);
-                    if let Some(img) = img {
-                        let uk = keys.uv_d(id, d);
-                        pipe.set(&uk, img).expire(&uk, exp);
-                    }
-                    if active(&c) {
-                        let ak = keys.active_d(d);
-                        pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
-                    }
-                }
+                article_writes(&mut pipe, store, r, settings, now, true)?;
             }
             Record::Totals {
                 counted,
@@ -721,4 +638,159 @@ pub async fn load_redis(
         .await
         .map_err(|e| err(store_err(e)))?;
     Ok(articles)
+}
+
+/// Queues on `pipe` the writes that put one article record into Redis
+/// with TTLs relative to `now`: counters, votes, the lifetime sketch (its
+/// exact bytes), the hourly buckets Redis keeps and the daily buckets
+/// (from the record, or derived from its hours), and their activity sets.
+/// `with_meta`: also its metadata and `articles:new` entry (import); a
+/// restore from the archive leaves those alone, as eviction keeps them.
+/// Other records are ignored.
+pub(super) fn article_writes(
+    pipe: &mut redis::Pipeline,
+    store: &RedisStore,
+    record: &Record,
+    settings: &StoreSettings,
+    now: Timestamp,
+    with_meta: bool,
+) -> Result<(), String> {
+    let Record::Article {
+        id,
+        meta,
+        known,
+        deleted,
+        lifetime,
+        hours,
+        days,
+        votes,
+    } = record
+    else {
+        return Ok(());
+    };
+    let keys = store.keys();
+    let hkeep = (i64::from(store.options().hourly_days) + 1) * super::keys::DAY;
+    let dkeep = settings.retention_secs + super::keys::DAY;
+    let ttl = |expires_at: i64| (expires_at - now).max(60);
+    let oldest = oldest_hour(now, store.options().hourly_days);
+    if votes.ups > 0 {
+        pipe.hset(keys.counters(id), "ups", votes.ups);
+    }
+    if votes.downs > 0 {
+        pipe.hset(keys.counters(id), "downs", votes.downs);
+    }
+    let open_for = meta.published_at + settings.models.votes.window_secs() - now;
+    if !votes.voters.is_empty() && open_for > 0 {
+        pipe.cmd("SADD").arg(keys.voted(id)).arg(&votes.voters);
+        pipe.expire(keys.voted(id), open_for);
+    }
+    if with_meta {
+        let mk = keys.meta(id);
+        pipe.cmd("HSET")
+            .arg(&mk)
+            .arg("publishedAt")
+            .arg(meta.published_at)
+            .arg("known")
+            .arg(if *known { "1" } else { "0" })
+            .arg("deleted")
+            .arg(if *deleted { "1" } else { "0" });
+        for (k, v) in meta_pairs(meta) {
+            pipe.hset(&mk, k, v);
+        }
+        if !*deleted {
+            pipe.zadd(keys.newest(), id.as_str(), meta.published_at);
+        }
+    }
+    if lifetime.pv > 0 {
+        pipe.set(keys.views(id), lifetime.pv);
+    }
+    for (f, v) in bucket_fields(lifetime) {
+        if f != "pv" {
+            pipe.hset(keys.counters(id), f, v);
+        }
+    }
+    if !lifetime.uv.is_empty() {
+        pipe.set(keys.uv(id), bytes_from_b64(&lifetime.uv)?);
+    }
+    // Hours Redis keeps; days from the record or derived (only those the
+    // record lacks: a merge of sketches is not free).
+    let have: std::collections::HashSet<i64> = days.iter().map(|b| b.at).collect();
+    let mut derived: BTreeMap<i64, (DumpCounters, Hll)> = BTreeMap::new();
+    for b in hours {
+        let d = b.at.div_euclid(24);
+        if !have.contains(&d) && (d + 1) * 86_400 + dkeep > now {
+            let e = derived
+                .entry(d)
+                .or_insert_with(|| (DumpCounters::default(), Hll::new()));
+            e.0.pv += b.c.pv;
+            e.0.likes += b.c.likes;
+            e.0.comments += b.c.comments;
+            e.0.favorites += b.c.favorites;
+            e.0.shares += b.c.shares;
+            e.0.dwell_seconds += b.c.dwell_seconds;
+            e.0.dwell_reports += b.c.dwell_reports;
+            if b.c.pv > 0 {
+                e.1.merge(&hll_from_b64(&b.c.uv)?);
+            }
+        }
+        if b.at <= oldest {
+            continue;
+        }
+        let exp = ttl((b.at + 1) * 3600 + hkeep);
+        let bk = keys.bucket_h(id, b.at);
+        for (f, v) in bucket_fields(&b.c) {
+            pipe.hset(&bk, f, v);
+        }
+        pipe.expire(&bk, exp);
+        if b.c.pv > 0 {
+            let uk = keys.uv_h(id, b.at);
+            pipe.set(&uk, bytes_from_b64(&b.c.uv)?).expire(&uk, exp);
+        }
+        if active(&b.c) {
+            let ak = keys.active_h(b.at);
+            pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
+        }
+    }
+    let mut day_buckets: Vec<(i64, DumpCounters, Option<Vec<u8>>)> = days
+        .iter()
+        .map(|b| {
+            let img = (!b.c.uv.is_empty())
+                .then(|| bytes_from_b64(&b.c.uv))
+                .transpose()?;
+            Ok((b.at, b.c.clone(), img))
+        })
+        .collect::<Result<_, String>>()?;
+    for (d, (c, h)) in derived {
+        let img = (c.pv > 0).then(|| h.to_bytes());
+        day_buckets.push((d, c, img));
+    }
+    for (d, c, img) in day_buckets {
+        let expires_at = (d + 1) * 86_400 + dkeep;
+        if expires_at <= now {
+            // Past retention: Redis would no longer hold it.
+            continue;
+        }
+        let exp = ttl(expires_at);
+        let bk = keys.bucket_d(id, d);
+        let fields: Vec<_> = bucket_fields(&c)
+            .into_iter()
+            .filter(|(f, _)| !f.starts_with("q_"))
+            .collect();
+        if fields.is_empty() {
+            continue;
+        }
+        for (f, v) in fields {
+            pipe.hset(&bk, f, v);
+        }
+        pipe.expire(&bk, exp);
+        if let Some(img) = img {
+            let uk = keys.uv_d(id, d);
+            pipe.set(&uk, img).expire(&uk, exp);
+        }
+        if active(&c) {
+            let ak = keys.active_d(d);
+            pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
+        }
+    }
+    Ok(())
 }

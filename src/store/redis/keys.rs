@@ -146,6 +146,16 @@ impl Keys {
     pub fn archive_lock(&self) -> String {
         self.k(format_args!("archive:lock"))
     }
+    /// When (data clock) each article was last archived or restored: the
+    /// eviction's idle clock.
+    pub fn archive_written(&self) -> String {
+        self.k(format_args!("archive:written"))
+    }
+    /// Tombstones: articles evicted from Redis, to restore from the
+    /// archive before use.
+    pub fn archive_evicted(&self) -> String {
+        self.k(format_args!("archive:evicted"))
+    }
     pub fn ranking_index(&self) -> String {
         self.k(format_args!("hot:index"))
     }
@@ -764,6 +774,26 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::Expires,
         "3 × `archive.flush_secs` (at least 30 s), deleted by its holder after the flush",
         "archive writer (src/archive/writer.rs)"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:written",
+        r"^archive:written$",
+        "zset",
+        "member = article id, score = data time (Unix s) of the flush that last archived it or of its last restore: eviction takes those older than `archive.evict_after_secs`",
+        Ttl::None,
+        "none",
+        "archive writer, restore.lua"
+    ),
+    key_spec!(
+        "rankings",
+        "archive:evicted",
+        r"^archive:evicted$",
+        "set",
+        "tombstones: ids of articles evicted from Redis (their meta and `articles:new` entry stay); an event, vote, read or ranking that needs one restores it from the archive first",
+        Ttl::None,
+        "none",
+        "evict.lua, restore.lua"
     ),
     key_spec!(
         "rankings",

@@ -195,7 +195,14 @@ pub fn ingest_script() -> Script {
 /// [`ingest_script`] with more counter writes (`extra` chunks) after
 /// `apply.lua`: seed layout's keys (seed.rs).
 fn ingest_script_with(extra: &[&str]) -> Script {
-    let mut parts = vec![EVENT, include_str!("ingest.lua"), COMMON, GATE, APPLY];
+    let mut parts = vec![
+        EVENT,
+        include_str!("ingest.lua"),
+        EVICTED,
+        COMMON,
+        GATE,
+        APPLY,
+    ];
     parts.extend_from_slice(extra);
     parts.push(include_str!("reply.lua"));
     chunks(&parts)
@@ -207,6 +214,9 @@ const EVENT: &str = include_str!("event.lua");
 const GATE: &str = include_str!("gate.lua");
 /// The counters of gated events (`apply.lua`).
 const APPLY: &str = include_str!("apply.lua");
+/// Refuses, before any write, a batch touching an evicted article
+/// (`evicted.lua`).
+const EVICTED: &str = include_str!("evicted.lua");
 /// Helpers `GATE` and `APPLY` share (`common.lua`).
 const COMMON: &str = include_str!("common.lua");
 
@@ -371,6 +381,8 @@ pub struct RedisStore {
     version_ok: std::sync::atomic::AtomicBool,
     /// Seed layout: when `hot:score` was last rewritten.
     last_seed_refresh: Mutex<Timestamp>,
+    /// Where evicted articles are restored from (archive.rs).
+    archive: std::sync::OnceLock<crate::archive::Archive>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -609,6 +621,7 @@ impl RedisStore {
             last_gc: Mutex::new(i64::MIN / 2),
             version_ok: Default::default(),
             last_seed_refresh: Mutex::new(i64::MIN / 2),
+            archive: std::sync::OnceLock::new(),
         })
     }
 
@@ -747,6 +760,8 @@ impl RedisStore {
         };
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
         if !missing.is_empty() {
+            let wanted: Vec<ArticleId> = missing.iter().map(|&i| ids[i].clone()).collect();
+            self.restore_if_evicted(&wanted, now).await?;
             let plan = window_plan(range, now, self.opts.hourly_days);
             let sha = self.scripts.window.get_hash();
             let got: Vec<Vec<i64>> = self
@@ -851,6 +866,7 @@ impl RedisStore {
             k.changes_seq(),
             k.changes(),
             k.archive_dirty(),
+            k.archive_evicted(),
             k.quarantine(),
         ] {
             keys.insert(name);
@@ -898,6 +914,8 @@ impl RedisStore {
         if m.deleted {
             return Ok(None);
         }
+        self.restore_if_evicted(std::slice::from_ref(id), now)
+            .await?;
         let (lifetime, quarantined) = self.lifetime(id).await?;
         let mut scores = Vec::new();
         for model in ModelKind::ALL {
@@ -1015,27 +1033,34 @@ impl Store for RedisStore {
                 }
             })
             .collect();
-        let build = |p: &mut redis::Pipeline| {
-            for ((part, id), keys) in events.chunks(chunk).zip(&ids).zip(&keys) {
-                let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
-                for k in keys {
-                    c.arg(k.as_str());
-                }
-                for h in &header {
-                    c.arg(h.as_str());
-                }
-                c.arg(id.as_str()).arg(part.len());
-                for ev in part {
-                    event_args!(c, ev);
-                }
+        let parts: Vec<&[Event]> = events.chunks(chunk).collect();
+        let call = |p: &mut redis::Pipeline, i: usize| {
+            let c = p.cmd("EVALSHA").arg(sha).arg(keys[i].len());
+            for k in &keys[i] {
+                c.arg(k.as_str());
             }
-            // In the same pipeline, so on the same node: the batch is on
-            // that many replicas before it is acknowledged.
+            for h in &header {
+                c.arg(h.as_str());
+            }
+            c.arg(ids[i].as_str()).arg(parts[i].len());
+            for ev in parts[i] {
+                event_args!(c, ev);
+            }
+        };
+        // In the same pipeline, so on the same node: the batch is on
+        // that many replicas before it is acknowledged.
+        let wait = |p: &mut redis::Pipeline| {
             if self.opts.wait_replicas > 0 {
                 p.cmd("WAIT")
                     .arg(self.opts.wait_replicas)
                     .arg(self.opts.response_timeout_ms / 2);
             }
+        };
+        let build = |p: &mut redis::Pipeline| {
+            for i in 0..parts.len() {
+                call(p, i);
+            }
+            wait(p);
         };
         let mut replies: Vec<Value> = match self.eval_pipe(&build).await {
             Err(StoreError::Unavailable(first)) => {
@@ -1049,15 +1074,49 @@ impl Store for RedisStore {
             }
             r => r?,
         };
-        if self.opts.wait_replicas > 0 {
-            let acked = replies.pop().as_ref().and_then(v_i64).unwrap_or(0);
-            if acked < i64::from(self.opts.wait_replicas) {
-                // Applied on the primary, maybe not on a replica: not
-                // acknowledged. A retry is safe (eventIds, batch ids).
-                return Err(StoreError::Unavailable(format!(
-                    "redis: {acked} of {} replicas confirmed the batch",
-                    self.opts.wait_replicas
-                )));
+        let replicated = |replies: &mut Vec<Value>| {
+            if self.opts.wait_replicas > 0 {
+                let acked = replies.pop().as_ref().and_then(v_i64).unwrap_or(0);
+                if acked < i64::from(self.opts.wait_replicas) {
+                    // Applied on the primary, maybe not on a replica: not
+                    // acknowledged. A retry is safe (eventIds, batch ids).
+                    return Err(StoreError::Unavailable(format!(
+                        "redis: {acked} of {} replicas confirmed the batch",
+                        self.opts.wait_replicas
+                    )));
+                }
+            }
+            Ok(())
+        };
+        replicated(&mut replies)?;
+        // Calls that found an evicted article wrote nothing: restore those
+        // articles from the archive and send the same calls again (a
+        // concurrent eviction can only race a few times).
+        for _ in 0..4 {
+            let again: Vec<usize> = (0..replies.len())
+                .filter(|&i| archive::evicted_reply(&replies[i]).is_some())
+                .collect();
+            if again.is_empty() {
+                break;
+            }
+            let mut gone: Vec<ArticleId> = again
+                .iter()
+                .flat_map(|&i| archive::evicted_reply(&replies[i]).unwrap_or_default())
+                .collect();
+            gone.sort();
+            gone.dedup();
+            self.restore(&gone, now).await?;
+            let mut more: Vec<Value> = self
+                .eval_pipe(|p| {
+                    for &i in &again {
+                        call(p, i);
+                    }
+                    wait(p);
+                })
+                .await?;
+            replicated(&mut more)?;
+            for (i, v) in again.into_iter().zip(more) {
+                replies[i] = v;
             }
         }
         let mut out = Vec::with_capacity(events.len());
@@ -1247,8 +1306,14 @@ impl Store for RedisStore {
             k.changes_seq(),
             k.changes(),
             k.archive_dirty(),
+            k.archive_evicted(),
         ];
-        let r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
+        let mut r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
+        if r.as_slice() == [-5] {
+            // Evicted: back from the archive first (vote.lua wrote nothing).
+            self.restore(std::slice::from_ref(id), now).await?;
+            r = self.eval(&self.scripts.vote, &keys, &args).await?;
+        }
         Ok(match r.as_slice() {
             [-1] => VoteOutcome::UnknownArticle,
             [-2] => VoteOutcome::DownVotesDisabled,
@@ -1377,6 +1442,8 @@ impl Store for RedisStore {
             Some(Some(m)) if !m.deleted => {}
             _ => return Ok(None),
         }
+        self.restore_if_evicted(std::slice::from_ref(id), now)
+            .await?;
         let last = hour_of(now);
         let first = *crate::time::last_hours(last, hours).start();
         let fields = [

@@ -114,7 +114,14 @@ impl IngestPipeline {
                     include_str!("pipe_flag.lua"),
                     tail,
                 ]),
-                count: chunks(&[undone, include_str!("pipe_count.lua"), COMMON, APPLY, tail]),
+                count: chunks(&[
+                    undone,
+                    include_str!("pipe_count.lua"),
+                    super::EVICTED,
+                    COMMON,
+                    APPLY,
+                    tail,
+                ]),
                 trim: chunks(&[include_str!("pipe_trim.lua")]),
             },
         }
@@ -571,7 +578,18 @@ impl IngestPipeline {
             }
         }
         let mut con = self.store.con();
-        let r: Vec<i64> = inv.invoke_async(&mut con).await.map_err(store_err)?;
+        let mut r: redis::Value = inv.invoke_async(&mut con).await.map_err(store_err)?;
+        // Entries for an evicted article: nothing was applied or
+        // acknowledged; restore it from the archive and apply them again.
+        for _ in 0..4 {
+            let Some(gone) = super::archive::evicted_reply(&r) else {
+                break;
+            };
+            let now = entries_now(&entries);
+            self.store.restore(&gone, now).await?;
+            r = inv.invoke_async(&mut con).await.map_err(store_err)?;
+        }
+        let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| super::bad_reply("count"))?;
         let (done, skipped) = (
             r.first().copied().unwrap_or(0),
             r.get(1).copied().unwrap_or(0),
@@ -1064,4 +1082,14 @@ pub fn spawn_workers(pipe: &Arc<IngestPipeline>, filter: usize, count: usize) ->
         }
     }
     Workers { stop, tasks }
+}
+
+/// The newest API `now` among flagged entries (field 8, pipe_flag.lua):
+/// the data time a restore for them starts the article's idle clock at.
+fn entries_now(entries: &[Entry]) -> crate::model::Timestamp {
+    entries
+        .iter()
+        .filter_map(|(_, f)| std::str::from_utf8(f.get(7)?).ok()?.parse().ok())
+        .max()
+        .unwrap_or(0)
 }

@@ -7,7 +7,8 @@
 -- ARGV: prefix, id, user (hex), 'u' or 'd', now, window (s), down-votes
 -- allowed ('1'/'0'), score per vote.
 -- Returns {ups, downs}, or {-1} unknown/deleted, {-2} down-votes disabled,
--- {-3} voting closed, {-4} already voted.
+-- {-3} voting closed, {-4} already voted, {-5} evicted (nothing written:
+-- restore it from the archive and vote again).
 local P, id, user, dir = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 -- Every name is checked before the first write.
@@ -15,8 +16,10 @@ local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
 local counters = K(P .. 'counter:article:' .. id)
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
 local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
+local evicted = K(P .. 'archive:evicted')
 local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 if not st[1] or st[2] == '1' then return { -1 } end
+if redis.call('SISMEMBER', evicted, id) == 1 then return { -5 } end
 if dir == 'd' and allow ~= '1' then return { -2 } end
 local published = tonumber(st[1])
 if now - published >= window then
