@@ -678,9 +678,34 @@ impl IngestPipeline {
                 }
                 .max(0) as u64;
                 let lag = group_field(&groups, role.as_str(), "lag").and_then(v_i64);
-                // `lag` is unknown after some trims: then every entry not
-                // pending is counted (an upper bound).
-                let unread = lag.unwrap_or((len - pending as i64).max(0)).max(0) as u64;
+                let unread = match lag {
+                    Some(lag) => lag.max(0) as u64,
+                    // No `lag` (Redis 6.2, and 7.x after some trims): the
+                    // entries after the last delivered one, counted up to
+                    // 1,000; past that, every entry not pending (an upper
+                    // bound).
+                    None => {
+                        let after = group_field(&groups, role.as_str(), "last-delivered-id")
+                            .and_then(v_str)
+                            .unwrap_or("0-0")
+                            .to_string();
+                        let v: Value = redis::cmd("XRANGE")
+                            .arg(&key)
+                            .arg(format!("({after}"))
+                            .arg("+")
+                            .arg("COUNT")
+                            .arg(1001)
+                            .query_async(&mut con)
+                            .await
+                            .map_err(store_err)?;
+                        let n = parse_entries(&v)?.len() as u64;
+                        if n <= 1000 {
+                            n
+                        } else {
+                            ((len - pending as i64).max(0) as u64).max(n)
+                        }
+                    }
+                };
                 metrics::gauge!("hotrank_pipeline_lag", "partition" => n.to_string(), "group" => role.as_str())
                     .set((pending + unread) as f64);
                 out.push(Lag {
