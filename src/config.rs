@@ -462,8 +462,9 @@ pub struct RankingsConfig {
     /// Rankings (model × range × filters) kept indexed at once; asking for
     /// one more drops the least recently used (rebuilt when asked again).
     pub max_live: usize,
-    /// Articles indexed per hold of the embedded store's lock while a new
-    /// ranking is built: ingest waits for at most one chunk.
+    /// Articles indexed at most per hold of the embedded store's lock
+    /// while a new ranking is built (a hold also ends after about 1 ms):
+    /// ingest waits for at most one chunk.
     pub build_chunk: usize,
 }
 
