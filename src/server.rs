@@ -134,7 +134,7 @@ pub fn build_state(
         .iter()
         .map(|p| parse_cidr(p).ok_or_else(|| format!("trusted_proxies: bad entry {p:?}")))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(AppState {
+    Ok(AppState::new(api::Shared {
         store,
         config: Arc::new(config),
         identity: Identity::new(secret),
@@ -144,7 +144,7 @@ pub fn build_state(
         trusted_proxies: trusted_proxies.into(),
         metrics: Some(metrics_handle()),
         budgets: Arc::new(api::budget::Budgets::new(&config_limits)),
-    })
+    }))
 }
 
 /// Serves the API on `listener` until `shutdown` resolves, then stops

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::extract::Request;
-use axum::response::Response;
+use axum::http::Response;
 use tower::{Layer, Service};
 
 /// What an [`Around`] layer does around each request.
@@ -21,7 +21,7 @@ pub trait Hooks: Clone + Send + Sync + 'static {
     /// that nothing else (the hooks themselves) is cloned per request.
     type Seen: Send + 'static;
     fn before(&self, req: &Request) -> Self::Seen;
-    fn after(seen: Self::Seen, resp: &mut Response);
+    fn after<B>(seen: Self::Seen, resp: &mut Response<B>);
 }
 
 #[derive(Clone)]
@@ -44,12 +44,12 @@ pub struct AroundService<S, H> {
     hooks: H,
 }
 
-impl<S, H> Service<Request> for AroundService<S, H>
+impl<S, H, B> Service<Request> for AroundService<S, H>
 where
-    S: Service<Request, Response = Response>,
+    S: Service<Request, Response = Response<B>>,
     H: Hooks,
 {
-    type Response = Response;
+    type Response = Response<B>;
     type Error = S::Error;
     type Future = AroundFuture<S::Future, H>;
 
@@ -74,12 +74,12 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F, E, H> Future for AroundFuture<F, H>
+impl<F, E, H, B> Future for AroundFuture<F, H>
 where
-    F: Future<Output = Result<Response, E>>,
+    F: Future<Output = Result<Response<B>, E>>,
     H: Hooks,
 {
-    type Output = Result<Response, E>;
+    type Output = Result<Response<B>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();

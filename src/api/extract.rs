@@ -2,7 +2,9 @@
 //! plain-text rejections.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::task::Poll;
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
@@ -20,23 +22,18 @@ impl FromRequest<AppState> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
-        let is_json = req
+        let media = req
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|m| {
-                let m = m.trim().to_ascii_lowercase();
-                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
-            })
-            .unwrap_or(false);
+            .map(|v| v.split(';').next().unwrap_or("").trim())
+            .unwrap_or("");
+        let is_json = media.eq_ignore_ascii_case("application/json")
+            || (starts_with_ignore_case(media, "application/")
+                && ends_with_ignore_case(media, "+json"));
         // Beacons from `navigator.sendBeacon` cannot set a JSON content type
         // without a CORS preflight; they are sent as text/plain.
-        let is_beacon_text = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
+        let is_beacon_text = starts_with_ignore_case(media, "text/plain");
         if !is_json && !is_beacon_text {
             return Err(ApiError::UnsupportedMediaType(
                 "send the body as Content-Type: application/json".into(),
@@ -53,17 +50,35 @@ impl FromRequest<AppState> for JsonBody {
             return Err(ApiError::PayloadTooLarge(limit));
         }
         let deadline = std::time::Duration::from_secs(state.config.http.body_timeout_secs);
-        let body = tokio::time::timeout(deadline, axum::body::to_bytes(req.into_body(), limit))
-            .await
-            .map_err(|_| {
+        let mut read = std::pin::pin!(axum::body::to_bytes(req.into_body(), limit));
+        // A small body has usually arrived with its head: read it without
+        // arming a timer, which costs more than the read itself.
+        let first = std::future::poll_fn(|cx| match read.as_mut().poll(cx) {
+            Poll::Ready(r) => Poll::Ready(Some(r)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await;
+        let body = match first {
+            Some(r) => r,
+            None => tokio::time::timeout(deadline, read).await.map_err(|_| {
                 ApiError::RequestTimeout(format!(
                     "the body did not arrive within {} s (http.body_timeout_secs)",
                     deadline.as_secs()
                 ))
-            })?
-            .map_err(|_| ApiError::PayloadTooLarge(limit))?;
+            })?,
+        }
+        .map_err(|_| ApiError::PayloadTooLarge(limit))?;
         Ok(JsonBody(body))
     }
+}
+
+fn starts_with_ignore_case(s: &str, prefix: &str) -> bool {
+    s.len() >= prefix.len() && s.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+fn ends_with_ignore_case(s: &str, suffix: &str) -> bool {
+    s.len() >= suffix.len()
+        && s.as_bytes()[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
 /// Deserializes a JSON object into `T`. serde would also fill a struct

@@ -26,7 +26,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::clock::Clock;
@@ -34,9 +33,27 @@ use crate::config::Config;
 use crate::gate::{BotDetector, Identity};
 use crate::store::Store;
 
-/// Everything a handler may need.
+/// Everything a handler may need: one pointer, so that the clones axum
+/// makes for every request (the routed service, each `State` extractor)
+/// are one reference count rather than one per shared part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] points to.
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub config: Arc<Config>,
     pub identity: Identity,
@@ -48,7 +65,7 @@ pub struct AppState {
     pub budgets: Arc<budget::Budgets>,
 }
 
-impl AppState {
+impl Shared {
     /// The block a client address is budgeted by (`limits.ipv4_prefix`,
     /// `limits.ipv6_prefix`), for every per-IP limit.
     pub fn ip_block(&self, ip: IpAddr) -> IpAddr {
@@ -82,7 +99,7 @@ impl AppState {
     }
 }
 
-impl AppState {
+impl Shared {
     /// For posting and voting: with `access = "token"` the request must
     /// carry the ingest or admin token. `Ok(trusted)`.
     fn check_access(
@@ -131,18 +148,24 @@ pub fn router(state: AppState) -> Router {
 
 /// What every route shares: JSON 404/405, a JSON 500 for a panicking
 /// handler, and the request metrics around all of it. (The head limits
-/// come first, in the accept loop: [`head_refusal`].)
+/// come first, in the accept loop: [`head_refusal`].) Bodies are read and
+/// limited by our own extractor, [`extract::JsonBody`], which answers 413
+/// in the contract's JSON shape; axum's own body extractors keep their
+/// default limit.
+///
+/// The panic guard and the metrics are one `layer` call: axum boxes each
+/// route once per call, and every request clones the boxes of its route.
 fn guarded(routes: Router<AppState>, state: AppState) -> Router {
     routes
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        // Bodies are read and limited by our own extractor, which answers
-        // 413 in the contract's JSON shape.
-        .layer(DefaultBodyLimit::disable())
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            guard::panic_response,
-        ))
-        .layer(around::Around(ops::Track))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(around::Around(ops::Track))
+                .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+                    guard::panic_response,
+                )),
+        )
         .with_state(state)
 }
 

@@ -112,7 +112,7 @@ impl Hooks for Track {
         (Instant::now(), req.method().clone(), route)
     }
 
-    fn after((started, method, route): Self::Seen, resp: &mut Response) {
+    fn after<B>((started, method, route): Self::Seen, resp: &mut axum::http::Response<B>) {
         let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
         record(route, &method, resp.status(), started.elapsed());
     }

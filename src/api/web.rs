@@ -191,7 +191,7 @@ impl Hooks for Cors {
         )
     }
 
-    fn after((allowed, is_options): Self::Seen, resp: &mut Response) {
+    fn after<B>((allowed, is_options): Self::Seen, resp: &mut axum::http::Response<B>) {
         let h = resp.headers_mut();
         h.append(header::VARY, HeaderValue::from_static("Origin"));
         if let Some(origin) = allowed {
