@@ -386,8 +386,11 @@ impl Writer {
                 seq: self.written_seq,
                 batches: self.unsynced.len(),
             });
-            self.last_sync = Instant::now();
+        } else {
+            // Nothing written since the last sync: nothing to wait for.
+            self.recycle_unsynced(self.unsynced.len());
         }
+        self.last_sync = Instant::now();
         Ok(())
     }
 
