@@ -26,15 +26,27 @@
 //! `persist_bench open DIR` only opens an existing data directory (for
 //! profiling the load path); `persist_bench stop DIR` opens it and stops
 //! cleanly, so that its snapshot is rewritten in this build's format.
+//!
+//! `persist_bench snap DIR [rounds] [articles] [events]` (defaults 3,
+//! 100,000, 10,000,000) fills DIR (if it holds no log yet), then takes
+//! `rounds` snapshots off the lock while one task ingests batches of 100
+//! without pause, and prints per round the worst ingest call and, per
+//! snapshot phase ([`SnapshotPhase`]: a call counts for every phase it saw
+//! at its start or end), the calls, p99 and max.
+//!
+//! `PB_DRY=1`: no fsync anywhere (fsync `never`, snapshot syncs skipped),
+//! for quick checks of the CPU side; figures for the goal are taken
+//! without it. `PB_SLOW=1` prints every ingest call over 20 ms.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hotrank::model::{ArticleId, Event, EventType, HotQuery, RangeSpec};
 use hotrank::score::ModelKind;
-use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::storage::Disk;
+use hotrank::store::embedded::{Durability, EmbeddedStore, SnapshotPhase};
+use hotrank::store::storage::{DirLock, Disk, ReadFile, Storage, StorageFile};
 use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{Store, StoreSettings};
 
@@ -108,14 +120,89 @@ fn settings() -> StoreSettings {
     }
 }
 
+fn dry() -> bool {
+    std::env::var_os("PB_DRY").is_some()
+}
+
 fn durability(dir: &std::path::Path) -> Durability {
     Durability {
         dir: dir.to_path_buf(),
-        fsync: FsyncPolicy::Interval(Duration::from_millis(10)),
+        fsync: if dry() {
+            FsyncPolicy::Never
+        } else {
+            FsyncPolicy::Interval(Duration::from_millis(10))
+        },
         segment_bytes: 64 << 20,
         snapshot_interval_secs: 1 << 30,
         snapshot_every_records: u64::MAX,
-        storage: Arc::new(Disk),
+        storage: if dry() {
+            Arc::new(NoSync)
+        } else {
+            Arc::new(Disk)
+        },
+    }
+}
+
+/// The real disk with every sync skipped (`PB_DRY`).
+#[derive(Debug)]
+struct NoSync;
+
+struct NoSyncFile(Box<dyn StorageFile>);
+
+impl std::io::Write for NoSyncFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl StorageFile for NoSyncFile {
+    fn sync_data(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn try_clone(&self) -> std::io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(NoSyncFile(self.0.try_clone()?)))
+    }
+}
+
+impl Storage for NoSync {
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        Disk.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> std::io::Result<Vec<String>> {
+        Disk.list(dir)
+    }
+    fn len(&self, path: &Path) -> std::io::Result<u64> {
+        Disk.len(path)
+    }
+    fn open_read(&self, path: &Path) -> std::io::Result<Box<dyn ReadFile>> {
+        Disk.open_read(path)
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(NoSyncFile(Disk.create(path)?)))
+    }
+    fn open_append(&self, path: &Path) -> std::io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(NoSyncFile(Disk.open_append(path)?)))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        Disk.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        Disk.remove(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> std::io::Result<()> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(len)
+    }
+    fn sync_dir(&self, _dir: &Path) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<DirLock> {
+        Disk.lock(path)
     }
 }
 
@@ -150,28 +237,68 @@ async fn restart(dir: &std::path::Path, label: &str) -> EmbeddedStore {
     store
 }
 
-/// Ingests batches of 100 until `stop`; returns every call's latency.
+/// One ingest call: its latency and the snapshot phases at its start and end.
+#[derive(Clone, Copy)]
+struct Call {
+    took: Duration,
+    phases: [SnapshotPhase; 2],
+}
+
+/// Ingests batches of 100 until `stop`; returns every call.
 async fn ingest_loop(
     store: Arc<EmbeddedStore>,
     stream: &mut Stream,
     stop: Arc<AtomicBool>,
-) -> Vec<Duration> {
-    let mut lat = Vec::new();
+) -> Vec<Call> {
+    let mut calls = Vec::new();
     let start = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let batch = stream.batch(100);
+        let first = store.snapshot_phase();
         let t = Instant::now();
         store.ingest(batch, NOW).await.expect("ingest");
-        lat.push(t.elapsed());
-        if std::env::var_os("PB_SLOW").is_some() && t.elapsed() > Duration::from_millis(20) {
+        let took = t.elapsed();
+        let last = store.snapshot_phase();
+        calls.push(Call {
+            took,
+            phases: [first, last],
+        });
+        if std::env::var_os("PB_SLOW").is_some() && took > Duration::from_millis(20) {
             eprintln!(
-                "  slow ingest call at +{:.3} s: {:.1} ms",
+                "  slow ingest call at +{:.3} s: {:.1} ms ({first:?} .. {last:?})",
                 (t - start).as_secs_f64(),
-                t.elapsed().as_secs_f64() * 1e3
+                took.as_secs_f64() * 1e3
             );
         }
     }
-    lat
+    calls
+}
+
+fn latencies(calls: &[Call]) -> Vec<Duration> {
+    calls.iter().map(|c| c.took).collect()
+}
+
+/// Per snapshot phase seen: calls, p99 and max of the calls that saw it.
+fn by_phase(calls: &[Call]) -> String {
+    let mut phases: Vec<SnapshotPhase> = calls.iter().flat_map(|c| c.phases).collect();
+    phases.sort_unstable();
+    phases.dedup();
+    let mut out = Vec::new();
+    for p in phases {
+        let mut lat: Vec<Duration> = (calls.iter())
+            .filter(|c| c.phases.contains(&p))
+            .map(|c| c.took)
+            .collect();
+        lat.sort_unstable();
+        let q = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e3;
+        out.push(format!(
+            "{p:?} {} calls p99 {:.2} max {:.2} ms",
+            lat.len(),
+            q(0.99),
+            q(1.0)
+        ));
+    }
+    out.join("; ")
 }
 
 fn summary(lat: &mut [Duration]) -> String {
@@ -184,6 +311,64 @@ fn summary(lat: &mut [Duration]) -> String {
         p(0.99),
         p(1.0)
     )
+}
+
+/// Ingests `events` in batches of 1000 into a store on `dir`, dropped
+/// without a snapshot (the next open reads the log alone).
+async fn fill(dir: &Path, stream: &mut Stream, events: u64) {
+    let t = Instant::now();
+    let (store, _) = EmbeddedStore::open(durability(dir), settings()).expect("open");
+    let mut left = events;
+    while left > 0 {
+        let n = left.min(1000);
+        store
+            .ingest(stream.batch(n as usize), NOW)
+            .await
+            .expect("ingest");
+        left -= n;
+    }
+    drop(store);
+    println!(
+        "fill: {events} events in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// `snap`: snapshot rounds under steady ingest; see the module docs.
+async fn snap_rounds(dir: &Path, rounds: u64, articles: usize, events: u64) {
+    println!(
+        "# persist_bench snap: {rounds} rounds, {events} events over {articles} articles in {}{}",
+        dir.display(),
+        if dry() { " (PB_DRY: no fsync)" } else { "" }
+    );
+    if !dir.join("wal").exists() {
+        fill(dir, &mut Stream::new(articles), events).await;
+    }
+    let store = Arc::new(restart(dir, "before the rounds").await);
+    for round in 1..=rounds {
+        let stop = Arc::new(AtomicBool::new(false));
+        let job = {
+            let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+            let mut s = Stream::new(articles);
+            s.n = events * (round + 1);
+            tokio::spawn(async move { ingest_loop(store, &mut s, stop).await })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let t = Instant::now();
+        store.snapshot().await.expect("snapshot");
+        let took = t.elapsed();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop.store(true, Ordering::Relaxed);
+        let calls = job.await.unwrap();
+        let worst = calls.iter().map(|c| c.took).max().unwrap_or_default();
+        println!(
+            "round {round}: snapshot {:.2} s; ingest {}; worst stall {:.2} ms\n  by phase: {}",
+            took.as_secs_f64(),
+            summary(&mut latencies(&calls)),
+            worst.as_secs_f64() * 1e3,
+            by_phase(&calls)
+        );
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -215,6 +400,14 @@ async fn main() {
         println!("clean stop: {:.2} s", t.elapsed().as_secs_f64());
         return;
     }
+    if args.peek().map(String::as_str) == Some("snap") {
+        let dir = std::path::PathBuf::from(args.nth(1).expect("snap DIR"));
+        let rounds: u64 = args.next().map_or(3, |s| s.parse().unwrap());
+        let articles: usize = args.next().map_or(100_000, |s| s.parse().unwrap());
+        let events: u64 = args.next().map_or(10_000_000, |s| s.parse().unwrap());
+        snap_rounds(&dir, rounds, articles, events).await;
+        return;
+    }
     let events: u64 = args.next().map_or(10_000_000, |s| s.parse().unwrap());
     let articles: usize = args.next().map_or(100_000, |s| s.parse().unwrap());
     let tmp;
@@ -231,24 +424,7 @@ async fn main() {
         dir.display()
     );
 
-    let t = Instant::now();
-    {
-        let (store, _) = EmbeddedStore::open(durability(&dir), settings()).expect("open");
-        let mut left = events;
-        while left > 0 {
-            let n = left.min(1000);
-            store
-                .ingest(stream.batch(n as usize), NOW)
-                .await
-                .expect("ingest");
-            left -= n;
-        }
-        // Dropped without a snapshot: the next open reads the log alone.
-    }
-    println!(
-        "fill: {events} events in {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
+    fill(&dir, &mut stream, events).await;
 
     let store = Arc::new(restart(&dir, "from the log alone").await);
 
@@ -262,8 +438,11 @@ async fn main() {
     };
     tokio::time::sleep(Duration::from_secs(3)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut base = job.await.unwrap();
-    println!("ingest without a snapshot (3 s): {}", summary(&mut base));
+    let base = job.await.unwrap();
+    println!(
+        "ingest without a snapshot (3 s): {}",
+        summary(&mut latencies(&base))
+    );
 
     for (round, in_place) in [(3, true), (4, false)] {
         let stop = Arc::new(AtomicBool::new(false));
@@ -282,16 +461,17 @@ async fn main() {
         }
         let took = t.elapsed();
         stop.store(true, Ordering::Relaxed);
-        let mut during = job.await.unwrap();
+        let during = job.await.unwrap();
         println!(
-            "snapshot {}: {:.2} s; ingest meanwhile: {}",
+            "snapshot {}: {:.2} s; ingest meanwhile: {}\n  by phase: {}",
             if in_place {
                 "under the lock (before)"
             } else {
                 "rebuilt from disk (after)"
             },
             took.as_secs_f64(),
-            summary(&mut during)
+            summary(&mut latencies(&during)),
+            by_phase(&during)
         );
     }
     drop(store);

@@ -631,7 +631,7 @@ async fn two_snapshots_never_share_a_seq_and_the_older_one_keeps_its_log() {
 /// nothing counted twice and nothing missing.
 #[tokio::test]
 async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
-    use hotrank::model::{ArticleId, ArticleMeta, Event, EventType};
+    use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, Verdict};
     use hotrank::store::Store;
     use hotrank::store::embedded::{Durability, EmbeddedStore};
     use hotrank::store::wal::FsyncPolicy;
@@ -687,10 +687,12 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
     store.put_article(id.clone(), meta, T0).await.unwrap();
     store.maintain(T0 + 600).await.unwrap(); // a retention sweep
     store.snapshot().await.unwrap(); // the first one: from the log alone
+    let counted_before = store.stats(T0, 24).await.unwrap().counted;
+    // Events 2000.. are new (0..2000 went in above): most of them count.
     let writer = {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
-            for b in 20..220u64 {
+            for b in 200..400u64 {
                 store
                     .ingest((b * 10..b * 10 + 10).map(ev).collect(), T0)
                     .await
@@ -705,8 +707,23 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
         taken += 1;
     }
     writer.await.unwrap();
+    // And some after every snapshot, which only the log holds.
+    let tail = store
+        .ingest((4000..4100).map(ev).collect(), T0)
+        .await
+        .unwrap();
+    let tail_counted = (tail.iter())
+        .filter(|o| o.as_ref().is_ok_and(|o| o.verdict == Verdict::Counted))
+        .count();
+    assert!(tail_counted >= 50, "{tail_counted} of the last 100 counted");
+    let counted = store.stats(T0, 24).await.unwrap().counted;
+    assert!(
+        counted >= counted_before + 1000 + 50,
+        "new events counted: {counted_before} then {counted}"
+    );
     store.delete_article(&id, T0).await.unwrap();
     let live = dump(&store);
+    let counted = store.stats(T0, 24).await.unwrap().counted;
     let (last, _, _) = store.log_seqs().unwrap();
     assert!(taken >= 1);
     // Every snapshot was built off the lock, none fell back to the old way.
@@ -719,4 +736,6 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
     assert!(from < last, "{from} {last}");
     assert_eq!(report.replayed_records, last - from);
     assert_eq!(dump(&reopened), live);
+    let again = reopened.stats(T0, 24).await.unwrap().counted;
+    assert_eq!(again, counted, "every counted event is back");
 }

@@ -1023,3 +1023,63 @@ proptest! {
         prop_assert_eq!(wal.append(b"next"), complete as u64 + 1);
     }
 }
+
+#[test]
+fn a_crash_while_an_old_snapshot_is_cut_keeps_the_newer_ones() {
+    use hotrank::store::snapshot::CUT_BYTES;
+    use hotrank::store::storage::Storage;
+    let dir = Path::new("/data/snapshots");
+    let big: Vec<u8> = (0..3 * CUT_BYTES + 12345)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let oldest = dir.join(snapshot_file_name(10));
+    let mut cut_halfway = 0;
+    let mut ops = 1;
+    loop {
+        let disk = SimDisk::new();
+        write_snapshot(&disk, dir, 10, 2, &big, 2).unwrap();
+        write_snapshot(&disk, dir, 20, 2, b"twenty", 2).unwrap();
+        // The third write removes the first, a cut at a time; crash at its
+        // `ops`-th operation.
+        disk.crash_at_op(ops);
+        // (Pruning errors are logged, not returned: ask the disk.)
+        let _ = write_snapshot(&disk, dir, 30, 2, b"thirty", 2);
+        let finished = !disk.crashed();
+        let after = disk.reboot();
+        let newest = read_latest_snapshot(&after, dir).unwrap().unwrap();
+        assert!(
+            (newest.seq, &newest.payload[..]) == (30, b"thirty")
+                || (newest.seq, &newest.payload[..]) == (20, b"twenty"),
+            "crash at op {ops}: newest is {}",
+            newest.seq
+        );
+        assert_eq!(
+            read_snapshot(&after, &dir.join(snapshot_file_name(20)))
+                .unwrap()
+                .payload,
+            b"twenty",
+            "crash at op {ops}: the snapshot before the newest is kept"
+        );
+        if let Ok(len) = after.len(&oldest) {
+            match read_snapshot(&after, &oldest) {
+                Ok(s) => assert_eq!(s.payload, big, "crash at op {ops}"),
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+                    assert!(len < big.len() as u64);
+                    cut_halfway += 1;
+                }
+            }
+            // The next write removes what is left of it.
+            write_snapshot(&after, dir, 40, 2, b"forty", 2).unwrap();
+            assert!(after.len(&oldest).is_err(), "crash at op {ops}");
+        }
+        if finished {
+            break;
+        }
+        ops += 1;
+    }
+    assert!(
+        cut_halfway >= 3,
+        "only {cut_halfway} crashes found the oldest snapshot cut halfway"
+    );
+}

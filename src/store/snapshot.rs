@@ -29,7 +29,13 @@
 //! renamed to its final name, and the directory is fsynced, so a crash leaves
 //! either the complete new file or none (plus maybe a temp file, which readers
 //! ignore and the next write removes). After a successful write only the newest
-//! `keep` snapshots (by seq) are kept.
+//! `keep` snapshots (by seq) are kept. An old snapshot is cut from its end
+//! [`CUT_BYTES`] at a time, each cut synced, before its name is removed:
+//! freeing hundreds of megabytes in one `unlink` holds the file system's
+//! journal (and so the log's next sync) for tens of milliseconds, a cut of
+//! 16 MiB for about a millisecond. A crash halfway leaves a shortened old
+//! file, which fails the checks below and is skipped (and removed by the
+//! next write) like any damaged one.
 //!
 //! Only one process (the store) writes snapshots into a directory, one at a time.
 //!
@@ -109,6 +115,23 @@ pub fn write_snapshot_with<F>(
 where
     F: FnOnce(&mut dyn Write) -> io::Result<()>,
 {
+    write_snapshot_file(storage, dir, seq, version, write)?;
+    prune_snapshots(storage, dir, keep);
+    Ok(dir.join(snapshot_file_name(seq)))
+}
+
+/// [`write_snapshot_with`] without the pruning: the caller runs
+/// [`prune_snapshots`] after it (to time the two apart).
+pub fn write_snapshot_file<F>(
+    storage: &dyn Storage,
+    dir: &Path,
+    seq: u64,
+    version: u32,
+    write: F,
+) -> io::Result<PathBuf>
+where
+    F: FnOnce(&mut dyn Write) -> io::Result<()>,
+{
     storage.create_dir_all(dir)?;
     let name = snapshot_file_name(seq);
     let final_path = dir.join(&name);
@@ -125,11 +148,16 @@ where
         let _ = storage.remove(&tmp_path);
         return Err(e);
     }
+    Ok(final_path)
+}
+
+/// Deletes all but the newest `keep` snapshots (at least 1) and temp files
+/// left by other processes. A failure is logged, not returned: the new
+/// snapshot is in place, old files are only wasted space.
+pub fn prune_snapshots(storage: &dyn Storage, dir: &Path, keep: usize) {
     if let Err(e) = prune(storage, dir, keep.max(1)) {
-        // The new snapshot is in place; old files are only wasted space.
         tracing::warn!(dir = %dir.display(), error = %e, "snapshot: could not delete old snapshots");
     }
-    Ok(final_path)
 }
 
 fn write_file<F>(
@@ -259,12 +287,26 @@ pub fn list_snapshots(storage: &dyn Storage, dir: &Path) -> io::Result<Vec<(u64,
     Ok(snaps)
 }
 
+/// Bytes an old snapshot is cut by at a time before it is removed.
+pub const CUT_BYTES: u64 = 16 << 20;
+
+/// Removes a file a [`CUT_BYTES`] cut at a time from its end (each cut
+/// synced by [`Storage::truncate`]), then its name.
+fn remove_gradually(storage: &dyn Storage, path: &Path) -> io::Result<()> {
+    let mut len = storage.len(path)?;
+    while len > CUT_BYTES {
+        len -= CUT_BYTES;
+        storage.truncate(path, len)?;
+    }
+    storage.remove(path)
+}
+
 /// Deletes all but the newest `keep` snapshots and temp files left by other
 /// processes (crashed writers).
 fn prune(storage: &dyn Storage, dir: &Path, keep: usize) -> io::Result<()> {
     let mut deleted = false;
     for (_, path) in list_snapshots(storage, dir)?.into_iter().skip(keep) {
-        storage.remove(&path)?;
+        remove_gradually(storage, &path)?;
         tracing::debug!(file = %path.display(), "snapshot: deleted old snapshot");
         deleted = true;
     }
@@ -274,7 +316,7 @@ fn prune(storage: &dyn Storage, dir: &Path, keep: usize) -> io::Result<()> {
             continue;
         };
         if parse_snapshot_file_name(base).is_some() && !name.contains(&own_tmp) {
-            storage.remove(&dir.join(&name))?;
+            remove_gradually(storage, &dir.join(&name))?;
             tracing::debug!(file = %dir.join(&name).display(), "snapshot: deleted stale temp file");
             deleted = true;
         }
@@ -285,11 +327,106 @@ fn prune(storage: &dyn Storage, dir: &Path, keep: usize) -> io::Result<()> {
     Ok(())
 }
 
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
 /// Reads and verifies one snapshot file. Content that fails verification
 /// (or a format version newer than this build's) is reported as
 /// `io::ErrorKind::InvalidData`.
 pub fn read_snapshot(storage: &dyn Storage, path: &Path) -> io::Result<Snapshot> {
-    let invalid = |msg: String| io::Error::new(io::ErrorKind::InvalidData, msg);
+    let mut reader = open_snapshot(storage, path)?;
+    let len = usize::try_from(reader.len()).map_err(|_| invalid("payload too large".into()))?;
+    let mut payload = Vec::with_capacity(len);
+    reader.read_to_end(&mut payload)?;
+    let (seq, version) = (reader.seq(), reader.version());
+    reader.finish()?;
+    Ok(Snapshot {
+        seq,
+        version,
+        payload,
+    })
+}
+
+/// A snapshot's payload, read as a stream: every buffer is checksummed as
+/// it passes, and [`SnapshotReader::finish`] (once the payload is read to
+/// its end) says whether the whole payload was intact. Until then nothing
+/// read may be trusted: a caller decodes into state it throws away if
+/// `finish` fails. Header and footer are verified when it is opened.
+pub struct SnapshotReader {
+    file: io::BufReader<Box<dyn crate::store::storage::ReadFile>>,
+    seq: u64,
+    version: u32,
+    len: u64,
+    left: u64,
+    crc: u32,
+    hasher: crc32fast::Hasher,
+}
+
+impl SnapshotReader {
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The payload version (the caller's encoding).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Payload bytes in all.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Payload bytes not read yet.
+    pub fn remaining(&self) -> u64 {
+        self.left
+    }
+
+    /// Checks the payload's checksum; the whole payload must have been
+    /// read. `InvalidData` if it does not match.
+    pub fn finish(self) -> io::Result<()> {
+        if self.left != 0 {
+            return Err(invalid(format!(
+                "{} payload bytes were not read before the checksum check",
+                self.left
+            )));
+        }
+        if self.hasher.finalize() != self.crc {
+            return Err(invalid("payload checksum mismatch".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Read for SnapshotReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "snapshot payload ends early (the file shrank while read)",
+            ));
+        }
+        self.hasher.update(&buf[..n]);
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Opens one snapshot file for [`SnapshotReader`]: checks its header and
+/// footer (see [`read_snapshot`] for the errors).
+pub fn open_snapshot(storage: &dyn Storage, path: &Path) -> io::Result<SnapshotReader> {
     let name_seq = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -337,19 +474,20 @@ pub fn read_snapshot(storage: &dyn Storage, path: &Path) -> io::Result<Snapshot>
             "payload length {len} does not match the file size {file_len}"
         )));
     }
-    let len = usize::try_from(len).map_err(|_| invalid("payload too large".into()))?;
-    let mut payload = vec![0u8; len];
     file.seek(SeekFrom::Start(HEADER_LEN as u64))?;
-    file.read_exact(&mut payload)?;
-    if crc32fast::hash(&payload) != payload_crc {
-        return Err(invalid("payload checksum mismatch".into()));
-    }
-    Ok(Snapshot {
+    Ok(SnapshotReader {
+        file: io::BufReader::with_capacity(READ_BUFFER, file),
         seq,
         version: payload_version,
-        payload,
+        len,
+        left: len,
+        crc: payload_crc,
+        hasher: crc32fast::Hasher::new(),
     })
 }
+
+/// Bytes a [`SnapshotReader`] reads from the file at a time.
+const READ_BUFFER: usize = 256 << 10;
 
 /// Returns the newest snapshot that passes verification, falling back to older
 /// ones (with a warning for each invalid file), or `None` if there is none.

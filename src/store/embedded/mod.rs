@@ -44,7 +44,8 @@ use crate::rank::Filter;
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::score::{ModelKind, Models};
 use crate::store::snapshot::{
-    list_snapshots, read_latest_snapshot, write_snapshot, write_snapshot_with,
+    list_snapshots, open_snapshot, prune_snapshots, read_latest_snapshot, write_snapshot,
+    write_snapshot_file,
 };
 use crate::store::storage::{DirLock, Disk, Storage};
 use crate::store::wal::{
@@ -71,6 +72,54 @@ pub enum BuildPhase {
 /// Called by ranking builds between their holds of the state lock (tests
 /// use it to hold a build at a known point while ingest goes on).
 pub type BuildHook = Arc<dyn Fn(BuildPhase) + Send + Sync>;
+
+/// What a snapshot is doing now ([`EmbeddedStore::snapshot_phase`]; the
+/// persistence bench attributes slow ingest calls to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum SnapshotPhase {
+    /// No snapshot is being taken.
+    Idle,
+    /// Waiting for the log to be durable up to the snapshot's seq.
+    Durable,
+    /// Reading (and checking) the previous snapshot.
+    Read,
+    /// Replaying the log after it.
+    Replay,
+    /// Writing (and syncing) the new snapshot.
+    Write,
+    /// Removing old snapshots and the log they alone needed.
+    Prune,
+    /// Encoding the live state under the state lock (the fallback, and shutdown).
+    Locked,
+}
+
+impl SnapshotPhase {
+    const ALL: [SnapshotPhase; 7] = [
+        SnapshotPhase::Idle,
+        SnapshotPhase::Durable,
+        SnapshotPhase::Read,
+        SnapshotPhase::Replay,
+        SnapshotPhase::Write,
+        SnapshotPhase::Prune,
+        SnapshotPhase::Locked,
+    ];
+}
+
+/// The current [`SnapshotPhase`], shared with the snapshot's blocking task.
+#[derive(Debug, Clone, Default)]
+struct PhaseGauge(Arc<std::sync::atomic::AtomicU8>);
+
+impl PhaseGauge {
+    fn set(&self, p: SnapshotPhase) {
+        self.0.store(p as u8, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn get(&self) -> SnapshotPhase {
+        let n = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        SnapshotPhase::ALL[usize::from(n)]
+    }
+}
 
 /// One hold of the state lock by a background step, since `held`.
 fn record_hold(what: &'static str, held: Instant) {
@@ -278,17 +327,60 @@ impl Durability {
         Ok((seq, data))
     }
 
+    /// The newest valid snapshot's seq and state for a rebuild, read as a
+    /// stream ([`persist::read_state_streamed`]): its dedupe entries stay
+    /// on disk, where the returned section says. Invalid snapshots are
+    /// skipped (with a warning) for older ones; none: an empty state.
+    fn read_streamed(
+        &self,
+        settings: &StoreSettings,
+    ) -> Result<(u64, Data, Option<persist::OldSection>), String> {
+        let snap_dir = self.snapshot_dir();
+        let listed = list_snapshots(&*self.storage, &snap_dir)
+            .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?;
+        for (seq, path) in listed {
+            let read = open_snapshot(&*self.storage, &path)
+                .and_then(|r| persist::read_state_streamed(r, &path));
+            match read {
+                Ok((mut data, old)) => {
+                    data.restore(settings);
+                    return Ok((seq, data, old));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                    ) =>
+                {
+                    tracing::warn!(file = %path.display(), seq, error = %e, "snapshot: skipping invalid snapshot, trying an older one");
+                }
+                Err(e) => return Err(format!("snapshot {}: {e}", path.display())),
+            }
+        }
+        let mut data = Data::new(settings);
+        data.restore(settings);
+        Ok((0, data, None))
+    }
+
     /// The state as of log record `seq`: the newest valid snapshot at or
     /// before it plus the log records after it, read without changing
     /// anything (the log may be live). Fails unless every record up to
-    /// `seq` is there.
-    fn rebuild(&self, settings: &StoreSettings, seq: u64) -> Result<Data, String> {
-        // One thread: this runs beside live ingest, which needs the other core.
-        let (from, mut data) = self.load_snapshot(settings, false)?;
-        let from = from.unwrap_or(0);
+    /// `seq` is there. The previous snapshot's dedupe entries are not
+    /// loaded: the returned state holds only those the log added or
+    /// raised, and the section to merge them with when it is written
+    /// ([`persist::write_state_merged`]).
+    fn rebuild(
+        &self,
+        settings: &StoreSettings,
+        seq: u64,
+        phase: &PhaseGauge,
+    ) -> Result<(Data, Option<persist::OldSection>), String> {
+        phase.set(SnapshotPhase::Read);
+        let (from, mut data, old) = self.read_streamed(settings)?;
         if from > seq {
             return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
         }
+        phase.set(SnapshotPhase::Replay);
         let mut next = from + 1;
         // One thread (not `pipelined`): this runs beside live ingest, which
         // needs the other core.
@@ -308,7 +400,16 @@ impl Durability {
         if next != seq + 1 {
             return Err(format!("the log ends at record {} before {seq}", next - 1));
         }
-        Ok(data)
+        Ok((data, old))
+    }
+}
+
+/// Sets the phase back to idle however a snapshot ends.
+struct PhaseReset<'a>(&'a PhaseGauge);
+
+impl Drop for PhaseReset<'_> {
+    fn drop(&mut self) {
+        self.0.set(SnapshotPhase::Idle);
     }
 }
 
@@ -529,6 +630,7 @@ pub struct EmbeddedStore {
     /// Snapshots that could not be rebuilt off the lock (see
     /// [`EmbeddedStore::snapshot`]).
     snapshot_fallbacks: std::sync::atomic::AtomicU64,
+    snapshot_phase: PhaseGauge,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -785,6 +887,7 @@ impl EmbeddedStore {
             last_sweep: Mutex::new(i64::MIN / 2),
             snapshot_lock: tokio::sync::Mutex::new(()),
             snapshot_fallbacks: std::sync::atomic::AtomicU64::new(0),
+            snapshot_phase: PhaseGauge::default(),
         }
     }
 
@@ -920,6 +1023,12 @@ impl EmbeddedStore {
         (self.snapshot_fallbacks).load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// What the snapshot being taken is doing now (for benches).
+    #[doc(hidden)]
+    pub fn snapshot_phase(&self) -> SnapshotPhase {
+        self.snapshot_phase.get()
+    }
+
     /// Seqs of the log: (last appended, durable, synced). For tests.
     #[doc(hidden)]
     pub fn log_seqs(&self) -> Option<(u64, u64, u64)> {
@@ -943,6 +1052,7 @@ impl EmbeddedStore {
             return Ok(());
         };
         let _one = self.snapshot_lock.lock().await;
+        let _idle = PhaseReset(&self.snapshot_phase);
         // Appends and applies happen under the state lock: once it is
         // released, every record up to `seq` is applied and none after it.
         let seq = {
@@ -954,29 +1064,36 @@ impl EmbeddedStore {
         }
         // The rebuild reads the records up to `seq` back from the log, and
         // the snapshot must hold nothing a crash could still take back.
+        self.snapshot_phase.set(SnapshotPhase::Durable);
         wal.wait_durable(seq)
             .await
             .map_err(|e| StoreError::Unavailable(format!("write-ahead log: {e}")))?;
         let started = Instant::now();
         let last_sweep = *self.last_sweep.lock();
         let (d2, settings) = (d.clone(), self.settings.clone());
+        let phase = self.snapshot_phase.clone();
         let built = tokio::task::spawn_blocking(move || {
-            let mut data = d2.rebuild(&settings, seq)?;
+            let (mut data, old) = d2.rebuild(&settings, seq, &phase)?;
             // Retention is not logged: drop what the live state dropped.
-            if last_sweep > i64::MIN / 2 {
+            let swept = last_sweep > i64::MIN / 2;
+            if swept {
                 data.expire(last_sweep, &settings);
             }
+            let horizon = swept.then(|| state::dedupe_horizon(last_sweep, &settings));
+            phase.set(SnapshotPhase::Write);
             let dir = d2.snapshot_dir();
-            let written = write_snapshot_with(
-                &*d2.storage,
-                &dir,
-                seq,
-                persist::STATE_VERSION,
-                SNAPSHOTS_KEPT,
-                |w| persist::write_state(&data, w),
-            );
+            let storage = &*d2.storage;
+            let written =
+                write_snapshot_file(storage, &dir, seq, persist::STATE_VERSION, |w| match &old {
+                    Some(old) => persist::write_state_merged(&mut data, old, storage, horizon, w),
+                    None => persist::write_state(&data, w),
+                });
             drop(data);
-            Ok(written.and_then(|_| list_snapshots(&*d2.storage, &dir)))
+            phase.set(SnapshotPhase::Prune);
+            if written.is_ok() {
+                prune_snapshots(storage, &dir, SNAPSHOTS_KEPT);
+            }
+            Ok(written.and_then(|_| list_snapshots(storage, &dir)))
         })
         .await
         .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?;
@@ -1003,11 +1120,13 @@ impl EmbeddedStore {
             return Ok(());
         };
         let _one = self.snapshot_lock.lock().await;
+        let _idle = PhaseReset(&self.snapshot_phase);
         self.snapshot_in_place_locked(wal, d).await
     }
 
     /// [`Self::snapshot_in_place`] with `snapshot_lock` held.
     async fn snapshot_in_place_locked(&self, wal: &Wal, d: &Durability) -> Result<(), StoreError> {
+        self.snapshot_phase.set(SnapshotPhase::Locked);
         let (seq, bytes) = {
             let inner = self.inner.lock();
             // Appends happen under this lock: `seq` is exactly what `bytes` holds.
@@ -1053,6 +1172,7 @@ impl EmbeddedStore {
         started: Instant,
     ) -> Result<(), StoreError> {
         *self.snapshot_seq.lock() = Some(seq);
+        self.snapshot_phase.set(SnapshotPhase::Prune);
         // The log is needed from the oldest snapshot kept on disk on.
         if kept.len() >= SNAPSHOTS_KEPT
             && let Some(&(oldest, _)) = kept.last()

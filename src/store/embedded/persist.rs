@@ -34,6 +34,8 @@
 //! there.
 
 use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -41,6 +43,8 @@ use super::state::{Article, Data, Dedupe, DedupeKey, LogRecord};
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{Quarantine, Timestamp};
 use crate::store::StoreSettings;
+use crate::store::snapshot::{SnapshotReader, open_snapshot};
+use crate::store::storage::Storage;
 
 /// Payload version written by this build (snapshots and log segments).
 pub const STATE_VERSION: u32 = 2;
@@ -143,39 +147,242 @@ fn split_v2(bytes: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
     Ok((seed, section, rest))
 }
 
+/// One fixed-width dedupe entry of a version 2 section.
+fn parse_entry(e: &[u8]) -> (DedupeKey, Timestamp) {
+    let idx = u32::from_le_bytes(e[0..4].try_into().unwrap());
+    let visitor = u128::from_le_bytes(e[4..20].try_into().unwrap());
+    let ts = i64::from_le_bytes(e[21..29].try_into().unwrap());
+    (DedupeKey::new(idx, visitor, e[20]), ts)
+}
+
 /// The dedupe entries of a version 2 section and the highest article
 /// index among them.
 fn decode_dedupe(seed: u64, section: &[u8]) -> (Dedupe, Option<u32>) {
     let mut d = Dedupe::with_seed(seed, section.len() / DEDUPE_ENTRY);
     let mut top = None;
     for e in section.chunks_exact(DEDUPE_ENTRY) {
-        let idx = u32::from_le_bytes(e[0..4].try_into().unwrap());
-        let visitor = u128::from_le_bytes(e[4..20].try_into().unwrap());
-        let ts = i64::from_le_bytes(e[21..29].try_into().unwrap());
-        d.insert(DedupeKey::new(idx, visitor, e[20]), ts);
-        top = top.max(Some(idx));
+        let (key, ts) = parse_entry(e);
+        d.insert(key, ts);
+        top = top.max(Some(key.parts().0));
     }
     (d, top)
 }
 
-/// Writes the dedupe section of a version 2 state.
-fn write_dedupe(d: &Dedupe, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    const CHUNK: usize = 2048;
-    let mut buf = Vec::with_capacity(CHUNK * DEDUPE_ENTRY);
-    buf.extend_from_slice(&d.seed().to_le_bytes());
-    buf.extend_from_slice(&(d.len() as u64).to_le_bytes());
-    for (key, &ts) in d.iter() {
-        let (idx, visitor, kind) = key.parts();
-        if buf.len() + DEDUPE_ENTRY > buf.capacity() {
-            w.write_all(&buf)?;
-            buf.clear();
-        }
-        buf.extend_from_slice(&idx.to_le_bytes());
-        buf.extend_from_slice(&visitor.to_le_bytes());
-        buf.push(kind);
-        buf.extend_from_slice(&ts.to_le_bytes());
+/// Entries a dedupe section is written and read in at a time.
+const CHUNK: usize = 2048;
+
+/// Buffers a dedupe section's bytes on their way to a writer.
+struct SectionWriter<'a> {
+    w: &'a mut dyn Write,
+    buf: Vec<u8>,
+}
+
+impl<'a> SectionWriter<'a> {
+    /// Starts a section of `n` entries hashed with `seed`.
+    fn new(w: &'a mut dyn Write, seed: u64, n: u64) -> Self {
+        let mut buf = Vec::with_capacity(CHUNK * DEDUPE_ENTRY);
+        buf.extend_from_slice(&seed.to_le_bytes());
+        buf.extend_from_slice(&n.to_le_bytes());
+        SectionWriter { w, buf }
     }
-    w.write_all(&buf)
+
+    fn push(&mut self, key: &DedupeKey, ts: Timestamp) -> io::Result<()> {
+        if self.buf.len() + DEDUPE_ENTRY > self.buf.capacity() {
+            self.w.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        let (idx, visitor, kind) = key.parts();
+        self.buf.extend_from_slice(&idx.to_le_bytes());
+        self.buf.extend_from_slice(&visitor.to_le_bytes());
+        self.buf.push(kind);
+        self.buf.extend_from_slice(&ts.to_le_bytes());
+        Ok(())
+    }
+
+    fn finish(self) -> io::Result<()> {
+        self.w.write_all(&self.buf)
+    }
+}
+
+/// Writes the dedupe section of a version 2 state.
+fn write_dedupe(d: &Dedupe, w: &mut dyn Write) -> io::Result<()> {
+    let mut out = SectionWriter::new(w, d.seed(), d.len() as u64);
+    for (key, &ts) in d.iter() {
+        out.push(key, ts)?;
+    }
+    out.finish()
+}
+
+/// Reads the head of a version 2 state: its dedupe seed and entry count
+/// (checked against the bytes `left` after the head).
+fn read_head(r: &mut dyn Read, left: u64) -> io::Result<(u64, u64)> {
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head)?;
+    let seed = u64::from_le_bytes(head[0..8].try_into().unwrap());
+    let n = u64::from_le_bytes(head[8..16].try_into().unwrap());
+    if n.checked_mul(DEDUPE_ENTRY as u64)
+        .is_none_or(|len| len > left.saturating_sub(16))
+    {
+        return Err(invalid_data("state is cut short in its dedupe section"));
+    }
+    Ok((seed, n))
+}
+
+/// Reads `n` dedupe entries from `r` a chunk at a time, handing each to
+/// `each`; returns the checksum of the section's bytes.
+fn read_section(
+    r: &mut dyn Read,
+    n: u64,
+    mut each: impl FnMut(DedupeKey, Timestamp) -> io::Result<()>,
+) -> io::Result<u32> {
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; CHUNK * DEDUPE_ENTRY];
+    let mut left = n;
+    while left > 0 {
+        let take = left.min(CHUNK as u64) as usize;
+        let bytes = &mut buf[..take * DEDUPE_ENTRY];
+        r.read_exact(bytes)?;
+        crc.update(bytes);
+        for e in bytes.chunks_exact(DEDUPE_ENTRY) {
+            let (key, ts) = parse_entry(e);
+            each(key, ts)?;
+        }
+        left -= take as u64;
+    }
+    Ok(crc.finalize())
+}
+
+fn invalid_data(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+/// Where the previous snapshot's dedupe section is, for a rebuild that
+/// leaves it on disk ([`read_state_streamed`], [`write_state_merged`]).
+#[derive(Debug, Clone)]
+pub struct OldSection {
+    pub path: PathBuf,
+    seed: u64,
+    n: u64,
+    /// Checksum of the section's bytes as first read (and verified, with
+    /// the rest of the payload, against the file's checksum).
+    crc: u32,
+}
+
+/// Reads a snapshot's state for a rebuild as a stream: a version 2
+/// state's dedupe entries are checksummed and passed over, not held (the
+/// state comes back with an empty dedupe table of the same seed, and where
+/// to find them); the rest is decoded. Older versions are decoded whole.
+/// Fails with `InvalidData` if the payload's checksum does not match (the
+/// whole payload is read before anything decoded is handed back).
+pub fn read_state_streamed(
+    mut r: SnapshotReader,
+    path: &Path,
+) -> io::Result<(Data, Option<OldSection>)> {
+    let version = r.version();
+    if version < 2 {
+        let mut bytes = Vec::new();
+        r.read_to_end(&mut bytes)?;
+        r.finish()?;
+        let data = decode_state(version, &bytes, false).map_err(invalid_data)?;
+        return Ok((data, None));
+    }
+    if version > STATE_VERSION {
+        return Err(invalid_data(newer("the snapshot", version)));
+    }
+    let len = r.len();
+    let (seed, n) = read_head(&mut r, len)?;
+    let crc = read_section(&mut r, n, |_, _| Ok(()))?;
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest)?;
+    r.finish()?;
+    let mut data = postcard::from_bytes::<Data>(&rest)
+        .map_err(|e| invalid_data(format!("state does not decode: {e}")))?;
+    data.dedupe = Dedupe::with_seed(seed, 0);
+    let old = OldSection {
+        path: path.to_path_buf(),
+        seed,
+        n,
+        crc,
+    };
+    Ok((data, Some(old)))
+}
+
+/// Reads the old section again (from `storage`), checking it is the one
+/// [`read_state_streamed`] passed over, and hands every entry to `each`.
+fn reread(
+    storage: &dyn Storage,
+    old: &OldSection,
+    articles: usize,
+    mut each: impl FnMut(DedupeKey, Timestamp) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut r = open_snapshot(storage, &old.path)?;
+    let left = r.len();
+    if read_head(&mut r, left)? != (old.seed, old.n) {
+        return Err(invalid_data("the previous snapshot changed while read"));
+    }
+    let crc = read_section(&mut r, old.n, |key, ts| {
+        if key.parts().0 as usize >= articles {
+            return Err(invalid_data(
+                "a dedupe entry names an article the state does not hold",
+            ));
+        }
+        each(key, ts)
+    })?;
+    if crc != old.crc {
+        return Err(invalid_data(
+            "the previous snapshot's dedupe section changed while read",
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the state of a rebuild — `data` as replayed on top of a state
+/// read by [`read_state_streamed`] — streaming the dedupe section from a
+/// merge: every entry of the old section (read again from disk) with its
+/// time raised to the one the replay left in `data` for the same key, then
+/// the replay's new keys; entries not after `horizon` (the last retention
+/// sweep's, if any) are left out, as [`Data::expire`] leaves them out of
+/// the live table. The entries equal those of [`write_state`] for the same
+/// state held whole (their order differs). Takes the replay's entries out
+/// of `data`.
+pub fn write_state_merged(
+    data: &mut Data,
+    old: &OldSection,
+    storage: &dyn Storage,
+    horizon: Option<Timestamp>,
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    let alive = |ts: Timestamp| horizon.is_none_or(|h| ts > h);
+    let articles = data.articles.len();
+    // The count goes first: one pass to count, one to write.
+    let mut kept = data.dedupe.len() as u64;
+    reread(storage, old, articles, |key, ts| {
+        kept += u64::from(!data.dedupe.contains_key(&key) && alive(ts));
+        Ok(())
+    })?;
+    let mut out = SectionWriter::new(w, old.seed, kept);
+    let mut written = 0u64;
+    let replayed = &mut data.dedupe;
+    reread(storage, old, articles, |key, ts| {
+        let ts = match replayed.remove(&key) {
+            Some(t) => t.max(ts),
+            None if alive(ts) => ts,
+            None => return Ok(()),
+        };
+        written += 1;
+        out.push(&key, ts)
+    })?;
+    for (key, &ts) in replayed.iter() {
+        written += 1;
+        out.push(key, ts)?;
+    }
+    out.finish()?;
+    if written != kept {
+        return Err(invalid_data(
+            "the previous snapshot's dedupe section changed while read",
+        ));
+    }
+    write_rest(data, w)
 }
 
 /// Decodes a log record written with payload `version`.
@@ -196,8 +403,13 @@ pub fn encode_state(data: &Data) -> Result<Vec<u8>, String> {
 
 /// Streams the encoding of `data` into `w` (the same bytes as
 /// [`encode_state`]); a write error is returned as it was.
-pub fn write_state(data: &Data, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub fn write_state(data: &Data, w: &mut dyn Write) -> io::Result<()> {
     write_dedupe(&data.dedupe, w)?;
+    write_rest(data, w)
+}
+
+/// Writes `data` without its dedupe entries (postcard).
+fn write_rest(data: &Data, w: &mut dyn Write) -> io::Result<()> {
     struct Keep<'a> {
         w: &'a mut dyn std::io::Write,
         error: Option<std::io::Error>,
@@ -299,6 +511,131 @@ mod tests {
         assert_eq!(std::mem::size_of::<(DedupeKey, Timestamp)>(), 32);
         let k = DedupeKey::new(7, u128::MAX - 5, 3);
         assert_eq!(k.parts(), (7, u128::MAX - 5, 3));
+    }
+
+    fn view(article: u64, visitor: u128, ts: i64) -> LogRecord {
+        LogRecord::Event {
+            ev: Event {
+                kind: EventType::View,
+                article: ArticleId::from_number(article),
+                visitor,
+                ip: 1,
+                ts,
+                arrival_ms: 1_800_000_000_000,
+                event_id: None,
+                seconds: 0,
+                bot: false,
+                trusted: true,
+            },
+            verdict: Verdict::Counted,
+        }
+    }
+
+    /// The bytes of a version 2 state's dedupe section and the rest.
+    fn sections(bytes: &[u8]) -> (Vec<(DedupeKey, Timestamp)>, &[u8]) {
+        let (_, section, rest) = split_v2(bytes).unwrap();
+        let mut entries: Vec<_> = section
+            .chunks_exact(DEDUPE_ENTRY)
+            .map(parse_entry)
+            .collect();
+        entries.sort_unstable();
+        (entries, rest)
+    }
+
+    #[test]
+    fn a_merged_dedupe_section_equals_the_whole_one() {
+        use crate::store::snapshot::write_snapshot;
+        use crate::store::storage::sim::SimDisk;
+        let s = StoreSettings::default();
+        let disk = SimDisk::new();
+        let dir = Path::new("/data/snapshots");
+        let before = state(200);
+        let path = write_snapshot(
+            &disk,
+            dir,
+            1,
+            STATE_VERSION,
+            &encode_state(&before).unwrap(),
+            2,
+        )
+        .unwrap();
+        // Raised, back-dated (kept as they were where they were later;
+        // brought back past retention where not), new visitors, a new article.
+        let mut log = Vec::new();
+        for i in 0..200u64 {
+            let known = 1u128 << 64 | u128::from(i);
+            log.push(view(i + 1, known, 1_800_000_500 + i as i64));
+            log.push(view(i + 1, 2u128 << 64 | u128::from(i), 1_800_000_101));
+            log.push(view(i + 1, 9u128 << 64 | u128::from(i), 1_800_000_300));
+        }
+        log.push(view(999, 5, 1_800_000_400));
+        // Retention drops the old entries of the first 100 articles.
+        let now = 1_800_000_100 + i64::from(s.dedupe_window_secs) + 3600;
+        let horizon = super::super::state::dedupe_horizon(now, &s);
+
+        // The state held whole, as a restart loads it.
+        let payload = crate::store::snapshot::read_snapshot(&disk, &path)
+            .unwrap()
+            .payload;
+        let mut whole = decode_state(STATE_VERSION, &payload, false).unwrap();
+        whole.restore(&s);
+        let reader = open_snapshot(&disk, &path).unwrap();
+        let (mut streamed, old) = read_state_streamed(reader, &path).unwrap();
+        streamed.restore(&s);
+        assert!(streamed.dedupe.is_empty(), "the old entries stay on disk");
+        for rec in &log {
+            whole.apply(rec);
+            streamed.apply(rec);
+        }
+        whole.expire(now, &s);
+        streamed.expire(now, &s);
+        let want = encode_state(&whole).unwrap();
+        let mut got = Vec::new();
+        write_state_merged(&mut streamed, &old.unwrap(), &disk, Some(horizon), &mut got).unwrap();
+
+        assert_eq!(got.len(), want.len());
+        assert_eq!(got[..16], want[..16], "seed and count");
+        let (got_entries, got_rest) = sections(&got);
+        let (want_entries, want_rest) = sections(&want);
+        assert_eq!(got_entries, want_entries);
+        assert_eq!(got_rest, want_rest, "the rest of the state");
+        // Some of each kind made it through the merge.
+        let raised = want_entries
+            .iter()
+            .filter(|(_, t)| *t >= 1_800_000_500)
+            .count();
+        assert_eq!(raised, 200);
+        // 99 old ones alive, 200 raised, 200 back-dated, 200 + 1 new.
+        assert_eq!(want_entries.len(), 700);
+    }
+
+    #[test]
+    fn a_damaged_previous_snapshot_is_refused_by_the_streamed_rebuild() {
+        use crate::store::snapshot::write_snapshot;
+        use crate::store::storage::sim::SimDisk;
+        let disk = SimDisk::new();
+        let dir = Path::new("/data/snapshots");
+        let bytes = encode_state(&state(50)).unwrap();
+        let path = write_snapshot(&disk, dir, 1, STATE_VERSION, &bytes, 2).unwrap();
+        let good = disk.read(&path).unwrap();
+        // A visitor byte of a dedupe entry flipped: refused when first read.
+        let mut bad = good.clone();
+        bad[24 + 16 + DEDUPE_ENTRY + 10] ^= 0x40;
+        disk.overwrite(&path, &bad).unwrap();
+        let err = read_state_streamed(open_snapshot(&disk, &path).unwrap(), &path)
+            .err()
+            .unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        // Flipped after it was read, before the merge reads it again: refused then.
+        disk.overwrite(&path, &good).unwrap();
+        let (mut data, old) =
+            read_state_streamed(open_snapshot(&disk, &path).unwrap(), &path).unwrap();
+        data.restore(&StoreSettings::default());
+        disk.overwrite(&path, &bad).unwrap();
+        let err = write_state_merged(&mut data, &old.unwrap(), &disk, None, &mut Vec::new())
+            .err()
+            .unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
     }
 
     #[test]

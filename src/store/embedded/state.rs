@@ -460,6 +460,13 @@ impl std::ops::DerefMut for Dedupe {
     }
 }
 
+/// Retention at `now` keeps a dedupe entry only if its time is after this.
+/// Views back-dated by more than an hour past the window may escape dedupe
+/// once their pair's entry is gone; see docs/design.md.
+pub fn dedupe_horizon(now: Timestamp, s: &StoreSettings) -> Timestamp {
+    now - i64::from(s.dedupe_window_secs) - 3600
+}
+
 /// What snapshots hold: every counter and the shared half of the gate.
 ///
 /// The serde derive is the state without its dedupe entries, which
@@ -860,9 +867,7 @@ impl Data {
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
-        // Views back-dated by more than an hour past the window may escape
-        // dedupe once their pair's entry is gone; see docs/design.md.
-        let horizon = now - i64::from(s.dedupe_window_secs) - 3600;
+        let horizon = dedupe_horizon(now, s);
         self.dedupe.retain(|_, &mut last| last > horizon);
         let horizon = now - i64::from(s.event_id_ttl_secs);
         self.event_ids.retain(|_, &mut seen| seen > horizon);

@@ -28,6 +28,10 @@ impl<T: Read + Seek + Send> ReadFile for T {}
 pub trait StorageFile: Write + Send {
     /// Makes every byte written so far durable (`fdatasync`).
     fn sync_data(&mut self) -> io::Result<()>;
+    /// A second handle on the same open file (`dup`): syncing either makes
+    /// the bytes written through both durable, so one thread can sync while
+    /// another goes on writing.
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>>;
 }
 
 /// Held for as long as a data directory is in use; dropping it releases it.
@@ -70,6 +74,10 @@ impl Disk {
 impl StorageFile for File {
     fn sync_data(&mut self) -> io::Result<()> {
         File::sync_data(self)
+    }
+
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(File::try_clone(self)?))
     }
 }
 

@@ -3,7 +3,9 @@
 //! to their last `sync_data`, names as of their directory's last
 //! `sync_dir`), optionally plus a torn prefix of each file's unsynced
 //! bytes. It can also run out of space ([`SimDisk::set_capacity`]) and crash
-//! by itself at the n-th mutating operation ([`SimDisk::crash_at_op`]).
+//! by itself at the n-th mutating operation ([`SimDisk::crash_at_op`]),
+//! and hold every `sync_data` until told to go on ([`SimDisk::hold_syncs`],
+//! a disk whose flush hangs).
 //!
 //! A crashed disk is dead: every later operation through it, or through a
 //! file opened on it, fails. [`SimDisk::reboot`] gives the disk as it is
@@ -18,7 +20,7 @@ use std::io::{self, Cursor, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use super::{DirLock, ReadFile, Storage, StorageFile};
@@ -27,6 +29,8 @@ use super::{DirLock, ReadFile, Storage, StorageFile};
 #[derive(Clone, Default)]
 pub struct SimDisk {
     state: Arc<Mutex<State>>,
+    /// Wakes syncs held by [`SimDisk::hold_syncs`].
+    released: Arc<Condvar>,
 }
 
 impl std::fmt::Debug for SimDisk {
@@ -70,6 +74,9 @@ struct State {
     capacity: Option<u64>,
     locks: HashSet<PathBuf>,
     syncs: u64,
+    /// While set, `sync_data` waits (see [`SimDisk::hold_syncs`]).
+    hold_syncs: bool,
+    syncs_waiting: usize,
 }
 
 fn dead() -> io::Error {
@@ -217,6 +224,18 @@ impl SimDisk {
         self.state.lock().syncs
     }
 
+    /// While `hold` is true, every `sync_data` waits (without completing)
+    /// until it is set back to false: a disk whose flush hangs.
+    pub fn hold_syncs(&self, hold: bool) {
+        self.state.lock().hold_syncs = hold;
+        self.released.notify_all();
+    }
+
+    /// `sync_data` calls waiting now because syncs are held.
+    pub fn syncs_waiting(&self) -> usize {
+        self.state.lock().syncs_waiting
+    }
+
     /// The disk as found after the crash (crashing it now if needed): a
     /// new, live disk holding only what survived.
     pub fn reboot(&self) -> SimDisk {
@@ -242,6 +261,7 @@ impl SimDisk {
         }
         SimDisk {
             state: Arc::new(Mutex::new(st)),
+            released: Arc::new(Condvar::new()),
         }
     }
 
@@ -265,6 +285,7 @@ impl SimDisk {
 
 struct SimFile {
     state: Arc<Mutex<State>>,
+    released: Arc<Condvar>,
     ino: u64,
 }
 
@@ -295,12 +316,26 @@ impl Write for SimFile {
 impl StorageFile for SimFile {
     fn sync_data(&mut self) -> io::Result<()> {
         let mut st = self.state.lock();
+        while st.hold_syncs {
+            st.syncs_waiting += 1;
+            self.released.wait(&mut st);
+            st.syncs_waiting -= 1;
+        }
         st.op()?;
         if !st.inodes.contains_key(&self.ino) {
             return Err(dead());
         }
         st.sync_inode(self.ino);
         Ok(())
+    }
+
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
+        self.state.lock().check_alive()?;
+        Ok(Box::new(SimFile {
+            state: Arc::clone(&self.state),
+            released: Arc::clone(&self.released),
+            ino: self.ino,
+        }))
     }
 }
 
@@ -312,6 +347,16 @@ struct SimLock {
 impl Drop for SimLock {
     fn drop(&mut self) {
         self.state.lock().locks.remove(&self.path);
+    }
+}
+
+impl SimDisk {
+    fn file(&self, ino: u64) -> SimFile {
+        SimFile {
+            state: Arc::clone(&self.state),
+            released: Arc::clone(&self.released),
+            ino,
+        }
     }
 }
 
@@ -378,20 +423,14 @@ impl Storage for SimDisk {
                 ino
             }
         };
-        Ok(Box::new(SimFile {
-            state: Arc::clone(&self.state),
-            ino,
-        }))
+        Ok(Box::new(self.file(ino)))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let st = self.state.lock();
         st.check_alive()?;
         let ino = st.inode(path)?;
-        Ok(Box::new(SimFile {
-            state: Arc::clone(&self.state),
-            ino,
-        }))
+        Ok(Box::new(self.file(ino)))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

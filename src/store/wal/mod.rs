@@ -6,7 +6,8 @@
 //! - [`reader`]: the one loop over segments, used by recovery, read-only
 //!   reading ([`read_records`]) and [`salvage`];
 //! - [`recovery`]: what [`Wal::open`] does with what the loop found;
-//! - [`writer`]: the writer thread (group commit, fsync, rotation, retry).
+//! - [`writer`]: the writer thread (group commit, fsync, rotation, retry);
+//! - [`syncer`]: the background sync thread of [`FsyncPolicy::Interval`].
 //!
 //! All file I/O goes through a [`Storage`] ([`WalConfig::storage`]).
 //!
@@ -56,7 +57,12 @@
 //! * [`FsyncPolicy::Interval`]: returns once the record has been written to
 //!   the file (it survives a process crash, not a power loss); a sync follows
 //!   within the interval. A power loss loses at most the records written
-//!   since the last completed sync ([`Wal::synced_seq`]).
+//!   since the last completed sync ([`Wal::synced_seq`]). The interval's
+//!   syncs run on a thread of their own (`hotrank-wal-sync`, [`syncer`]) on
+//!   a second handle of the segment, so writes — and so acknowledgements —
+//!   never wait for one; a failed one stalls the log as a failed write does.
+//!   Syncs the writer needs at once (before a rotation, a rewrite after a
+//!   failure, at close) wait for the one out first.
 //! * [`FsyncPolicy::Never`]: returns once written; sync only at rotation and
 //!   close. For tests and benchmarks.
 //!
@@ -81,6 +87,7 @@
 pub mod format;
 pub mod reader;
 mod recovery;
+mod syncer;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -287,7 +294,7 @@ impl Wal {
             cfg,
         });
         metrics::gauge!(METRIC_STALLED).set(0.0);
-        let writer = writer::Writer::new(Arc::clone(&shared), rec.active, durable);
+        let writer = writer::Writer::new(Arc::clone(&shared), rec.active, durable)?;
         let handle = thread::Builder::new()
             .name("hotrank-wal".into())
             .spawn(move || writer.run())?;

@@ -368,3 +368,96 @@ fn records_are_replayed_with_their_segment_payload_version_and_old_segments_are_
     .unwrap();
     assert_eq!(got, vec![(1, 0, b"old".to_vec()), (2, 7, b"new".to_vec())]);
 }
+
+/// Polls `done` every millisecond for up to 10 s.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Appends `payload` and waits (on a thread of its own) for it to be
+/// durable; the receiver gets the outcome.
+fn append_and_wait(
+    wal: &Arc<Wal>,
+    payload: &'static [u8],
+) -> (u64, std::sync::mpsc::Receiver<Result<(), WalError>>) {
+    let seq = wal.append(payload);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wal = Arc::clone(wal);
+    std::thread::spawn(move || {
+        let _ = tx.send(wal.wait_durable_blocking(seq));
+    });
+    (seq, rx)
+}
+
+/// Lets held syncs go when dropped, so that a failed check does not leave
+/// the log's threads waiting for ever.
+struct Release(crate::store::storage::sim::SimDisk);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.hold_syncs(false);
+    }
+}
+
+#[test]
+fn interval_acknowledges_while_a_sync_hangs() {
+    use crate::store::storage::sim::SimDisk;
+    let open = |disk: &SimDisk, fsync| {
+        let cfg = WalConfig {
+            fsync,
+            storage: Arc::new(disk.clone()),
+            ..WalConfig::new("/data/wal")
+        };
+        Arc::new(Wal::open(cfg, 0, |_, _, _| Ok(())).unwrap().0)
+    };
+    let ten_s = Duration::from_secs(10);
+
+    let disk = SimDisk::new();
+    let wal = open(&disk, FsyncPolicy::Interval(Duration::from_millis(1)));
+    // Declared after the log: dropped (and the syncs let go) before it.
+    let _release = Release(disk.clone());
+    // The first record creates the segment (whose header is synced at once).
+    let (_, first) = append_and_wait(&wal, b"zero");
+    first.recv_timeout(ten_s).unwrap().unwrap();
+    disk.hold_syncs(true);
+    let (one, acked) = append_and_wait(&wal, b"one");
+    acked.recv_timeout(ten_s).unwrap().unwrap();
+    eventually("the interval's sync starts", || disk.syncs_waiting() > 0);
+    // The sync hangs; a record appended now is still written and acknowledged.
+    let (two, acked) = append_and_wait(&wal, b"two");
+    acked.recv_timeout(ten_s).unwrap().unwrap();
+    assert!(wal.durable_seq() >= two);
+    assert!(wal.synced_seq() < one, "nothing is synced while syncs hang");
+    disk.hold_syncs(false);
+    eventually("the records are synced", || wal.synced_seq() >= two);
+    wal.close().unwrap();
+    let after = disk.reboot();
+    let cfg = WalConfig {
+        storage: Arc::new(after),
+        ..WalConfig::new("/data/wal")
+    };
+    let (_, stats, got) = open_collect(cfg, 0).unwrap();
+    assert_eq!(stats.last_seq, two);
+    assert_eq!(got[2], (two, b"two".to_vec()));
+
+    // Under `always` an acknowledgement waits for its sync.
+    let disk = SimDisk::new();
+    let wal = open(&disk, FsyncPolicy::Always);
+    // Declared after the log: dropped (and the syncs let go) before it.
+    let _release = Release(disk.clone());
+    let (_, first) = append_and_wait(&wal, b"zero");
+    first.recv_timeout(ten_s).unwrap().unwrap();
+    disk.hold_syncs(true);
+    let (one, acked) = append_and_wait(&wal, b"one");
+    eventually("the record's sync starts", || disk.syncs_waiting() > 0);
+    assert!(wal.durable_seq() < one, "durable before its sync");
+    assert!(acked.try_recv().is_err(), "acknowledged before its sync");
+    disk.hold_syncs(false);
+    acked.recv_timeout(ten_s).unwrap().unwrap();
+    assert!(wal.synced_seq() >= one);
+    wal.close().unwrap();
+}

@@ -12,6 +12,7 @@ use super::format::{
     SEGMENT_HEADER_LEN, record_seq, seal_record, segment_file_name, segment_header,
     temp_segment_file_name,
 };
+use super::syncer::{Done, Job, Syncer};
 use super::{
     FsyncPolicy, METRIC_BYTES_WRITTEN, METRIC_FSYNC_SECONDS, METRIC_RECORDS, METRIC_SEGMENTS,
     STATUS_CLOSED, SegmentMeta, Shared,
@@ -50,6 +51,8 @@ pub(super) struct Writer {
     retry_delay: Duration,
     next_retry: Instant,
     written_seq: u64,
+    /// The sync thread (only under [`FsyncPolicy::Interval`]).
+    syncer: Option<Syncer>,
 }
 
 /// Fails the log if the writer thread ends without closing (i.e. panics).
@@ -74,8 +77,16 @@ fn seal_all(batch: &mut [u8]) {
 }
 
 impl Writer {
-    pub(super) fn new(shared: Arc<Shared>, active: Option<Active>, durable: u64) -> Self {
-        Writer {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        active: Option<Active>,
+        durable: u64,
+    ) -> io::Result<Self> {
+        let syncer = match shared.cfg.fsync {
+            FsyncPolicy::Interval(_) => Some(Syncer::start(Arc::clone(&shared))?),
+            FsyncPolicy::Always | FsyncPolicy::Never => None,
+        };
+        Ok(Writer {
             shared,
             active,
             spare: Vec::with_capacity(INITIAL_BUFFER_CAPACITY),
@@ -85,7 +96,8 @@ impl Writer {
             retry_delay: FIRST_RETRY,
             next_retry: Instant::now(),
             written_seq: durable,
-        }
+            syncer,
+        })
     }
 
     fn stalled(&self) -> bool {
@@ -121,6 +133,10 @@ impl Writer {
                 }
                 continue;
             }
+            if let Err(e) = self.collect_sync() {
+                self.stall(e, &[]);
+                continue;
+            }
             let (mut batch, records, closing) = self.next_batch();
             if !batch.is_empty() {
                 seal_all(&mut batch);
@@ -147,10 +163,14 @@ impl Writer {
                     FsyncPolicy::Interval(d) => self.last_sync.elapsed() >= d,
                     FsyncPolicy::Never => false,
                 };
-            if sync
-                && !self.unsynced.is_empty()
-                && let Err(e) = self.sync_active()
-            {
+            let result = if !sync || self.unsynced.is_empty() {
+                Ok(())
+            } else if !closing && self.syncer.is_some() {
+                self.sync_in_background()
+            } else {
+                self.sync_active()
+            };
+            if let Err(e) = result {
                 self.stall(e, &[]);
                 continue;
             }
@@ -182,8 +202,13 @@ impl Writer {
         while st.buf.is_empty() && !st.closing {
             let now = Instant::now();
             let mut wake_at = now + IDLE_POLL;
+            if self.syncer.as_ref().is_some_and(Syncer::finished) {
+                // The background sync's outcome, to collect.
+                return (Vec::new(), 0, false);
+            }
             if let FsyncPolicy::Interval(d) = shared.cfg.fsync
                 && !self.unsynced.is_empty()
+                && !self.syncer.as_ref().is_some_and(Syncer::pending)
             {
                 let due = self.last_sync + d;
                 if due <= now {
@@ -218,6 +243,9 @@ impl Writer {
     /// segment's unsynced batches, then `tail`, not yet written) for
     /// [`Writer::write_again`].
     fn stall(&mut self, e: io::Error, tail: &[u8]) {
+        // A background sync that succeeded meanwhile covers its batches;
+        // one that failed leaves them unsynced, as this failure does.
+        let _ = self.settle_sync();
         for (batch, start) in self.unsynced.drain(..) {
             self.retry.extend_from_slice(&batch[start..]);
         }
@@ -320,7 +348,10 @@ impl Writer {
         }
     }
 
+    /// Syncs the active segment on this thread (after the background
+    /// sync, if one is out).
     fn sync_active(&mut self) -> io::Result<()> {
+        self.settle_sync()?;
         if let Some(active) = &mut self.active {
             let t = Instant::now();
             active.file.sync_data()?;
@@ -332,13 +363,71 @@ impl Writer {
         self.shared
             .synced
             .store(self.written_seq, Ordering::Release);
-        self.recycle_unsynced();
+        self.recycle_unsynced(self.unsynced.len());
         Ok(())
     }
 
-    /// Keeps one synced batch buffer as the spare for the appenders.
-    fn recycle_unsynced(&mut self) {
-        for (mut batch, _) in self.unsynced.drain(..) {
+    /// Hands a sync of the active segment as written so far to the sync
+    /// thread, unless one is out already.
+    fn sync_in_background(&mut self) -> io::Result<()> {
+        let Some(syncer) = self.syncer.as_mut() else {
+            return Ok(());
+        };
+        if syncer.pending() {
+            return Ok(());
+        }
+        if let Some(active) = &self.active
+            && active.bytes > active.synced_bytes
+        {
+            syncer.submit(Job {
+                file: active.file.try_clone()?,
+                path: active.path.clone(),
+                bytes: active.bytes,
+                seq: self.written_seq,
+                batches: self.unsynced.len(),
+            });
+        } else {
+            // Nothing written since the last sync: nothing to wait for.
+            self.recycle_unsynced(self.unsynced.len());
+        }
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Takes the background sync's outcome if it has finished.
+    fn collect_sync(&mut self) -> io::Result<()> {
+        match self.syncer.as_mut().and_then(Syncer::take) {
+            Some(done) => self.synced_in_background(done),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for the background sync out, if any, and takes its outcome:
+    /// the writer syncs, rotates or rewrites only once none is out.
+    fn settle_sync(&mut self) -> io::Result<()> {
+        match self.syncer.as_mut().and_then(Syncer::wait) {
+            Some(done) => self.synced_in_background(done),
+            None => Ok(()),
+        }
+    }
+
+    fn synced_in_background(&mut self, done: Done) -> io::Result<()> {
+        done.result?;
+        if let Some(active) = &mut self.active
+            && active.path == done.path
+        {
+            active.synced_bytes = active.synced_bytes.max(done.bytes);
+        }
+        self.shared.synced.fetch_max(done.seq, Ordering::AcqRel);
+        self.recycle_unsynced(done.batches);
+        Ok(())
+    }
+
+    /// Drops the first `n` unsynced batches (now synced), keeping one
+    /// buffer as the spare for the appenders.
+    fn recycle_unsynced(&mut self, n: usize) {
+        let n = n.min(self.unsynced.len());
+        for (mut batch, _) in self.unsynced.drain(..n) {
             if self.spare.capacity() == 0 && batch.capacity() <= MAX_SPARE_CAPACITY {
                 batch.clear();
                 self.spare = batch;
