@@ -561,3 +561,56 @@ async fn wrong_restores_are_refused() {
     let n: u64 = redis::cmd("DBSIZE").query_async(&mut c).await.unwrap();
     assert_eq!(n, 0, "a refused restore writes nothing");
 }
+
+/// The CLI end to end: `hotrank archive restore --replay` on the site's
+/// configuration rebuilds the Redis that lost everything, prints its
+/// progress, and a second run is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_restore_replay_end_to_end() {
+    let site = Site::new(|_| {}).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0xc1);
+    let mut truth = Truth::default();
+    for i in 0..30 {
+        let b = batch(&mut rng, i);
+        pipe.append(b.clone(), T0).await.unwrap();
+        truth.add(&b);
+        if i == 15 {
+            drain(&pipe).await;
+            site.writer(&pipe).flush(&site.archive).await.unwrap();
+        }
+    }
+    site.flushall().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("site.toml");
+    std::fs::write(&path, toml::to_string(&site.config).unwrap()).unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(["archive", "restore", "--replay", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run hotrank")
+    };
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("replayed") && err.contains("again: API nodes queue events"),
+        "{err}"
+    );
+    let fresh = site.pipeline();
+    drain(&fresh).await;
+    assert_eq!(counts(fresh.store()).await, truth.table());
+    let again = run();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && err.contains("holds pipeline epoch"),
+        "{err}"
+    );
+    assert_eq!(
+        counts(fresh.store()).await,
+        truth.table(),
+        "the refused run changed nothing"
+    );
+}
