@@ -758,6 +758,11 @@ impl Config {
                     pc.journal_keep_secs, self.gate.dedupe_window_secs
                 ));
             }
+            if self.archive.url.is_empty() || self.archive.flush_secs == 0 {
+                warnings.push(
+                    "pipeline.log_url without an archive writer ([archive] url, flush_secs > 0): the journal is trimmed only after archive flushes, so it grows without bound, and a restore needs the archive".into(),
+                );
+            }
             if pc.log_url == rc.url {
                 return Err(
                     "pipeline.log_url must name another Redis than redis.url: the journal is what survives when that Redis loses everything".into(),

@@ -109,6 +109,24 @@ impl Site {
             .unwrap();
     }
 
+    /// FLUSHALL, then a new process restores and replays; the counts are
+    /// `truth`'s. Answers that process's pipeline.
+    async fn disaster_and_restore(&self, truth: &Truth) -> Arc<IngestPipeline> {
+        self.flushall().await;
+        let fresh = self.pipeline();
+        fresh
+            .restore_and_replay(&self.archive, T0, |_| {})
+            .await
+            .expect("restore");
+        drain(&fresh).await;
+        assert_eq!(
+            counts(fresh.store()).await,
+            truth.table(),
+            "every acknowledged event counted once"
+        );
+        fresh
+    }
+
     async fn journal_len(&self, pipe: &IngestPipeline) -> u64 {
         let j = pipe.journal().unwrap();
         let mut c = self
@@ -327,18 +345,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
 
     // A second disaster: the archive now holds positions taken after the
     // first restore; a second restore counts everything once again.
-    site.flushall().await;
-    let third = site.pipeline();
-    third
-        .restore_and_replay(&site.archive, T0, |_| {})
-        .await
-        .expect("second restore");
-    drain(&third).await;
-    assert_eq!(
-        counts(third.store()).await,
-        truth.table(),
-        "after a second disaster"
-    );
+    site.disaster_and_restore(&truth).await;
 }
 
 /// Out of order: two filter consumers decide the batches of one partition
@@ -394,14 +401,7 @@ async fn entries_in_flight_at_the_archive_cut_count_once() {
     // More copies after the cut: duplicates again.
     pipe.append(copies.clone(), T0).await.unwrap();
     truth.add(&copies);
-    site.flushall().await;
-    let fresh = site.pipeline();
-    fresh
-        .restore_and_replay(&site.archive, T0, |_| {})
-        .await
-        .expect("restore");
-    drain(&fresh).await;
-    assert_eq!(counts(fresh.store()).await, truth.table());
+    site.disaster_and_restore(&truth).await;
 }
 
 /// The journal keeps what the archive may need: with `journal_keep_secs
@@ -447,14 +447,7 @@ async fn the_journal_trim_respects_the_floor() {
         kept >= queued,
         "the trim kept what no flush archived: {kept} < {queued}"
     );
-    site.flushall().await;
-    let fresh = site.pipeline();
-    fresh
-        .restore_and_replay(&site.archive, T0, |_| {})
-        .await
-        .expect("restore");
-    drain(&fresh).await;
-    assert_eq!(counts(fresh.store()).await, truth.table());
+    site.disaster_and_restore(&truth).await;
 }
 
 /// A journal that cannot take the append: 503 (Unavailable) and nothing

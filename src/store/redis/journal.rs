@@ -51,7 +51,7 @@ impl Journal {
                 .map_err(|e| format!("journal connection manager: {e}"))?,
             prefix: prefix.to_string(),
             append: Script::new(include_str!("pipe_journal.lua")),
-            trim: Script::new(include_str!("pipe_journal_trim.lua")),
+            trim: super::chunks(&[super::pipeline::IDS, include_str!("pipe_journal_trim.lua")]),
         })
     }
 

@@ -7,12 +7,6 @@
 -- ARGV: journal stream, cutoff id, floor (a raw entry id), scan. Returns
 -- the number of entries dropped.
 local key, cutoff, floor, scan = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local function id_lt(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
 local minid = cutoff
 local start = '-'
 local seen = 0

@@ -22,18 +22,6 @@ local function field(f, name)
   end
   return nil
 end
-local function last_delivered(key, group)
-  if redis.call('EXISTS', key) == 0 then return nil end
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-    local name, ld = nil, nil
-    for i = 1, #g, 2 do
-      if g[i] == 'name' then name = g[i + 1] end
-      if g[i] == 'last-delivered-id' then ld = g[i + 1] end
-    end
-    if name == group then return ld end
-  end
-  return nil
-end
 -- Appends to `out` a flight triple for entry `e`: `raw` names the field
 -- holding the raw id (nil: the entry's own id, undecided).
 local function flight_of(e, raw, out)

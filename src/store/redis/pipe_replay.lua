@@ -1,5 +1,6 @@
 -- hotrank pipeline: the head of the replay script (docs/design.md,
--- "Disaster recovery"). The script is event.lua, this head, common.lua,
+-- "Disaster recovery"). The script is event.lua, pipe_gate_args.lua, this
+-- head, common.lua,
 -- gate.lua, pipe_replay_apply.lua and apply.lua: one call gates a batch of
 -- journaled raw entries, in raw entry id order, to rebuild the gate's
 -- state, and applies those whose effects the archived articles do not
@@ -15,21 +16,9 @@
 -- of ingest.lua.
 --
 -- Returns { entries applied, entries counted }.
-local P = ARGV[1]
-local window = tonumber(ARGV[2])
-local vlimit = tonumber(ARGV[3])
-local iplimit = tonumber(ARGV[4])
-local eid_ttl = tonumber(ARGV[5])
-local hkeep = tonumber(ARGV[6])
-local dkeep = tonumber(ARGV[7])
-local require_known = ARGV[8] == '1'
-local max_articles = tonumber(ARGV[9])
-local bot_n = tonumber(ARGV[10])
-local bot_ms = tonumber(ARGV[11])
 local n = tonumber(ARGV[12])
 local H, F = 12, 14
-if not (window and vlimit and iplimit and eid_ttl and hkeep and dkeep
-    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F or n == 0 then
+if not (gate_args_ok and n) or #ARGV ~= H + n * F or n == 0 then
   return redis.error_reply('ERR pipe_replay.lua: malformed header')
 end
 local now = 0

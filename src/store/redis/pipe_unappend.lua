@@ -6,27 +6,11 @@
 --
 -- ARGV: number of partitions m; then per partition its raw stream, the
 -- number of ids c, and the ids. Returns { deleted, already read }.
-local function id_lt(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
 local m = tonumber(ARGV[1])
 local pos, deleted, read = 2, 0, 0
 for _ = 1, m do
   local key, c = ARGV[pos], tonumber(ARGV[pos + 1])
-  local last = '0-0'
-  if redis.call('EXISTS', key) == 1 then
-    for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-      local name, ld = nil, nil
-      for i = 1, #g, 2 do
-        if g[i] == 'name' then name = g[i + 1] end
-        if g[i] == 'last-delivered-id' then ld = g[i + 1] end
-      end
-      if name == 'filter' then last = ld end
-    end
-  end
+  local last = last_delivered(key, 'filter') or '0-0'
   for i = 1, c do
     local id = ARGV[pos + 1 + i]
     if id_lt(last, id) then

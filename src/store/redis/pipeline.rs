@@ -73,6 +73,12 @@ struct PipeScripts {
     trim: Script,
 }
 
+/// Helpers on stream entry ids and groups (`pipe_ids.lua`).
+pub(super) const IDS: &str = include_str!("pipe_ids.lua");
+/// The gate's settings as script arguments (`pipe_gate_args.lua`,
+/// [`IngestPipeline::gate_header`]).
+pub(super) const GATE_ARGS: &str = include_str!("pipe_gate_args.lua");
+
 /// One stream entry: its id and its field values, in order.
 pub type Entry = (String, Vec<Vec<u8>>);
 
@@ -112,10 +118,11 @@ impl IngestPipeline {
             cfg,
             scripts: PipeScripts {
                 append: chunks(&[include_str!("pipe_append.lua")]),
-                unappend: chunks(&[include_str!("pipe_unappend.lua")]),
+                unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
                 filter: chunks(&[
                     EVENT,
                     undone,
+                    GATE_ARGS,
                     include_str!("pipe_filter.lua"),
                     COMMON,
                     GATE,
@@ -130,7 +137,7 @@ impl IngestPipeline {
                     APPLY,
                     tail,
                 ]),
-                trim: chunks(&[include_str!("pipe_trim.lua")]),
+                trim: chunks(&[IDS, include_str!("pipe_trim.lua")]),
             },
             journal: None,
             epoch: std::sync::Mutex::new(None),

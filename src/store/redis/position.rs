@@ -15,7 +15,7 @@ use crate::store::StoreError;
 use crate::store::dump::Record;
 
 static POSITION: LazyLock<Script> =
-    LazyLock::new(|| super::script(include_str!("pipe_position.lua")));
+    LazyLock::new(|| super::chunks(&[super::pipeline::IDS, include_str!("pipe_position.lua")]));
 
 /// What an archived article's counts include: every raw entry of
 /// partition `p` up to `upto` but those in `pending` (its own entries

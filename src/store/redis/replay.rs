@@ -20,6 +20,7 @@ use crate::model::Timestamp;
 static REPLAY: LazyLock<Script> = LazyLock::new(|| {
     chunks(&[
         EVENT,
+        super::pipeline::GATE_ARGS,
         include_str!("pipe_replay.lua"),
         COMMON,
         GATE,
