@@ -7,6 +7,9 @@
 #            event of the API process and of the main Redis;
 #   journal  the same with a journal on a second redis-server: events/s,
 #            CPU per event of the API process, the main and the log Redis;
+#   position the archive's position script (pipe_position.lua) with the
+#            journal run's events all gated and none applied (every one in
+#            flight: its worst case), timed with redis-cli;
 #   restore  FLUSHALL of the main Redis, then `hotrank archive restore
 #            --replay` (empty archive: every journaled event is replayed
 #            through the gate and applied): wall time for N events.
@@ -93,6 +96,26 @@ for mode in plain journal; do
   echo "$line"
   stop_all
 done
+# The position script at its worst: every entry gated, none applied.
+RUST_LOG=warn "$BIN" worker filter & PIDS+=($!)
+flagged() {
+  local t=0
+  for p in $(seq 0 $((PARTITIONS - 1))); do
+    t=$((t + $(redis-cli -p "$RPORT" xlen "pipe:flagged:$p")))
+  done
+  echo "$t"
+}
+until [ "$(flagged)" -ge "$n" ]; do sleep 0.2; done
+stop_all
+cat src/store/redis/declared.lua src/store/redis/pipe_ids.lua \
+  src/store/redis/pipe_position.lua > "$TMP/position.lua"
+keys=()
+for p in $(seq 0 $((PARTITIONS - 1))); do keys+=("pipe:raw:$p" "pipe:flagged:$p"); done
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+t0=$(date +%s.%N)
+redis-cli -p "$RPORT" --eval "$TMP/position.lua" , 1000000000 "$PARTITIONS" "${keys[@]}" >/dev/null
+t1=$(date +%s.%N)
+echo "position: $n entries in flight: $(python3 -c "print(f'{($t1-$t0)*1000:.0f}')") ms (one call, Redis blocked meanwhile; the writer refuses past $(grep -o 'MAX_FLIGHT: u64 = [0-9_]*' src/store/redis/position.rs | grep -o '[0-9_]*$'))"
 # The journal run's events: lost with the main Redis, replayed from the journal.
 journaled=0
 for p in $(seq 0 $((PARTITIONS - 1))); do

@@ -607,3 +607,35 @@ async fn cli_restore_replay_end_to_end() {
         "the refused run changed nothing"
     );
 }
+
+/// The position walk holds Redis: past `MAX_FLIGHT` entries in flight the
+/// archive writer does not walk them; its flush fails (and is retried),
+/// and succeeds once the backlog is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_past_the_bound_postpones_the_flush() {
+    use hotrank::store::redis::{MAX_FLIGHT, Role};
+    let site = Site::new(|p| p.batch = 1000).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut queued = 0;
+    let mut i = 0;
+    while queued <= MAX_FLIGHT {
+        let b: Vec<Event> = (0..500).flat_map(|_| batch(&mut rng, i)).collect();
+        i += 1;
+        queued += b.len() as u64;
+        pipe.append(b, T0).await.unwrap();
+    }
+    // Gated, none applied: every entry in flight.
+    let started = Instant::now();
+    while pipe.step(Role::Filter, "f", false).await.unwrap() > 0 {
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+    let e = site.writer(&pipe).flush(&site.archive).await.unwrap_err();
+    assert!(e.contains("FLIGHT"), "{e}");
+    drain(&pipe).await;
+    assert!(matches!(
+        site.writer(&pipe).flush(&site.archive).await,
+        Ok(hotrank::archive::Flushed::Articles(n)) if n > 0
+    ));
+}

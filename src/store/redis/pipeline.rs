@@ -303,22 +303,26 @@ impl IngestPipeline {
             .map(|(n, p)| (n as u32, p))
             .collect();
         let epoch = self.append_epoch().await?;
-        // The 13 values of each raw entry, in pipe_append.lua's order.
-        let values: Vec<Vec<Vec<u8>>> = events
-            .iter()
-            .map(|ev| {
-                let mut c = redis::cmd("");
-                c.arg(now);
-                event_args!(c, ev);
-                c.args_iter()
-                    .skip(1)
-                    .filter_map(|a| match a {
-                        redis::Arg::Simple(b) => Some(b.to_vec()),
-                        _ => None,
-                    })
-                    .collect()
-            })
-            .collect();
+        // With a journal, the 13 values of each raw entry (in
+        // pipe_append.lua's order) go to both Redis: built once. Without,
+        // they go straight into the call.
+        let values: Option<Vec<Vec<Vec<u8>>>> = self.journal.as_ref().map(|_| {
+            events
+                .iter()
+                .map(|ev| {
+                    let mut c = redis::cmd("");
+                    c.arg(now);
+                    event_args!(c, ev);
+                    c.args_iter()
+                        .skip(1)
+                        .filter_map(|a| match a {
+                            redis::Arg::Simple(b) => Some(b.to_vec()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect()
+        });
         let mut inv = self.scripts.append.prepare_invoke();
         inv.arg(self.cfg.max_backlog)
             .arg(super::journal::epoch_key(&self.store))
@@ -329,8 +333,16 @@ impl IngestPipeline {
                 .arg(self.flagged_key(*n))
                 .arg(part.len());
             for &i in part.iter() {
-                for v in &values[i] {
-                    inv.arg(&v[..]);
+                match &values {
+                    Some(values) => {
+                        for v in &values[i] {
+                            inv.arg(&v[..]);
+                        }
+                    }
+                    None => {
+                        inv.arg(now);
+                        event_args!(inv, &events[i]);
+                    }
                 }
             }
         }
@@ -354,14 +366,14 @@ impl IngestPipeline {
             }
             Err(e) => return Err(store_err(e)),
         };
-        if let Some(journal) = &self.journal {
+        if let (Some(journal), Some(mut values)) = (&self.journal, values) {
             let mut parts: Vec<(u32, Vec<super::journal::JournalEntry>)> = Vec::new();
             let mut it = ids.iter();
             for (n, part) in &used {
                 let mut entries = Vec::with_capacity(part.len());
                 for &i in part.iter() {
                     let id = it.next().ok_or_else(|| super::bad_reply("pipe_append"))?;
-                    entries.push((id.clone(), values[i].clone()));
+                    entries.push((id.clone(), std::mem::take(&mut values[i])));
                 }
                 parts.push((*n, entries));
             }

@@ -14,6 +14,11 @@ use crate::model::{ArticleId, Timestamp};
 use crate::store::StoreError;
 use crate::store::dump::Record;
 
+/// Entries in flight the position script walks at most; past it, the
+/// archive writer's flush fails (and is retried): a walk holds Redis
+/// (about 12 µs an entry, bench/pipeline_journal.sh).
+pub const MAX_FLIGHT: u64 = 10_000;
+
 static POSITION: LazyLock<Script> =
     LazyLock::new(|| super::chunks(&[super::pipeline::IDS, include_str!("pipe_position.lua")]));
 
@@ -123,6 +128,7 @@ impl IngestPipeline {
         let mut c = redis::cmd("EVALSHA");
         c.arg(POSITION.get_hash())
             .arg(0)
+            .arg(MAX_FLIGHT)
             .arg(self.config().partitions);
         for n in 0..self.config().partitions {
             c.arg(self.raw_key(n)).arg(self.flagged_key(n));
