@@ -450,17 +450,33 @@ async fn the_journal_trim_respects_the_floor() {
     site.disaster_and_restore(&truth).await;
 }
 
-/// A journal that cannot take the append: 503 (Unavailable) and nothing
-/// stays queued; once it is back, events queue again.
+/// A journal that cannot take the append: the API answers 503 with
+/// `Retry-After` and nothing stays queued; once it is back, events queue
+/// again (the journal's Redis restarted empty adopts the site's epoch).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_down_answers_503_and_queues_nothing() {
     let mut site = Site::new(|_| {}).await;
     let pipe = site.pipeline();
     pipe.ensure_groups().await.unwrap();
-    let mut rng = StdRng::seed_from_u64(1);
-    pipe.append(batch(&mut rng, 0), T0)
-        .await
-        .expect("journal up");
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut config = site.config.clone();
+    config.data_dir = dir.path().to_path_buf();
+    let store = Arc::new(hotrank::store::redis::PipelineStore::new(pipe.clone()));
+    let server = common::TestServer::start_with_store(dir, config, store, T0).await;
+    let post = async |i: u32| {
+        let body = serde_json::json!({"events": [
+            {"type": "view", "articleId": format!("j{}", i % 3), "visitorId": format!("v{i}")},
+            {"type": "comment", "articleId": "j0", "visitorId": format!("v{i}")}
+        ]});
+        server
+            .client
+            .post(server.url("/api/events"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(post(0).await.status(), reqwest::StatusCode::ACCEPTED);
     let raw_len = async |pipe: &IngestPipeline| {
         let mut c = pipe.store().con();
         let mut n = 0u64;
@@ -476,20 +492,24 @@ async fn journal_down_answers_503_and_queues_nothing() {
     };
     let queued = raw_len(&pipe).await;
     site.log.kill();
-    for i in 0..5 {
-        match pipe.append(batch(&mut rng, i + 1), T0).await {
-            Err(StoreError::Unavailable(m)) => assert!(m.contains("journal"), "{m}"),
-            other => panic!("journal down: {other:?}"),
-        }
+    for i in 1..6 {
+        let resp = post(i).await;
+        assert!(resp.headers().contains_key("retry-after"));
+        common::expect_error(
+            resp,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+        )
+        .await;
     }
     assert_eq!(raw_len(&pipe).await, queued, "nothing refused stays queued");
     site.log.restart();
     let started = Instant::now();
-    while pipe.append(batch(&mut rng, 99), T0).await.is_err() {
+    while post(99).await.status() != reqwest::StatusCode::ACCEPTED {
         assert!(started.elapsed() < Duration::from_secs(10), "journal back");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(raw_len(&pipe).await > queued);
+    assert_eq!(raw_len(&pipe).await, queued + 2);
 }
 
 /// Restores that would count twice or mix sites are refused, and change
