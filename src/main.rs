@@ -474,6 +474,16 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
         ArchiveCommand::Export(args) => {
             let config = args.load()?;
             config.validate()?;
+            if config.store == StoreKind::Redis && !config.pipeline.log_url.is_empty() {
+                // docs/design.md, "Disaster recovery".
+                return Err(
+                    "archive export refuses a Redis with a pipeline journal ([pipeline] log_url): \
+                     it would archive counts without the stream positions they include, and a \
+                     restore would replay those events again; the archive writer keeps the \
+                     archive current"
+                        .into(),
+                );
+            }
             let archive = open_archive(&rt, &config)?;
             let started = std::time::Instant::now();
             let records = store_records(&rt, &config)?;

@@ -577,7 +577,8 @@ async fn wrong_restores_are_refused() {
 
 /// The CLI end to end: `hotrank archive restore --replay` on the site's
 /// configuration rebuilds the Redis that lost everything, prints its
-/// progress, and a second run is refused.
+/// progress, and a second run is refused; `archive export` is refused
+/// on a Redis with a journal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_restore_replay_end_to_end() {
     let site = Site::new(|_| {}).await;
@@ -605,6 +606,17 @@ async fn cli_restore_replay_end_to_end() {
             .output()
             .expect("run hotrank")
     };
+    // A full export would archive counts without their positions.
+    let export = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+        .args(["archive", "export", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run hotrank");
+    let err = String::from_utf8_lossy(&export.stderr);
+    assert!(
+        !export.status.success() && err.contains("pipeline journal"),
+        "{err}"
+    );
     let out = run();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
