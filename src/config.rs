@@ -333,6 +333,16 @@ pub struct PipelineConfig {
     pub trim_every_ms: u64,
     /// Filter and count workers `serve` runs per role it has.
     pub workers: usize,
+    /// The journal's Redis (`--pipeline-log-url`,
+    /// `HOTRANK_PIPELINE_LOG_URL`; empty: no journal): API nodes append
+    /// every queued event there too before they answer 202, so a Redis
+    /// that lost everything can be rebuilt from the archive plus the
+    /// journal (`hotrank archive restore --replay`; docs/design.md,
+    /// "Disaster recovery"). Must be another Redis than `redis.url`.
+    pub log_url: String,
+    /// Journal entries are kept this long at least, and longer while the
+    /// archive may still need them (the archive's journal floor).
+    pub journal_keep_secs: u64,
 }
 
 impl Default for PipelineConfig {
@@ -347,6 +357,8 @@ impl Default for PipelineConfig {
             block_ms: 20,
             trim_every_ms: 1000,
             workers: 1,
+            log_url: String::new(),
+            journal_keep_secs: 3600,
         }
     }
 }
@@ -732,6 +744,30 @@ impl Config {
                 "[pipeline] is invalid: partitions must be in 1..=1024 (got {}), batch in 1..=10000 (got {}), workers in 1..=64 (got {}), max_backlog and claim_idle_ms > 0",
                 pc.partitions, pc.batch, pc.workers
             ));
+        }
+        if !pc.log_url.is_empty() {
+            if !pc.log_url.starts_with("redis://") {
+                return Err(format!(
+                    "pipeline.log_url = {:?} is invalid: must start with redis://",
+                    pc.log_url
+                ));
+            }
+            if pc.journal_keep_secs < u64::from(self.gate.dedupe_window_secs) {
+                return Err(format!(
+                    "pipeline.journal_keep_secs = {} is below gate.dedupe_window_secs = {}: a restore rebuilds the dedupe window from the journal, so it must reach back that far",
+                    pc.journal_keep_secs, self.gate.dedupe_window_secs
+                ));
+            }
+            if self.archive.url.is_empty() || self.archive.flush_secs == 0 {
+                warnings.push(
+                    "pipeline.log_url without an archive writer ([archive] url, flush_secs > 0): the journal is trimmed only after archive flushes, so it grows without bound, and a restore needs the archive".into(),
+                );
+            }
+            if pc.log_url == rc.url {
+                return Err(
+                    "pipeline.log_url must name another Redis than redis.url: the journal is what survives when that Redis loses everything".into(),
+                );
+            }
         }
         let ac = &self.archive;
         let postgres = ac.url.starts_with("postgres://") || ac.url.starts_with("postgresql://");

@@ -82,6 +82,21 @@ enum ArchiveCommand {
     Export(ServeArgs),
     /// Restore the configured store, which must be empty, from the archive.
     Import(ServeArgs),
+    /// Disaster recovery of the pipeline's Redis (docs/design.md,
+    /// "Disaster recovery"): with --replay, rebuild a Redis that lost
+    /// everything from the archive, then replay the journal
+    /// (`[pipeline] log_url`) over it; without, the same as `import`.
+    Restore(RestoreArgs),
+}
+
+#[derive(clap::Args)]
+struct RestoreArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Replay the journal after the archive: every event acknowledged
+    /// since the archive's positions is counted, once.
+    #[arg(long)]
+    replay: bool,
 }
 
 #[derive(clap::Args)]
@@ -153,6 +168,10 @@ struct ServeArgs {
     /// api, filter, count (`[pipeline] roles`).
     #[arg(long, env = "HOTRANK_ROLES")]
     roles: Option<String>,
+    /// With --pipeline: the journal's Redis (`[pipeline] log_url`), for
+    /// disaster recovery (`hotrank archive restore --replay`).
+    #[arg(long, env = "HOTRANK_PIPELINE_LOG_URL")]
+    pipeline_log_url: Option<String>,
     #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
@@ -216,6 +235,9 @@ impl ServeArgs {
         }
         if let Some(r) = &self.roles {
             c.pipeline.roles = r.clone();
+        }
+        if let Some(u) = &self.pipeline_log_url {
+            c.pipeline.log_url = u.clone();
         }
         if self.admin_token.is_some() {
             c.admin_token = self.admin_token.clone();
@@ -299,10 +321,10 @@ async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
         RedisOptions::from_config(config),
         StoreSettings::from_config(config),
     )?;
-    let pipe = Arc::new(IngestPipeline::new(
-        Arc::new(store),
-        config.pipeline.clone(),
-    ));
+    let pipe = Arc::new(
+        IngestPipeline::new(Arc::new(store), config.pipeline.clone())
+            .with_journal(&config.pipeline.log_url)?,
+    );
     // Like the store, start without Redis: workers create the groups once
     // it is up (from the streams' start, so nothing appended meanwhile is
     // missed).
@@ -452,6 +474,16 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
         ArchiveCommand::Export(args) => {
             let config = args.load()?;
             config.validate()?;
+            if config.store == StoreKind::Redis && !config.pipeline.log_url.is_empty() {
+                // docs/design.md, "Disaster recovery".
+                return Err(
+                    "archive export refuses a Redis with a pipeline journal ([pipeline] log_url): \
+                     it would archive counts without the stream positions they include, and a \
+                     restore would replay those events again; the archive writer keeps the \
+                     archive current"
+                        .into(),
+                );
+            }
             let archive = open_archive(&rt, &config)?;
             let started = std::time::Instant::now();
             let records = store_records(&rt, &config)?;
@@ -483,7 +515,30 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
                 started.elapsed().as_secs_f64()
             );
         }
-        ArchiveCommand::Import(args) => {
+        ArchiveCommand::Restore(args) if args.replay => {
+            let mut config = args.serve.load()?;
+            config.pipeline.enabled = true;
+            config.validate()?;
+            let archive = open_archive(&rt, &config)?;
+            let started = std::time::Instant::now();
+            let done = rt.block_on(async {
+                let pipe = open_pipeline(&config).await?;
+                pipe.restore_and_replay(&archive, SystemClock.now(), |line| {
+                    eprintln!("archive restore: {line}")
+                })
+                .await
+            })?;
+            eprintln!(
+                "restored {} articles and replayed {} journal entries ({} applied, {} counted) in {:.1} s; pipeline epoch {}",
+                done.articles,
+                done.entries,
+                done.applied,
+                done.counted,
+                started.elapsed().as_secs_f64(),
+                done.epoch
+            );
+        }
+        ArchiveCommand::Import(args) | ArchiveCommand::Restore(RestoreArgs { serve: args, .. }) => {
             let config = args.load()?;
             config.validate()?;
             let archive = open_archive(&rt, &config)?;

@@ -318,6 +318,36 @@ pub const FAMILIES: &[Family] = &[
         "Pending entries a worker took over from an idle or crashed one (XAUTOCLAIM), by group.",
     ),
     family(
+        "hotrank_pipeline_journaled_total",
+        Counter,
+        COUNT,
+        "Raw entries an API node appended to the journal (pipeline.log_url) before answering queued.",
+    ),
+    family(
+        "hotrank_pipeline_journal_errors_total",
+        Counter,
+        COUNT,
+        "Requests answered 503 because the journal refused the append or Redis lost its pipeline epoch (it must be restored).",
+    ),
+    family(
+        "hotrank_pipeline_unjournaled_total",
+        Counter,
+        COUNT,
+        "Raw entries the journal refused that a filter worker had already read: they count but a restore would not replay them.",
+    ),
+    family(
+        "hotrank_pipeline_journal_trimmed_total",
+        Counter,
+        COUNT,
+        "Journal entries the archive writer trimmed (older than pipeline.journal_keep_secs and below the archive's floor).",
+    ),
+    family(
+        "hotrank_pipeline_replayed_total",
+        Counter,
+        COUNT,
+        "Journal entries a disaster recovery restore gated again (hotrank archive restore --replay).",
+    ),
+    family(
         "hotrank_pipeline_lag",
         Gauge,
         COUNT,

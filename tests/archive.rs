@@ -7,11 +7,9 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use redis::AsyncCommands;
 use serde_json::Value;
-use sqlx::Connection;
+use std::sync::atomic::Ordering;
 
 use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
 use hotrank::model::{
@@ -25,72 +23,11 @@ use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{Store, StoreSettings};
 
 use common::T0;
+use common::pg::{Schema, pg_url};
 use common::redis::RedisServer;
 
 const HOUR: i64 = 3600;
 const DAY: i64 = 86_400;
-
-fn pg_url() -> String {
-    std::env::var("HOTRANK_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// A schema of this test's own, dropped (with everything in it) on drop.
-struct Schema {
-    name: String,
-}
-
-impl Schema {
-    fn new() -> Schema {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        Schema {
-            name: format!(
-                "hrtest_{}_{}_{nanos}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ),
-        }
-    }
-
-    /// Small batches, so that exports and reads take several.
-    fn options(&self) -> ArchiveOptions {
-        ArchiveOptions {
-            url: pg_url(),
-            schema: self.name.clone(),
-            batch_articles: 7,
-            max_connections: 2,
-            connect_timeout: std::time::Duration::from_secs(10),
-        }
-    }
-
-    async fn archive(&self) -> Archive {
-        Archive::connect(&self.options())
-            .await
-            .expect("connect to PostgreSQL at 127.0.0.1:5432 (see tests/archive.rs)")
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&pg_url()).await {
-                    let _ = sqlx::raw_sql(&sql).execute(&mut c).await;
-                }
-            });
-        })
-        .join();
-    }
-}
 
 fn id(s: &str) -> ArticleId {
     ArticleId::parse(s).expect("valid id")
@@ -558,6 +495,7 @@ async fn one_article_upserts_and_restores() {
     let at = SourcePosition {
         as_of: T0 + 10,
         position: Some("0-1763760010000".into()),
+        ..Default::default()
     };
     let before = tables(&archive).await;
     let w = archive
@@ -1025,7 +963,7 @@ async fn two_writers_never_both_flush() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_flush_records_the_count_position() {
+async fn pipeline_flush_records_each_articles_position() {
     use hotrank::config::PipelineConfig;
     use hotrank::store::redis::{IngestPipeline, Role};
     let (_schema, archive, server, store) = writer_site().await;
@@ -1063,36 +1001,30 @@ async fn pipeline_flush_records_the_count_position() {
     assert_archived(&archive, &store, server, &arts).await;
     let a = age().await.as_i64().expect("an age once flushed");
     assert!((0..=5).contains(&a), "{a}");
-    // The position: per flagged partition, the count group's last
-    // delivered entry (nothing pending once drained), as Redis says.
+    // The position of each article: its partition, the filter group's
+    // last delivered raw entry there, nothing in flight once drained.
     let mut c = server
         .client()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let mut want = serde_json::Map::new();
-    for n in 0..2u32 {
+    for a in arts {
+        let n = pipe.partition_of(&id(a));
         let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
             .arg("GROUPS")
-            .arg(pipe.flagged_key(n))
+            .arg(pipe.raw_key(n))
             .query_async(&mut c)
             .await
             .unwrap();
-        let count = groups
+        let filter = groups
             .iter()
-            .find(|g| g.get("name") == Some(&redis::Value::BulkString(b"count".to_vec())))
+            .find(|g| g.get("name") == Some(&redis::Value::BulkString(b"filter".to_vec())))
             .unwrap();
-        let Some(redis::Value::BulkString(last)) = count.get("last-delivered-id") else {
+        let Some(redis::Value::BulkString(last)) = filter.get("last-delivered-id") else {
             panic!("no last-delivered-id")
         };
         let last = String::from_utf8(last.clone()).unwrap();
         assert_ne!(last, "0-0", "partition {n} received entries");
-        want.insert(
-            n.to_string(),
-            serde_json::json!({"delivered": last, "pending_from": null}),
-        );
-    }
-    for a in arts {
         let pos: Option<String> =
             sqlx::query_scalar("SELECT source_position FROM articles WHERE id = $1")
                 .bind(a)
@@ -1100,7 +1032,11 @@ async fn pipeline_flush_records_the_count_position() {
                 .await
                 .unwrap();
         let pos: Value = serde_json::from_str(&pos.expect("a position")).unwrap();
-        assert_eq!(pos, Value::Object(want.clone()), "{a}");
+        assert_eq!(
+            pos,
+            serde_json::json!({"p": n, "upto": last, "pending": []}),
+            "{a}"
+        );
     }
 }
 

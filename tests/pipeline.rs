@@ -594,6 +594,8 @@ fn readme_documents_every_pipeline_default() {
         format!("block_ms = {}", c.block_ms),
         format!("trim_every_ms = {}", c.trim_every_ms),
         format!("workers = {}", c.workers),
+        format!("log_url = {:?}", c.log_url),
+        format!("journal_keep_secs = {}", c.journal_keep_secs),
     ] {
         assert!(readme.contains(&line), "README lacks `{line}`");
     }

@@ -16,18 +16,21 @@
 //! The schema is versioned SQL embedded in the binary ([`schema`]), applied
 //! at connect.
 
+mod pipeline;
 mod read;
 mod schema;
 mod write;
 mod writer;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::config::{ArchiveConfig, valid_archive_schema};
-use crate::model::Timestamp;
+use crate::model::{ArticleId, Timestamp};
 
+pub use pipeline::PipelineRow;
 pub use schema::SCHEMA_VERSION;
 pub use writer::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
 
@@ -66,19 +69,30 @@ impl ArchiveOptions {
 
 /// Where the state being written stands in its source: `as_of` is the
 /// source's time (unix seconds) and `position` an opaque marker of what it
-/// includes (the pipeline's stream entry ids; `None` keeps the one stored).
+/// includes (`None` keeps the one stored); `per_article` overrides it for
+/// the articles it names (the pipeline's
+/// [`ArticlePosition`](crate::store::redis::ArticlePosition)s).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourcePosition {
     pub as_of: Timestamp,
     pub position: Option<String>,
+    pub per_article: HashMap<ArticleId, String>,
 }
 
 impl SourcePosition {
     pub fn at(as_of: Timestamp) -> Self {
         SourcePosition {
             as_of,
-            position: None,
+            ..Default::default()
         }
+    }
+
+    /// The position stamped on article `id`.
+    fn of(&self, id: &ArticleId) -> Option<String> {
+        self.per_article
+            .get(id)
+            .cloned()
+            .or_else(|| self.position.clone())
     }
 }
 

@@ -8,8 +8,10 @@ use sqlx::{PgPool, Postgres, Transaction};
 use super::ArchiveError;
 
 /// (version, name, SQL), in order.
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "articles", include_str!("migrations/0001_articles.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "articles", include_str!("migrations/0001_articles.sql")),
+    (2, "pipeline", include_str!("migrations/0002_pipeline.sql")),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS[MIGRATIONS.len() - 1].0;

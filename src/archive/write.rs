@@ -171,6 +171,7 @@ impl Archive {
         let mut ups = Vec::with_capacity(arts.len());
         let mut downs = Vec::with_capacity(arts.len());
         let mut voters = Vec::with_capacity(arts.len());
+        let mut positions = Vec::with_capacity(arts.len());
         let mut rows = CounterRows::default();
         for a in arts {
             if !seen.insert(a.id) {
@@ -189,6 +190,7 @@ impl Archive {
                 unreachable!("ArticleRef holds an article record");
             };
             ids.push(a.id.as_str().to_string());
+            positions.push(at.of(a.id));
             published.push(meta.published_at);
             metas.push(
                 serde_json::to_string(meta)
@@ -214,9 +216,9 @@ impl Archive {
         let mut tx = self.pool.begin().await?;
         let changed: Vec<(String,)> = sqlx::query_as(
             "INSERT INTO articles AS t (id, published_at, meta, known, deleted, as_of, source_position)
-             SELECT u.id, u.published_at, u.meta::jsonb, u.known, u.deleted, $6, $7
-             FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::bool[], $5::bool[])
-                  AS u(id, published_at, meta, known, deleted)
+             SELECT u.id, u.published_at, u.meta::jsonb, u.known, u.deleted, $6, u.pos
+             FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::bool[], $5::bool[], $7::text[])
+                  AS u(id, published_at, meta, known, deleted, pos)
              ON CONFLICT (id) DO UPDATE SET
                 published_at = EXCLUDED.published_at, meta = EXCLUDED.meta,
                 known = EXCLUDED.known, deleted = EXCLUDED.deleted, as_of = EXCLUDED.as_of,
@@ -234,7 +236,7 @@ impl Archive {
         .bind(&known)
         .bind(&deleted)
         .bind(at.as_of)
-        .bind(&at.position)
+        .bind(&positions)
         .fetch_all(&mut *tx)
         .await?;
         let mut rows_changed = changed.len() as u64;
@@ -304,14 +306,21 @@ impl Archive {
         stamp.sort();
         stamp.dedup();
         if !stamp.is_empty() {
+            let pos_of: std::collections::HashMap<&str, &Option<String>> =
+                ids.iter().map(String::as_str).zip(&positions).collect();
+            let stamp_pos: Vec<Option<String>> = stamp
+                .iter()
+                .map(|id| pos_of.get(id.as_str()).and_then(|p| (*p).clone()))
+                .collect();
             sqlx::query(
-                "UPDATE articles SET as_of = $2,
-                    source_position = COALESCE($3, source_position)
-                 WHERE id = ANY($1)",
+                "UPDATE articles AS a SET as_of = $2,
+                    source_position = COALESCE(u.pos, a.source_position)
+                 FROM UNNEST($1::text[], $3::text[]) AS u(id, pos)
+                 WHERE a.id = u.id",
             )
             .bind(&stamp)
             .bind(at.as_of)
-            .bind(&at.position)
+            .bind(&stamp_pos)
             .execute(&mut *tx)
             .await?;
         }

@@ -110,10 +110,12 @@ impl ArchiveWriter {
 
     async fn flush_locked(&self, archive: &Archive) -> Result<u64, String> {
         let started = Instant::now();
-        // The position first: the records read after it include at least
-        // what it says is applied.
-        let position = match &self.pipe {
-            Some(p) => Some(p.count_position().await.map_err(|e| e.to_string())?),
+        let epoch = self.journal_epoch(archive).await?;
+        // Where the pipeline stands before the take: every article not
+        // taken has its applied entries archived, and entries not applied
+        // yet are at or past this position's floor.
+        let floor = match &self.pipe {
+            Some(p) => Some(p.position().await.map_err(|e| e.to_string())?),
             None => None,
         };
         let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
@@ -125,14 +127,8 @@ impl ArchiveWriter {
                 .restore_if_evicted(&ids, now)
                 .await
                 .map_err(|e| e.to_string())?;
-            let records = article_records(&self.store, &ids, now)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (records, at) = self.read(&ids, now, false).await?;
             crate::store::redis::crash_point("archive_before_upsert");
-            let at = SourcePosition {
-                as_of: now,
-                position,
-            };
             // Boxed as Send here: otherwise the compiler cannot prove
             // sqlx's executor futures Send for every lifetime when spawned.
             let upsert: std::pin::Pin<
@@ -159,11 +155,99 @@ impl ArchiveWriter {
             .await
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
+        if let (Some(epoch), Some(floor)) = (epoch, floor) {
+            self.journal_floor(archive, epoch, &floor, done).await?;
+        }
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")
             .record(started.elapsed().as_secs_f64());
         metrics::gauge!("hotrank_archive_age_seconds").set(0.0);
         Ok(ids.len() as u64)
+    }
+
+    /// The records of `ids` (whole: with every daily bucket), and what to
+    /// stamp them with: with the pipeline, each article's position, read
+    /// atomically with its counts.
+    async fn read(
+        &self,
+        ids: &[crate::model::ArticleId],
+        now: crate::model::Timestamp,
+        whole: bool,
+    ) -> Result<(Vec<crate::store::dump::Record>, SourcePosition), String> {
+        let mut at = SourcePosition::at(now);
+        let records = match &self.pipe {
+            Some(p) => {
+                let (records, per_article) = p
+                    .positioned_records(ids, now, whole)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                at.per_article = per_article;
+                records
+            }
+            None if whole => self
+                .store
+                .eviction_records(ids, now)
+                .await
+                .map_err(|e| e.to_string())?,
+            None => article_records(&self.store, ids, now)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
+        Ok((records, at))
+    }
+
+    /// With a journal: the pipeline epoch Redis holds, which must be the
+    /// archive's (docs/design.md, "Disaster recovery"). A Redis without
+    /// one lost its data and awaits a restore: nothing is flushed.
+    async fn journal_epoch(&self, archive: &Archive) -> Result<Option<String>, String> {
+        let Some(pipe) = self.pipe.as_ref().filter(|p| p.journal().is_some()) else {
+            return Ok(None);
+        };
+        // A Redis that lost its data (and its epoch) is refused here:
+        // nothing is archived until a restore.
+        let Some(epoch) = pipe.epoch().await.map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let row: std::pin::Pin<
+            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+        > = Box::pin(archive.pipeline());
+        if let Some(row) = row.await.map_err(|e| e.to_string())?
+            && row.epoch != epoch
+        {
+            return Err(format!(
+                "Redis holds pipeline epoch {epoch}, the archive {}: not archiving another site's Redis",
+                row.epoch
+            ));
+        }
+        Ok(Some(epoch))
+    }
+
+    /// After a flush: records the journal floor and trims the journal
+    /// (never past the floor).
+    async fn journal_floor(
+        &self,
+        archive: &Archive,
+        epoch: String,
+        position: &[crate::store::redis::PartitionPosition],
+        done: i64,
+    ) -> Result<(), String> {
+        let Some(pipe) = &self.pipe else {
+            return Ok(());
+        };
+        let row = super::PipelineRow {
+            epoch,
+            floor: position.iter().map(|p| p.floor()).collect(),
+        };
+        let set: std::pin::Pin<
+            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+        > = Box::pin(archive.set_pipeline(&row, done));
+        set.await.map_err(|e| e.to_string())?;
+        if let Some(j) = pipe.journal()
+            && let Err(e) = j.trim(&row.floor, pipe.config().journal_keep_secs).await
+        {
+            tracing::warn!(error = %e, "journal trim failed");
+        }
+        Ok(())
     }
 
     /// Eviction (docs/design.md, "Eviction and restore"), under the
@@ -187,11 +271,7 @@ impl ArchiveWriter {
             if ids.is_empty() {
                 break;
             }
-            let records = self
-                .store
-                .eviction_records(&ids, now)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (records, at) = self.read(&ids, now, true).await?;
             let found: Vec<_> = records
                 .iter()
                 .filter_map(|r| match r {
@@ -204,7 +284,6 @@ impl ArchiveWriter {
                 .unwritten(&unknown)
                 .await
                 .map_err(|e| e.to_string())?;
-            let at = SourcePosition::at(now);
             let upsert: std::pin::Pin<
                 Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));

@@ -335,89 +335,112 @@ async fn read_articles(
     hours_of: &HashMap<ArticleId, Vec<i64>>,
     days_of: &HashMap<ArticleId, Vec<i64>>,
 ) -> Result<Vec<Record>, StoreError> {
-    let keys = store.keys();
     let mut con = store.con();
-    let none = Vec::new();
     let mut out = Vec::with_capacity(ids.len());
     for ids in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.hgetall(keys.meta(id))
-                .get(keys.views(id))
-                .hgetall(keys.counters(id))
-                .get(keys.uv(id))
-                .smembers(keys.voted(id));
-            for h in hours_of.get(id).unwrap_or(&none) {
-                pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
-            }
-            for d in days_of.get(id).unwrap_or(&none) {
-                pipe.hgetall(keys.bucket_d(id, *d)).get(keys.uv_d(id, *d));
-            }
-        }
+        queue_reads(&mut pipe, store, ids, hours_of, days_of);
         let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        let mut it = got.into_iter();
-        let mut next = || it.next().ok_or_else(|| super::bad_reply("export"));
-        for id in ids {
-            let meta_h = next()?;
-            let views = next()?;
-            let counters = next()?;
-            let sketch = next()?;
-            let voters = next()?;
-            let fields: HashMap<String, String> = hash_of(&meta_h)
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
-                .collect();
-            let mut buckets = |list: &[i64]| -> Result<Vec<DumpBucket>, StoreError> {
-                let mut b_out = Vec::new();
-                for &at in list {
-                    let b = next()?;
-                    let s = next()?;
-                    let hm = hash_of(&b);
-                    if !hm.is_empty() {
-                        b_out.push(DumpBucket {
-                            at,
-                            c: counters_of(&hm, &s),
-                        });
-                    }
-                }
-                Ok(b_out)
-            };
-            let hours_out = buckets(hours_of.get(id).unwrap_or(&none))?;
-            let days_out = buckets(days_of.get(id).unwrap_or(&none))?;
-            let Some(m) = parse_meta(&fields) else {
-                continue;
-            };
-            let counter_h = hash_of(&counters);
-            let mut lifetime = counters_of(&counter_h, &sketch);
-            lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
-            let mut voters: Vec<String> = match &voters {
-                Value::Array(items) | Value::Set(items) => items
-                    .iter()
-                    .filter_map(|v| match v {
-                        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            voters.sort();
-            out.push(Record::Article {
-                votes: DumpVotes {
-                    ups: num(&counter_h, "ups"),
-                    downs: num(&counter_h, "downs"),
-                    voters,
-                },
-                id: id.clone(),
-                meta: m.meta,
-                known: m.known,
-                deleted: m.deleted,
-                lifetime,
-                hours: hours_out,
-                days: days_out,
-            });
-        }
+        parse_reads(&mut got.into_iter(), ids, hours_of, days_of, &mut out)?;
     }
     Ok(out)
+}
+
+/// Queues the reads of [`read_articles`] for `ids`.
+fn queue_reads(
+    pipe: &mut redis::Pipeline,
+    store: &RedisStore,
+    ids: &[ArticleId],
+    hours_of: &HashMap<ArticleId, Vec<i64>>,
+    days_of: &HashMap<ArticleId, Vec<i64>>,
+) {
+    let keys = store.keys();
+    let none = Vec::new();
+    for id in ids {
+        pipe.hgetall(keys.meta(id))
+            .get(keys.views(id))
+            .hgetall(keys.counters(id))
+            .get(keys.uv(id))
+            .smembers(keys.voted(id));
+        for h in hours_of.get(id).unwrap_or(&none) {
+            pipe.hgetall(keys.bucket_h(id, *h)).get(keys.uv_h(id, *h));
+        }
+        for d in days_of.get(id).unwrap_or(&none) {
+            pipe.hgetall(keys.bucket_d(id, *d)).get(keys.uv_d(id, *d));
+        }
+    }
+}
+
+/// Parses the replies [`queue_reads`] queued into records.
+fn parse_reads(
+    it: &mut impl Iterator<Item = Value>,
+    ids: &[ArticleId],
+    hours_of: &HashMap<ArticleId, Vec<i64>>,
+    days_of: &HashMap<ArticleId, Vec<i64>>,
+    out: &mut Vec<Record>,
+) -> Result<(), StoreError> {
+    let none = Vec::new();
+    let mut next = || it.next().ok_or_else(|| super::bad_reply("export"));
+    for id in ids {
+        let meta_h = next()?;
+        let views = next()?;
+        let counters = next()?;
+        let sketch = next()?;
+        let voters = next()?;
+        let fields: HashMap<String, String> = hash_of(&meta_h)
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, String::from_utf8(v).ok()?)))
+            .collect();
+        let mut buckets = |list: &[i64]| -> Result<Vec<DumpBucket>, StoreError> {
+            let mut b_out = Vec::new();
+            for &at in list {
+                let b = next()?;
+                let s = next()?;
+                let hm = hash_of(&b);
+                if !hm.is_empty() {
+                    b_out.push(DumpBucket {
+                        at,
+                        c: counters_of(&hm, &s),
+                    });
+                }
+            }
+            Ok(b_out)
+        };
+        let hours_out = buckets(hours_of.get(id).unwrap_or(&none))?;
+        let days_out = buckets(days_of.get(id).unwrap_or(&none))?;
+        let Some(m) = parse_meta(&fields) else {
+            continue;
+        };
+        let counter_h = hash_of(&counters);
+        let mut lifetime = counters_of(&counter_h, &sketch);
+        lifetime.pv = v_i64(&views).unwrap_or(0).max(0) as u64;
+        let mut voters: Vec<String> = match &voters {
+            Value::Array(items) | Value::Set(items) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        voters.sort();
+        out.push(Record::Article {
+            votes: DumpVotes {
+                ups: num(&counter_h, "ups"),
+                downs: num(&counter_h, "downs"),
+                voters,
+            },
+            id: id.clone(),
+            meta: m.meta,
+            known: m.known,
+            deleted: m.deleted,
+            lifetime,
+            hours: hours_out,
+            days: days_out,
+        });
+    }
+    Ok(())
 }
 
 /// The records of the given articles as the archive holds them: like
@@ -450,25 +473,118 @@ async fn members_over(
     span: std::ops::RangeInclusive<i64>,
     set: impl Fn(i64) -> String,
 ) -> Result<HashMap<ArticleId, Vec<i64>>, StoreError> {
-    let mut con = store.con();
     let mut out: HashMap<ArticleId, Vec<i64>> = HashMap::new();
+    if span.is_empty() {
+        return Ok(out);
+    }
+    let mut con = store.con();
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
-        for t in span.clone() {
-            pipe.cmd("SMISMEMBER")
-                .arg(set(t))
-                .arg(part.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+        queue_members(&mut pipe, part, span.clone(), &set);
+        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        collect_members(&mut got.into_iter(), part, span.clone(), &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Queues one `SMISMEMBER` of `ids` per set of `span`.
+fn queue_members(
+    pipe: &mut redis::Pipeline,
+    ids: &[ArticleId],
+    span: std::ops::RangeInclusive<i64>,
+    set: impl Fn(i64) -> String,
+) {
+    for t in span {
+        pipe.cmd("SMISMEMBER")
+            .arg(set(t))
+            .arg(ids.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+    }
+}
+
+/// Reads the replies [`queue_members`] queued into `out`.
+fn collect_members(
+    got: &mut impl Iterator<Item = Value>,
+    ids: &[ArticleId],
+    span: std::ops::RangeInclusive<i64>,
+    out: &mut HashMap<ArticleId, Vec<i64>>,
+) -> Result<(), StoreError> {
+    for t in span {
+        let member: Vec<bool> =
+            redis::from_redis_value(got.next().ok_or_else(|| super::bad_reply("SMISMEMBER"))?)
+                .map_err(|_| super::bad_reply("SMISMEMBER"))?;
+        for (id, m) in ids.iter().zip(member) {
+            if m {
+                out.entry(id.clone()).or_default().push(t);
+            }
         }
-        let got: Vec<Vec<bool>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        for (t, member) in span.clone().zip(got) {
-            for (id, m) in part.iter().zip(member) {
-                if m {
-                    out.entry(id.clone()).or_default().push(t);
-                }
+    }
+    Ok(())
+}
+
+/// [`records_of`], a chunk of ids at a time, each chunk read in one
+/// MULTI/EXEC after `head` (the pipeline's position script) together with
+/// the activity sets its bucket lists came from, read again: a chunk whose
+/// sets changed in between is read again. Answers each chunk's records
+/// with `head`'s reply, which holds for exactly the state they were read
+/// in (docs/design.md, "Disaster recovery").
+pub(super) async fn positioned_records(
+    store: &RedisStore,
+    ids: &[ArticleId],
+    now: Timestamp,
+    with_days: bool,
+    head: &redis::Cmd,
+) -> Result<Vec<(Vec<Record>, Value)>, StoreError> {
+    let keys = store.keys();
+    let (hspan, dspan) = record_spans(store, now, with_days);
+    let mut con = store.con();
+    let mut out = Vec::new();
+    for part in ids.chunks(CHUNK) {
+        let mut tries = 0;
+        loop {
+            let hours = members_over(store, part, hspan.clone(), |h| keys.active_h(h)).await?;
+            let days = members_over(store, part, dspan.clone(), |d| keys.active_d(d)).await?;
+            let mut pipe = redis::pipe();
+            pipe.atomic().add_command(head.clone());
+            queue_members(&mut pipe, part, hspan.clone(), |h| keys.active_h(h));
+            queue_members(&mut pipe, part, dspan.clone(), |d| keys.active_d(d));
+            queue_reads(&mut pipe, store, part, &hours, &days);
+            let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+            let mut it = got.into_iter();
+            let position = it.next().ok_or_else(|| super::bad_reply("position"))?;
+            let (mut h2, mut d2) = (HashMap::new(), HashMap::new());
+            collect_members(&mut it, part, hspan.clone(), &mut h2)?;
+            collect_members(&mut it, part, dspan.clone(), &mut d2)?;
+            if h2 == hours && d2 == days {
+                let mut records = Vec::with_capacity(part.len());
+                parse_reads(&mut it, part, &hours, &days, &mut records)?;
+                out.push((records, position));
+                break;
+            }
+            tries += 1;
+            if tries >= 10 {
+                return Err(StoreError::Unavailable(
+                    "the articles' activity sets kept changing while they were read".into(),
+                ));
             }
         }
     }
     Ok(out)
+}
+
+type Span = std::ops::RangeInclusive<i64>;
+
+/// The hours (and with `with_days` the days) whose buckets an archived
+/// record holds.
+fn record_spans(store: &RedisStore, now: Timestamp, with_days: bool) -> (Span, Span) {
+    let oldest = oldest_hour(now, store.options().hourly_days);
+    // Events may carry a time a little ahead of `now`.
+    let newest = crate::time::hour_of(now) + 2;
+    let days = if with_days {
+        day_of(now - store.settings.retention_secs) - 1..=day_of(now) + 1
+    } else {
+        Span::new(1, 0)
+    };
+    (oldest + 1..=newest, days)
 }
 
 async fn records_of(
@@ -478,16 +594,9 @@ async fn records_of(
     with_days: bool,
 ) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
-    let oldest = oldest_hour(now, store.options().hourly_days);
-    // Events may carry a time a little ahead of `now`.
-    let newest = crate::time::hour_of(now) + 2;
-    let hours = members_over(store, ids, oldest + 1..=newest, |h| keys.active_h(h)).await?;
-    let days = if with_days {
-        let first = day_of(now - store.settings.retention_secs) - 1;
-        members_over(store, ids, first..=day_of(now) + 1, |d| keys.active_d(d)).await?
-    } else {
-        HashMap::new()
-    };
+    let (hspan, dspan) = record_spans(store, now, with_days);
+    let hours = members_over(store, ids, hspan, |h| keys.active_h(h)).await?;
+    let days = members_over(store, ids, dspan, |d| keys.active_d(d)).await?;
     read_articles(store, ids, &hours, &days).await
 }
 

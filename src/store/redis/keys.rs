@@ -885,6 +885,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "none",
         "pipe_flag.lua"
     ),
+    key_spec!(
+        "pipeline",
+        "pipe:epoch",
+        r"^pipe:epoch$",
+        "string",
+        "with a journal (`pipeline.log_url`): the pipeline epoch this Redis belongs to, equal to the journal's `pipe:journal:epoch` and the archive's `pipeline.epoch`; API nodes queue only while it holds theirs, so a Redis that lost everything refuses events until `hotrank archive restore --replay` sets it again (docs/design.md, \"Disaster recovery\")",
+        Ttl::None,
+        "none",
+        "journal.rs (`Journal::attach`, a new site); replay.rs (last step of a restore)"
+    ),
 ];
 
 /// The markdown table of one docs section, as docs/redis-keys.md holds it

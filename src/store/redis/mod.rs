@@ -50,13 +50,17 @@ macro_rules! event_args {
 
 mod archive;
 mod dump;
+mod journal;
 mod keys;
 mod pipeline;
+mod position;
 mod rank;
+mod replay;
 mod seed;
 mod version;
 
 pub use dump::{article_records, dump_redis, load_redis};
+pub use journal::{Journal, JournalEntry};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
 };
@@ -64,6 +68,8 @@ pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
     crash_point, decision_of, spawn_workers,
 };
+pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, stream_id};
+pub use replay::Replayed;
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 
 use std::collections::HashMap;

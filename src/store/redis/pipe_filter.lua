@@ -1,5 +1,6 @@
 -- hotrank pipeline: the filter worker's head (docs/design.md, "Pipeline").
--- The script is event.lua, pipe_undone.lua, this head, common.lua,
+-- The script is event.lua, pipe_undone.lua, pipe_gate_args.lua, this
+-- head, common.lua,
 -- gate.lua, pipe_flag.lua and pipe_ack.lua: one atomic call gates a batch
 -- of raw entries, writes each with its verdict to the flagged stream and
 -- acknowledges it.
@@ -17,22 +18,10 @@
 -- finds nothing to redo.
 --
 -- Returns { entries decided, entries skipped }.
-local P = ARGV[1]
-local window = tonumber(ARGV[2])
-local vlimit = tonumber(ARGV[3])
-local iplimit = tonumber(ARGV[4])
-local eid_ttl = tonumber(ARGV[5])
-local hkeep = tonumber(ARGV[6])
-local dkeep = tonumber(ARGV[7])
-local require_known = ARGV[8] == '1'
-local max_articles = tonumber(ARGV[9])
-local bot_n = tonumber(ARGV[10])
-local bot_ms = tonumber(ARGV[11])
 local SRC, DST, GROUP = ARGV[12], ARGV[13], ARGV[14]
 local n = tonumber(ARGV[15])
 local H, F = 15, 14
-if not (window and vlimit and iplimit and eid_ttl and hkeep and dkeep
-    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F then
+if not (gate_args_ok and n) or #ARGV ~= H + n * F then
   return redis.error_reply('ERR pipe_filter.lua: malformed header')
 end
 

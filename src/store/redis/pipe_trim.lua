@@ -11,23 +11,7 @@
 -- ARGV: stream, group, waiters zset ('' for none). Returns the number of
 -- entries dropped.
 local key, group, waiters = ARGV[1], ARGV[2], ARGV[3]
-local function id_lt(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if not (am and bm) then return false end
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
-if redis.call('EXISTS', key) == 0 then return 0 end
-local last = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-  local name, ld = nil, nil
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] end
-    if g[i] == 'last-delivered-id' then ld = g[i + 1] end
-  end
-  if name == group then last = ld end
-end
+local last = last_delivered(key, group)
 if not last or last == '0-0' then return 0 end
 local p = redis.call('XPENDING', key, group)
 local minid = last

@@ -21,6 +21,8 @@ use async_trait::async_trait;
 use redis::{Script, Value};
 use serde_json::{Value as Json, json};
 
+use super::journal::Journal;
+use super::position::stream_id;
 use super::{APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, store_err, v_i64, v_str};
 use crate::config::PipelineConfig;
 use crate::model::{
@@ -65,13 +67,20 @@ pub fn crash_point(step: &str) {
 
 struct PipeScripts {
     append: Script,
+    unappend: Script,
     filter: Script,
     count: Script,
     trim: Script,
 }
 
+/// Helpers on stream entry ids and groups (`pipe_ids.lua`).
+pub(super) const IDS: &str = include_str!("pipe_ids.lua");
+/// The gate's settings as script arguments (`pipe_gate_args.lua`,
+/// [`IngestPipeline::gate_header`]).
+pub(super) const GATE_ARGS: &str = include_str!("pipe_gate_args.lua");
+
 /// One stream entry: its id and its field values, in order.
-type Entry = (String, Vec<Vec<u8>>);
+pub type Entry = (String, Vec<Vec<u8>>);
 
 /// Fields of a raw entry (pipe_append.lua) and of a flagged one
 /// (pipe_flag.lua).
@@ -94,6 +103,10 @@ pub struct IngestPipeline {
     store: Arc<RedisStore>,
     cfg: PipelineConfig,
     scripts: PipeScripts,
+    /// The journal, when `log_url` names one ([`with_journal`](Self::with_journal)).
+    journal: Option<Journal>,
+    /// The epoch this node journals under, once attached.
+    epoch: std::sync::Mutex<Option<String>>,
 }
 
 impl IngestPipeline {
@@ -105,9 +118,11 @@ impl IngestPipeline {
             cfg,
             scripts: PipeScripts {
                 append: chunks(&[include_str!("pipe_append.lua")]),
+                unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
                 filter: chunks(&[
                     EVENT,
                     undone,
+                    GATE_ARGS,
                     include_str!("pipe_filter.lua"),
                     COMMON,
                     GATE,
@@ -122,9 +137,47 @@ impl IngestPipeline {
                     APPLY,
                     tail,
                 ]),
-                trim: chunks(&[include_str!("pipe_trim.lua")]),
+                trim: chunks(&[IDS, include_str!("pipe_trim.lua")]),
             },
+            journal: None,
+            epoch: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Journals every queued entry on the Redis at `url` too
+    /// ([`Journal`]); an empty `url` keeps no journal.
+    pub fn with_journal(mut self, url: &str) -> Result<Self, String> {
+        if !url.is_empty() {
+            self.journal = Some(Journal::open(url, &self.store.keys.prefix)?);
+        }
+        Ok(self)
+    }
+
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_ref()
+    }
+
+    /// The epoch Redis and the journal share ([`Journal::attach`], not
+    /// cached), or `None` without a journal.
+    pub async fn epoch(&self) -> Result<Option<String>, StoreError> {
+        match &self.journal {
+            Some(j) => j.attach(&self.store).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The epoch to append under: `''` without a journal; attached once
+    /// ([`Journal::attach`]).
+    async fn append_epoch(&self) -> Result<String, StoreError> {
+        let Some(journal) = &self.journal else {
+            return Ok(String::new());
+        };
+        if let Some(e) = self.epoch.lock().expect("epoch lock").clone() {
+            return Ok(e);
+        }
+        let e = journal.attach(&self.store).await?;
+        *self.epoch.lock().expect("epoch lock") = Some(e.clone());
+        Ok(e)
     }
 
     pub fn store(&self) -> &Arc<RedisStore> {
@@ -204,6 +257,33 @@ impl IngestPipeline {
         self.append_placed(events, now).await.map(|_| ())
     }
 
+    /// Takes back raw entries the journal refused (`pipe_unappend.lua`):
+    /// those no filter worker read yet are deleted; the others count,
+    /// unjournaled (logged, and counted in a metric).
+    async fn unappend(&self, parts: &[(u32, Vec<super::journal::JournalEntry>)]) {
+        let mut inv = self.scripts.unappend.prepare_invoke();
+        inv.arg(parts.len());
+        for (n, entries) in parts {
+            inv.arg(self.raw_key(*n)).arg(entries.len());
+            for (id, _) in entries {
+                inv.arg(id.as_str());
+            }
+        }
+        match inv.invoke_async::<(u64, u64)>(&mut self.store.con()).await {
+            Ok((_, 0)) => {}
+            Ok((_, read)) => {
+                metrics::counter!("hotrank_pipeline_unjournaled_total").increment(read);
+                tracing::warn!(
+                    entries = read,
+                    "pipeline: entries the journal refused were already read by a filter worker: they count, unjournaled"
+                );
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pipeline: cannot take back entries the journal refused: they count, unjournaled");
+            }
+        }
+    }
+
     /// [`append`](Self::append), answering each event's partition and raw
     /// entry id, in the order of `events`.
     async fn append_placed(
@@ -222,15 +302,48 @@ impl IngestPipeline {
             .filter(|(_, p)| !p.is_empty())
             .map(|(n, p)| (n as u32, p))
             .collect();
+        let epoch = self.append_epoch().await?;
+        // With a journal, the 13 values of each raw entry (in
+        // pipe_append.lua's order) go to both Redis: built once. Without,
+        // they go straight into the call.
+        let values: Option<Vec<Vec<Vec<u8>>>> = self.journal.as_ref().map(|_| {
+            events
+                .iter()
+                .map(|ev| {
+                    let mut c = redis::cmd("");
+                    c.arg(now);
+                    event_args!(c, ev);
+                    c.args_iter()
+                        .skip(1)
+                        .filter_map(|a| match a {
+                            redis::Arg::Simple(b) => Some(b.to_vec()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect()
+        });
         let mut inv = self.scripts.append.prepare_invoke();
-        inv.arg(self.cfg.max_backlog).arg(used.len());
+        inv.arg(self.cfg.max_backlog)
+            .arg(super::journal::epoch_key(&self.store))
+            .arg(&epoch)
+            .arg(used.len());
         for (n, part) in &used {
             inv.arg(self.raw_key(*n))
                 .arg(self.flagged_key(*n))
                 .arg(part.len());
             for &i in part.iter() {
-                inv.arg(now);
-                event_args!(inv, &events[i]);
+                match &values {
+                    Some(values) => {
+                        for v in &values[i] {
+                            inv.arg(&v[..]);
+                        }
+                    }
+                    None => {
+                        inv.arg(now);
+                        event_args!(inv, &events[i]);
+                    }
+                }
             }
         }
         let mut con = self.store.con();
@@ -242,8 +355,43 @@ impl IngestPipeline {
                     "pipeline backlog is full; retry later".into(),
                 ));
             }
+            Err(e) if e.code() == Some("EPOCH") => {
+                // Redis lost its data: the next append attaches again,
+                // and says why it cannot.
+                *self.epoch.lock().expect("epoch lock") = None;
+                metrics::counter!("hotrank_pipeline_journal_errors_total").increment(1);
+                return Err(StoreError::Unavailable(format!(
+                    "Redis lost its pipeline state; it must be restored (hotrank archive restore --replay): {e}"
+                )));
+            }
             Err(e) => return Err(store_err(e)),
         };
+        if let (Some(journal), Some(mut values)) = (&self.journal, values) {
+            let mut parts: Vec<(u32, Vec<super::journal::JournalEntry>)> = Vec::new();
+            let mut it = ids.iter();
+            for (n, part) in &used {
+                let mut entries = Vec::with_capacity(part.len());
+                for &i in part.iter() {
+                    let id = it.next().ok_or_else(|| super::bad_reply("pipe_append"))?;
+                    entries.push((id.clone(), std::mem::take(&mut values[i])));
+                }
+                parts.push((*n, entries));
+            }
+            // Never acknowledge what is not journaled: the entries are
+            // taken back (docs/design.md, "Disaster recovery").
+            if let Err(e) = journal.append(&epoch, &parts).await {
+                metrics::counter!("hotrank_pipeline_journal_errors_total").increment(1);
+                if e.to_string().contains("EPOCH") {
+                    *self.epoch.lock().expect("epoch lock") = None;
+                }
+                tracing::warn!(error = %e, "pipeline: journal append failed; answering 503");
+                self.unappend(&parts).await;
+                return Err(StoreError::Unavailable(format!(
+                    "the pipeline journal is unavailable; retry later ({e})"
+                )));
+            }
+            metrics::counter!("hotrank_pipeline_journaled_total").increment(ids.len() as u64);
+        }
         let mut placed = vec![(0, String::new()); events.len()];
         let mut ids = ids.into_iter();
         for (n, part) in used {
@@ -463,8 +611,14 @@ impl IngestPipeline {
         Ok(done)
     }
 
-    /// New entries for this consumer on every partition (`XREADGROUP >`).
-    async fn read(&self, role: Role, consumer: &str) -> Result<Vec<(u32, Vec<Entry>)>, StoreError> {
+    /// New entries for this consumer on every partition (`XREADGROUP >`);
+    /// [`step`](Self::step) processes them (tests read and process
+    /// separately, to decide entries out of order).
+    pub async fn read(
+        &self,
+        role: Role,
+        consumer: &str,
+    ) -> Result<Vec<(u32, Vec<Entry>)>, StoreError> {
         let mut cmd = redis::cmd("XREADGROUP");
         cmd.arg("GROUP")
             .arg(role.as_str())
@@ -518,7 +672,14 @@ impl IngestPipeline {
         }
     }
 
-    async fn process(&self, role: Role, n: u32, entries: Vec<Entry>) -> Result<u64, StoreError> {
+    /// Processes entries of partition `n` (one script call): the second
+    /// half of [`step`](Self::step).
+    pub async fn process(
+        &self,
+        role: Role,
+        n: u32,
+        entries: Vec<Entry>,
+    ) -> Result<u64, StoreError> {
         let want = match role {
             Role::Filter => RAW_FIELDS,
             Role::Count => FLAGGED_FIELDS,
@@ -538,23 +699,12 @@ impl IngestPipeline {
         if entries.is_empty() {
             return Ok(0);
         }
-        let s = &self.store.settings;
         let (hkeep, dkeep) = self.store.keeps();
         let mut inv = match role {
             Role::Filter => {
                 let mut inv = self.scripts.filter.prepare_invoke();
-                inv.arg(&self.store.keys.prefix)
-                    .arg(s.dedupe_window_secs)
-                    .arg(s.visitor_limit_per_minute)
-                    .arg(s.ip_limit_per_minute)
-                    .arg(s.event_id_ttl_secs)
-                    .arg(hkeep)
-                    .arg(dkeep)
-                    .arg(if s.require_known_articles { "1" } else { "0" })
-                    .arg(s.max_articles)
-                    .arg(s.bot_articles_per_minute)
-                    .arg(u64::from(s.bot_quarantine_secs) * 1000)
-                    .arg(self.raw_key(n))
+                self.gate_header(&mut inv);
+                inv.arg(self.raw_key(n))
                     .arg(self.flagged_key(n))
                     .arg(FILTER_GROUP)
                     .arg(entries.len());
@@ -602,6 +752,26 @@ impl IngestPipeline {
                 .increment(skipped as u64);
         }
         Ok(done.max(0) as u64)
+    }
+
+    /// The gate's settings, as pipe_filter.lua and pipe_replay.lua take
+    /// them first: prefix, dedupe window, visitor and ip limits, eventId
+    /// TTL, hourly and daily keeps, require_known, max articles, behaviour
+    /// limit and quarantine (ms).
+    pub(super) fn gate_header(&self, inv: &mut redis::ScriptInvocation<'_>) {
+        let s = &self.store.settings;
+        let (hkeep, dkeep) = self.store.keeps();
+        inv.arg(&self.store.keys.prefix)
+            .arg(s.dedupe_window_secs)
+            .arg(s.visitor_limit_per_minute)
+            .arg(s.ip_limit_per_minute)
+            .arg(s.event_id_ttl_secs)
+            .arg(hkeep)
+            .arg(dkeep)
+            .arg(if s.require_known_articles { "1" } else { "0" })
+            .arg(s.max_articles)
+            .arg(s.bot_articles_per_minute)
+            .arg(u64::from(s.bot_quarantine_secs) * 1000);
     }
 
     /// Delivers every entry still in the role's streams to its script
@@ -719,40 +889,6 @@ impl IngestPipeline {
         Ok(out)
     }
 
-    /// How far the count group has applied each flagged partition, as the
-    /// archive records it (docs/design.md, "Archive"): a JSON object
-    /// `{"<partition>": {"delivered": id, "pending_from": id | null}}`:
-    /// every entry up to `delivered` is applied, except those from
-    /// `pending_from` on that are still pending.
-    pub async fn count_position(&self) -> Result<String, StoreError> {
-        let mut con = self.store.con();
-        let mut p = redis::pipe();
-        for n in 0..self.cfg.partitions {
-            let key = self.flagged_key(n);
-            p.cmd("XINFO").arg("GROUPS").arg(&key);
-            p.cmd("XPENDING").arg(&key).arg(COUNT_GROUP);
-        }
-        let got: Vec<Value> = p.query_async(&mut con).await.map_err(store_err)?;
-        let mut out = serde_json::Map::new();
-        for (n, pair) in got.chunks(2).enumerate() {
-            let [groups, pending] = pair else {
-                return Err(super::bad_reply("count_position"));
-            };
-            let delivered = group_field(groups, COUNT_GROUP, "last-delivered-id")
-                .and_then(v_str)
-                .unwrap_or("0-0");
-            let from = match pending {
-                Value::Array(a) => a.get(1).and_then(v_str),
-                _ => None,
-            };
-            out.insert(
-                n.to_string(),
-                json!({"delivered": delivered, "pending_from": from}),
-            );
-        }
-        Ok(Json::Object(out).to_string())
-    }
-
     /// Until the pipeline holds nothing unprocessed (tests, `drain`).
     pub async fn drained(&self) -> Result<bool, StoreError> {
         Ok(self
@@ -836,7 +972,7 @@ fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
 }
 
 /// Stream entries (`[[id, [f, v, ...]], ...]`) as ids and values.
-fn parse_entries(v: &Value) -> Result<Vec<Entry>, StoreError> {
+pub(super) fn parse_entries(v: &Value) -> Result<Vec<Entry>, StoreError> {
     let Value::Array(list) = v else {
         return Ok(Vec::new());
     };
@@ -894,12 +1030,6 @@ fn group_field<'a>(groups: &'a Value, group: &str, field: &str) -> Option<&'a Va
             .find(|(k, _)| v_str(k) == Some(field))
             .map(|(_, v)| *v)
     })
-}
-
-/// A stream entry id (`ms-seq`) as numbers, for ordering.
-fn stream_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 /// What a verdict code of the filter stage (`v` of a flagged entry, the

@@ -1,0 +1,201 @@
+//! Where the pipeline stands (`pipe_position.lua`), as the archive records
+//! it with each article (docs/design.md, "Disaster recovery"): the raw
+//! entries of the article's partition whose effects its archived counts
+//! include. A restore replays the journal's other entries.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
+
+use redis::{Script, Value};
+use serde::{Deserialize, Serialize};
+
+use super::{IngestPipeline, store_err, v_str};
+use crate::model::{ArticleId, Timestamp};
+use crate::store::StoreError;
+use crate::store::dump::Record;
+
+/// Entries in flight the position script walks at most; past it, the
+/// archive writer's flush fails (and is retried): a walk holds Redis
+/// (about 12 µs an entry, bench/pipeline_journal.sh).
+pub const MAX_FLIGHT: u64 = 10_000;
+
+static POSITION: LazyLock<Script> =
+    LazyLock::new(|| super::chunks(&[super::pipeline::IDS, include_str!("pipe_position.lua")]));
+
+/// What an archived article's counts include: every raw entry of
+/// partition `p` up to `upto` but those in `pending` (its own entries
+/// still in flight when it was read); `decided` gives the verdicts the
+/// gate had given some of those (flagged, not yet applied).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArticlePosition {
+    pub p: u32,
+    pub upto: String,
+    pub pending: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub decided: BTreeMap<String, i64>,
+}
+
+/// What a replay does with one journaled raw entry of an article.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// The archived counts include it: gate it (for the gate's state) only.
+    Included,
+    /// Gate it and apply the verdict the gate gives now.
+    Gate,
+    /// Gate it, and apply the verdict the gate gave it before the disaster.
+    Decided(i64),
+}
+
+impl ArticlePosition {
+    /// What a replay does with raw entry `x` of this article.
+    pub fn replay(&self, x: &str) -> Replay {
+        if let Some(&v) = self.decided.get(x) {
+            Replay::Decided(v)
+        } else if stream_id(x) > stream_id(&self.upto) || self.pending.iter().any(|p| p == x) {
+            Replay::Gate
+        } else {
+            Replay::Included
+        }
+    }
+}
+
+/// One partition's position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionPosition {
+    /// The filter group's last delivered raw entry.
+    pub upto: String,
+    /// Raw entries up to `upto` not applied yet: (raw id, article, verdict
+    /// if decided).
+    pub flight: Vec<(String, String, Option<i64>)>,
+}
+
+impl PartitionPosition {
+    /// The oldest raw entry an article read at this position or later may
+    /// need replayed: its oldest entry in flight, else `upto`.
+    pub fn floor(&self) -> String {
+        self.flight
+            .iter()
+            .map(|(id, _, _)| id)
+            .min_by_key(|id| stream_id(id))
+            .unwrap_or(&self.upto)
+            .clone()
+    }
+}
+
+/// A stream entry id (`ms-seq`) as numbers, for ordering.
+pub fn stream_id(id: &str) -> (u64, u64) {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+fn parse(v: &Value) -> Result<Vec<PartitionPosition>, StoreError> {
+    let bad = || super::bad_reply("pipe_position");
+    let Value::Array(parts) = v else {
+        return Err(bad());
+    };
+    parts
+        .iter()
+        .map(|p| {
+            let Value::Array(p) = p else {
+                return Err(bad());
+            };
+            let [upto, flight] = p.as_slice() else {
+                return Err(bad());
+            };
+            let Value::Array(flight) = flight else {
+                return Err(bad());
+            };
+            Ok(PartitionPosition {
+                upto: v_str(upto).ok_or_else(bad)?.to_string(),
+                flight: flight
+                    .chunks(3)
+                    .filter_map(|c| {
+                        Some((
+                            v_str(c.first()?)?.to_string(),
+                            v_str(c.get(1)?)?.to_string(),
+                            v_str(c.get(2)?)?.parse().ok(),
+                        ))
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
+}
+
+impl IngestPipeline {
+    /// The position script's call (loaded by the caller).
+    fn position_cmd(&self) -> redis::Cmd {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(POSITION.get_hash())
+            .arg(0)
+            .arg(MAX_FLIGHT)
+            .arg(self.config().partitions);
+        for n in 0..self.config().partitions {
+            c.arg(self.raw_key(n)).arg(self.flagged_key(n));
+        }
+        c
+    }
+
+    async fn load_position(&self) -> Result<(), StoreError> {
+        POSITION
+            .prepare_invoke()
+            .load_async(&mut self.store().con())
+            .await
+            .map(drop)
+            .map_err(store_err)
+    }
+
+    /// Where every partition stands now.
+    pub async fn position(&self) -> Result<Vec<PartitionPosition>, StoreError> {
+        self.load_position().await?;
+        let v: Value = self
+            .position_cmd()
+            .query_async(&mut self.store().con())
+            .await
+            .map_err(store_err)?;
+        parse(&v)
+    }
+
+    /// The records of `ids` (with every daily bucket when `whole`), each
+    /// with the position its counts were read at, as JSON
+    /// ([`ArticlePosition`]).
+    pub async fn positioned_records(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        whole: bool,
+    ) -> Result<(Vec<Record>, HashMap<ArticleId, String>), StoreError> {
+        self.load_position().await?;
+        let head = self.position_cmd();
+        let chunks = super::dump::positioned_records(self.store(), ids, now, whole, &head).await?;
+        let mut records = Vec::with_capacity(ids.len());
+        let mut at = HashMap::with_capacity(ids.len());
+        for (part, v) in chunks {
+            let pos = parse(&v)?;
+            for r in &part {
+                let Record::Article { id, .. } = r else {
+                    continue;
+                };
+                let p = self.partition_of(id);
+                let Some(pp) = pos.get(p as usize) else {
+                    return Err(super::bad_reply("pipe_position partitions"));
+                };
+                let mine = || pp.flight.iter().filter(|(_, art, _)| art == id.as_str());
+                let a = ArticlePosition {
+                    p,
+                    upto: pp.upto.clone(),
+                    pending: mine().map(|(x, _, _)| x.clone()).collect(),
+                    decided: mine()
+                        .filter_map(|(x, _, v)| Some((x.clone(), (*v)?)))
+                        .collect(),
+                };
+                at.insert(
+                    id.clone(),
+                    serde_json::to_string(&a).map_err(|e| StoreError::Internal(e.to_string()))?,
+                );
+            }
+            records.extend(part);
+        }
+        Ok((records, at))
+    }
+}

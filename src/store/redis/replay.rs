@@ -1,0 +1,218 @@
+//! Disaster recovery (docs/design.md, "Disaster recovery"): a Redis that
+//! lost everything is rebuilt from the archive, then the journal is
+//! replayed over it in raw entry id order: every entry goes through the
+//! gate again (its state, dedupe windows and rate limits, is rebuilt), and
+//! those an article's archived position does not include are applied
+//! (`pipe_replay.lua`). Each acknowledged event is counted once: by the
+//! archive or by the replay.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use super::journal::{JournalEntry, epoch_key, set_nx_get};
+use super::position::{ArticlePosition, Replay, stream_id};
+use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, chunks, store_err};
+use crate::archive::Archive;
+use crate::model::Timestamp;
+
+static REPLAY: LazyLock<Script> = LazyLock::new(|| {
+    chunks(&[
+        EVENT,
+        super::pipeline::GATE_ARGS,
+        include_str!("pipe_replay.lua"),
+        COMMON,
+        GATE,
+        include_str!("pipe_replay_apply.lua"),
+        APPLY,
+        "\nreturn { #ev, counted }\n",
+    ])
+});
+
+/// Journal entries per replay call.
+const BATCH: usize = 500;
+/// Journal entries per read.
+const PAGE: usize = 10_000;
+
+/// What a restore did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Replayed {
+    /// Articles restored from the archive.
+    pub articles: u64,
+    /// Journal entries gated again.
+    pub entries: u64,
+    /// Of those, entries applied (the archive did not include them).
+    pub applied: u64,
+    /// Of those, entries counted.
+    pub counted: u64,
+    /// The pipeline epoch Redis holds again.
+    pub epoch: String,
+}
+
+impl IngestPipeline {
+    /// Restores this pipeline's Redis, which must have lost everything
+    /// (no articles, no `pipe:epoch`), from `archive` and replays the
+    /// journal over it (see the module docs). `progress` gets a line per
+    /// step. Sets `pipe:epoch` last: API nodes queue again from then on.
+    pub async fn restore_and_replay(
+        &self,
+        archive: &Archive,
+        now: Timestamp,
+        mut progress: impl FnMut(String),
+    ) -> Result<Replayed, String> {
+        let err = |e: super::StoreError| e.to_string();
+        let journal = self.journal().ok_or(
+            "no journal to replay: set [pipeline] log_url (--pipeline-log-url, HOTRANK_PIPELINE_LOG_URL)",
+        )?;
+        let store = self.store();
+        let main_key = epoch_key(store);
+        let held: Option<String> = redis::cmd("GET")
+            .arg(&main_key)
+            .query_async(&mut store.con())
+            .await
+            .map_err(|e| err(store_err(e)))?;
+        if let Some(e) = held {
+            return Err(format!(
+                "this Redis holds pipeline epoch {e}: it did not lose its data, or was restored \
+                 already; restore only into a Redis that lost everything"
+            ));
+        }
+        let epoch = journal.epoch().await.map_err(err)?.ok_or_else(|| {
+            format!(
+                "the journal holds no epoch ({}): it is empty or lost, and cannot be replayed",
+                journal.epoch_key()
+            )
+        })?;
+        if let Some(row) = archive.pipeline().await.map_err(|e| e.to_string())?
+            && row.epoch != epoch
+        {
+            return Err(format!(
+                "the archive belongs to pipeline epoch {}, the journal to {epoch}: they are not the same site's",
+                row.epoch
+            ));
+        }
+        let mut positions: HashMap<String, ArticlePosition> = HashMap::new();
+        for (id, pos) in archive.positions().await.map_err(|e| e.to_string())? {
+            let p: ArticlePosition = serde_json::from_str(&pos).map_err(|e| {
+                format!(
+                    "article {id}: its archived position {pos:?} is not a pipeline position ({e}); \
+                     it was written by an older hotrank, and a replay could count its events twice"
+                )
+            })?;
+            positions.insert(id, p);
+        }
+        let records = archive
+            .records(|n| progress(format!("read {n} articles from the archive")))
+            .await
+            .map_err(|e| e.to_string())?;
+        let articles = super::dump::load_redis(store, &records, &store.settings, now).await? as u64;
+        progress(format!("restored {articles} articles into Redis"));
+
+        // The journal, every partition, in raw entry id order (a raw id
+        // journaled twice is replayed once; ids are per partition).
+        let mut entries: Vec<JournalEntry> = Vec::new();
+        let mut seen = HashSet::new();
+        let mut last_of = vec![None; self.config().partitions as usize];
+        for n in 0..self.config().partitions {
+            let mut after = "-".to_string();
+            loop {
+                let page = journal.read(n, &after, PAGE).await.map_err(err)?;
+                let Some((last, _)) = page.last() else { break };
+                after = last.clone();
+                for (_, (x, values)) in page {
+                    if seen.insert((n, x.clone())) {
+                        if last_of[n as usize]
+                            .as_ref()
+                            .is_none_or(|l: &String| stream_id(l) < stream_id(&x))
+                        {
+                            last_of[n as usize] = Some(x.clone());
+                        }
+                        entries.push((x, values));
+                    }
+                }
+            }
+        }
+        entries.sort_by_key(|(x, _)| stream_id(x));
+        progress(format!("read {} journal entries", entries.len()));
+
+        // New raw entries follow the replayed ones, and positions taken
+        // from now on include them.
+        self.ensure_groups().await.map_err(err)?;
+        for (n, last) in last_of.iter().enumerate() {
+            let Some(last) = last else { continue };
+            let raw = self.raw_key(n as u32);
+            redis::pipe()
+                .cmd("XSETID")
+                .arg(&raw)
+                .arg(last)
+                .ignore()
+                .cmd("XGROUP")
+                .arg("SETID")
+                .arg(&raw)
+                .arg(super::FILTER_GROUP)
+                .arg(last)
+                .ignore()
+                .query_async::<()>(&mut store.con())
+                .await
+                .map_err(|e| {
+                    format!("partition {n}: cannot move the raw stream past the journal: {e}")
+                })?;
+        }
+
+        let mut done = Replayed {
+            articles,
+            epoch: epoch.clone(),
+            ..Default::default()
+        };
+        let mut con = store.con();
+        for batch in entries.chunks(BATCH) {
+            let mut inv = REPLAY.prepare_invoke();
+            self.gate_header(&mut inv);
+            inv.arg(batch.len());
+            for (x, values) in batch {
+                let art = values
+                    .get(2)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .unwrap_or("");
+                inv.arg(match positions.get(art).map(|p| p.replay(x)) {
+                    Some(Replay::Included) => "i".to_string(),
+                    None | Some(Replay::Gate) => String::new(),
+                    Some(Replay::Decided(v)) => v.to_string(),
+                });
+                for v in values {
+                    inv.arg(&v[..]);
+                }
+            }
+            let (applied, counted): (u64, u64) = inv
+                .invoke_async(&mut con)
+                .await
+                .map_err(|e| err(store_err(e)))?;
+            done.entries += batch.len() as u64;
+            done.applied += applied;
+            done.counted += counted;
+            metrics::counter!("hotrank_pipeline_replayed_total").increment(batch.len() as u64);
+            if done.entries % 50_000 < BATCH as u64 || done.entries == entries.len() as u64 {
+                progress(format!(
+                    "replayed {}/{} journal entries ({} applied, {} counted)",
+                    done.entries,
+                    entries.len(),
+                    done.applied,
+                    done.counted
+                ));
+            }
+        }
+        let set = set_nx_get(&mut store.con(), &main_key, &epoch)
+            .await
+            .map_err(err)?;
+        if set != epoch {
+            return Err(format!(
+                "another process set pipeline epoch {set} during the restore"
+            ));
+        }
+        progress(format!(
+            "Redis holds pipeline epoch {epoch} again: API nodes queue events"
+        ));
+        Ok(done)
+    }
+}

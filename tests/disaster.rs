@@ -1,0 +1,673 @@
+//! Disaster recovery of the pipeline's Redis (docs/design.md, "Disaster
+//! recovery"), against real redis-servers (the main one, which loses
+//! everything, and the journal's) and the real PostgreSQL archive (a schema
+//! per test): FLUSHALL under load, then `restore_and_replay`, counts every
+//! acknowledged event exactly once; the journal's trim keeps what the
+//! archive may need; a journal that cannot take an append answers 503 and
+//! queues nothing; restores into the wrong Redis are refused; the CLI does
+//! it end to end. `HOTRANK_DR_SEED` picks the load's seed.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use common::T0;
+use common::pg::{Schema, pg_url};
+use common::redis::{RedisServer, unique_prefix};
+use hotrank::archive::{Archive, ArchiveWriter};
+use hotrank::clock::ManualClock;
+use hotrank::config::{Config, PipelineConfig, StoreKind};
+use hotrank::model::{ArticleId, Event, EventType};
+use hotrank::store::redis::{IngestPipeline, RedisOptions, RedisStore, spawn_workers};
+use hotrank::store::{Store, StoreError, StoreSettings};
+
+const ARTICLES: u64 = 10;
+
+/// A site: its main Redis, the journal's Redis, the archive.
+struct Site {
+    main: RedisServer,
+    log: RedisServer,
+    /// Dropped (with its tables) at the end.
+    _schema: Schema,
+    archive: Archive,
+    config: Config,
+}
+
+impl Site {
+    async fn new(edit: impl FnOnce(&mut PipelineConfig)) -> Site {
+        let main = RedisServer::start();
+        let log = RedisServer::start();
+        let schema = Schema::new();
+        let archive = schema.archive().await;
+        let mut c = common::test_config(std::path::Path::new("/nonexistent"));
+        c.store = StoreKind::Redis;
+        c.redis.url = main.url();
+        c.redis.prefix = unique_prefix();
+        c.gate.visitor_limit_per_minute = 0;
+        c.gate.ip_limit_per_minute = 0;
+        c.gate.bot_articles_per_minute = 0;
+        c.pipeline = PipelineConfig {
+            enabled: true,
+            partitions: 3,
+            batch: 15,
+            claim_idle_ms: 300,
+            block_ms: 2,
+            trim_every_ms: 50,
+            log_url: log.url(),
+            ..PipelineConfig::default()
+        };
+        edit(&mut c.pipeline);
+        c.archive.url = pg_url();
+        c.archive.schema = schema.name.clone();
+        Site {
+            main,
+            log,
+            _schema: schema,
+            archive,
+            config: c,
+        }
+    }
+
+    /// A new pipeline (as a new process would open it), journaling.
+    fn pipeline(&self) -> Arc<IngestPipeline> {
+        let c = &self.config;
+        let store =
+            RedisStore::connect(RedisOptions::from_config(c), StoreSettings::from_config(c))
+                .expect("redis store");
+        Arc::new(
+            IngestPipeline::new(Arc::new(store), c.pipeline.clone())
+                .with_journal(&c.pipeline.log_url)
+                .expect("journal"),
+        )
+    }
+
+    fn writer(&self, pipe: &Arc<IngestPipeline>) -> ArchiveWriter {
+        ArchiveWriter::new(
+            pipe.store().clone(),
+            Some(pipe.clone()),
+            1,
+            Arc::new(ManualClock::at(T0)),
+        )
+    }
+
+    async fn flushall(&self) {
+        let mut c = self
+            .main
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut c)
+            .await
+            .unwrap();
+    }
+
+    /// FLUSHALL, then a new process restores and replays; the counts are
+    /// `truth`'s. Answers that process's pipeline.
+    async fn disaster_and_restore(&self, truth: &Truth) -> Arc<IngestPipeline> {
+        self.flushall().await;
+        let fresh = self.pipeline();
+        fresh
+            .restore_and_replay(&self.archive, T0, |_| {})
+            .await
+            .expect("restore");
+        drain(&fresh).await;
+        assert_eq!(
+            counts(fresh.store()).await,
+            truth.table(),
+            "every acknowledged event counted once"
+        );
+        fresh
+    }
+
+    async fn journal_len(&self, pipe: &IngestPipeline) -> u64 {
+        let j = pipe.journal().unwrap();
+        let mut c = self
+            .log
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut n = 0;
+        for p in 0..self.config.pipeline.partitions {
+            let len: u64 = redis::cmd("XLEN")
+                .arg(j.key(p))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            n += len;
+        }
+        n
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("HOTRANK_DR_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7)
+}
+
+/// What the test sent and was acknowledged: per article, the distinct
+/// visitors of its views (pv) and its comments (never deduplicated).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+struct Truth {
+    viewers: BTreeMap<u64, HashSet<u128>>,
+    comments: BTreeMap<u64, u64>,
+}
+
+impl Truth {
+    fn add(&mut self, events: &[Event]) {
+        for e in events {
+            let a = (0..ARTICLES)
+                .find(|n| ArticleId::from_number(*n) == e.article)
+                .unwrap();
+            match e.kind {
+                EventType::View => {
+                    self.viewers.entry(a).or_default().insert(e.visitor);
+                }
+                EventType::Comment => *self.comments.entry(a).or_default() += 1,
+                _ => unreachable!(),
+            }
+        }
+    }
+
+    /// (article, pv, comments) of every article.
+    fn table(&self) -> Vec<(u64, u64, u64)> {
+        (0..ARTICLES)
+            .map(|a| {
+                (
+                    a,
+                    self.viewers.get(&a).map_or(0, |v| v.len() as u64),
+                    self.comments.get(&a).copied().unwrap_or(0),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A batch of views and comments at T0: visitors repeat (duplicates, one
+/// counted per article and visitor whatever the order), comments never
+/// deduplicate.
+fn batch(rng: &mut StdRng, i: u64) -> Vec<Event> {
+    (0..rng.random_range(1..6))
+        .map(|k| {
+            let comment = rng.random_range(0..5) == 0;
+            Event {
+                kind: if comment {
+                    EventType::Comment
+                } else {
+                    EventType::View
+                },
+                article: ArticleId::from_number(rng.random_range(0..ARTICLES)),
+                visitor: rng.random_range(0..400u128),
+                ip: rng.random_range(0..50u64),
+                ts: T0,
+                arrival_ms: T0 * 1000 + (i * 10 + k) as i64,
+                event_id: None,
+                seconds: 0,
+                bot: false,
+                trusted: false,
+            }
+        })
+        .collect()
+}
+
+/// (article, pv, comments) as the store answers them.
+async fn counts(store: &RedisStore) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    for a in 0..ARTICLES {
+        let v = store
+            .article(&ArticleId::from_number(a), T0)
+            .await
+            .expect("article");
+        let (pv, comments) = v.map_or((0, 0), |v| (v.lifetime.pv, v.lifetime.comments));
+        out.push((a, pv, comments));
+    }
+    out
+}
+
+/// Runs workers until the pipeline has drained (bounded).
+async fn drain(pipe: &Arc<IngestPipeline>) {
+    let workers = spawn_workers(pipe, 2, 2);
+    let started = Instant::now();
+    while !pipe.drained().await.expect("lag") {
+        assert!(started.elapsed() < Duration::from_secs(30), "did not drain");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    workers.stop().await;
+}
+
+/// Load from a task until `stop`: batches appended as an API node does,
+/// the acknowledged ones recorded; answers the truth and how many were
+/// refused.
+fn load(
+    pipe: Arc<IngestPipeline>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<(Truth, u64)> {
+    tokio::spawn(async move {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut truth = Truth::default();
+        let (mut refused, mut i) = (0, 0);
+        while !stop.load(Ordering::Relaxed) {
+            let b = batch(&mut rng, i);
+            i += 1;
+            match pipe.append(b.clone(), T0).await {
+                Ok(()) => truth.add(&b),
+                Err(StoreError::Unavailable(_)) => refused += 1,
+                Err(e) => panic!("append: {e}"),
+            }
+            tokio::time::sleep(Duration::from_micros(300)).await;
+        }
+        (truth, refused)
+    })
+}
+
+/// FLUSHALL on the main Redis while events are queued, filtered, counted
+/// and archived concurrently (archive flushes at seeded random moments,
+/// with entries in flight); then restore and replay: every acknowledged
+/// event is counted exactly once, and API nodes queue again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once() {
+    let seed = seed();
+    eprintln!("HOTRANK_DR_SEED={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let site = Site::new(|_| {}).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let writer = site.writer(&pipe);
+    let workers = spawn_workers(&pipe, 2, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = load(pipe.clone(), seed, stop.clone());
+    let mut flushed = 0;
+    for _ in 0..rng.random_range(4..8) {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
+        if let hotrank::archive::Flushed::Articles(n) = writer.flush(&site.archive).await.unwrap() {
+            flushed += n;
+        }
+    }
+    assert!(
+        flushed > 0,
+        "the archive holds articles before the disaster"
+    );
+    site.flushall().await;
+    // Appends are refused from the disaster on: Redis lost its epoch.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (truth, refused) = loader.await.unwrap();
+    assert!(refused > 0, "appends after FLUSHALL are refused");
+    workers.stop().await;
+    assert!(
+        pipe.append(batch(&mut rng, 1 << 40), T0).await.is_err(),
+        "no API node queues into a Redis that lost its data"
+    );
+    assert!(
+        writer.flush(&site.archive).await.is_err(),
+        "nor does the archive writer read it"
+    );
+
+    // A new process restores and replays.
+    let fresh = site.pipeline();
+    let done = fresh
+        .restore_and_replay(&site.archive, T0, |l| eprintln!("{l}"))
+        .await
+        .expect("restore");
+    eprintln!("{done:?}");
+    assert!(done.entries > 0 && done.applied > 0, "{done:?}");
+    drain(&fresh).await;
+    assert_eq!(
+        counts(fresh.store()).await,
+        truth.table(),
+        "every acknowledged event counted once"
+    );
+
+    // The site runs on: events are queued (by the old API node too, whose
+    // epoch is Redis's again), counted, archived.
+    let more = batch(&mut rng, 1 << 41);
+    pipe.append(more.clone(), T0).await.expect("queued again");
+    let mut truth = truth;
+    truth.add(&more);
+    drain(&fresh).await;
+    assert_eq!(counts(fresh.store()).await, truth.table());
+    let w2 = site.writer(&fresh);
+    assert!(matches!(
+        w2.flush(&site.archive).await,
+        Ok(hotrank::archive::Flushed::Articles(_))
+    ));
+
+    // A second disaster: the archive now holds positions taken after the
+    // first restore; a second restore counts everything once again.
+    site.disaster_and_restore(&truth).await;
+}
+
+/// Out of order: two filter consumers decide the batches of one partition
+/// in reverse order (the later copies counted, the earlier ones
+/// duplicates), two count consumers apply only the later copies, and a
+/// third filter consumer holds a batch undecided, when the archive reads
+/// the articles. The replay gates in raw order, which would count the
+/// earlier copies: it applies the verdicts the gate gave them instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_in_flight_at_the_archive_cut_count_once() {
+    let site = Site::new(|p| p.partitions = 1).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let batch_len = site.config.pipeline.batch as u64;
+    let view = |i: u64, visitor: u128| Event {
+        kind: EventType::View,
+        article: ArticleId::from_number(i % ARTICLES),
+        visitor,
+        ip: 1,
+        ts: T0,
+        arrival_ms: T0 * 1000 + i as i64,
+        event_id: None,
+        seconds: 0,
+        bot: false,
+        trusted: false,
+    };
+    let first: Vec<Event> = (0..batch_len).map(|i| view(i, u128::from(i))).collect();
+    let copies = first.clone();
+    let undecided: Vec<Event> = (0..batch_len)
+        .map(|i| view(i, 1000 + u128::from(i)))
+        .collect();
+    let mut truth = Truth::default();
+    for b in [&first, &copies, &undecided] {
+        pipe.append(b.clone(), T0).await.unwrap();
+        truth.add(b);
+    }
+    use hotrank::store::redis::Role;
+    let f1 = pipe.read(Role::Filter, "f1").await.unwrap();
+    let f2 = pipe.read(Role::Filter, "f2").await.unwrap();
+    let f3 = pipe.read(Role::Filter, "f3").await.unwrap();
+    assert!(!f3.is_empty(), "the third batch stays undecided");
+    for (n, e) in f2.into_iter().chain(f1) {
+        pipe.process(Role::Filter, n, e).await.unwrap();
+    }
+    // The copies were flagged first: c1 holds them, c2 the first ones.
+    let c1 = pipe.read(Role::Count, "c1").await.unwrap();
+    let c2 = pipe.read(Role::Count, "c2").await.unwrap();
+    assert!(!c2.is_empty(), "decided, left unapplied");
+    for (n, e) in c1 {
+        pipe.process(Role::Count, n, e).await.unwrap();
+    }
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    // More copies after the cut: duplicates again.
+    pipe.append(copies.clone(), T0).await.unwrap();
+    truth.add(&copies);
+    site.disaster_and_restore(&truth).await;
+}
+
+/// The journal keeps what the archive may need: with `journal_keep_secs
+/// = 0`, a flush trims the journal up to the archive's floor and no
+/// further; entries queued but not yet read by a filter stay, and a
+/// restore still counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_trim_respects_the_floor() {
+    let site = Site::new(|p| p.journal_keep_secs = 0).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0x7719);
+    let mut truth = Truth::default();
+    for i in 0..40 {
+        let b = batch(&mut rng, i);
+        pipe.append(b.clone(), T0).await.unwrap();
+        truth.add(&b);
+    }
+    drain(&pipe).await;
+    let writer = site.writer(&pipe);
+    let before = site.journal_len(&pipe).await;
+    writer.flush(&site.archive).await.unwrap();
+    let after_drained = site.journal_len(&pipe).await;
+    assert!(
+        after_drained <= 3 && before > 10,
+        "everything archived goes but each partition's floor entry: {before} -> {after_drained}"
+    );
+    // Queued, not read by any filter: past the floor, kept. (New
+    // visitors: the trim dropped the gate's history of the old ones, as a
+    // `journal_keep_secs` past the dedupe window would in production.)
+    let mut queued = 0;
+    for i in 0..10 {
+        let mut b = batch(&mut rng, 100 + i);
+        b.iter_mut().for_each(|e| e.visitor += 1_000_000);
+        queued += b.len() as u64;
+        pipe.append(b.clone(), T0).await.unwrap();
+        truth.add(&b);
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    writer.flush(&site.archive).await.unwrap();
+    let kept = site.journal_len(&pipe).await;
+    assert!(
+        kept >= queued,
+        "the trim kept what no flush archived: {kept} < {queued}"
+    );
+    site.disaster_and_restore(&truth).await;
+}
+
+/// A journal that cannot take the append: the API answers 503 with
+/// `Retry-After` and nothing stays queued; once it is back, events queue
+/// again (the journal's Redis restarted empty adopts the site's epoch).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journal_down_answers_503_and_queues_nothing() {
+    let mut site = Site::new(|_| {}).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut config = site.config.clone();
+    config.data_dir = dir.path().to_path_buf();
+    let store = Arc::new(hotrank::store::redis::PipelineStore::new(pipe.clone()));
+    let server = common::TestServer::start_with_store(dir, config, store, T0).await;
+    let post = async |i: u32| {
+        let body = serde_json::json!({"events": [
+            {"type": "view", "articleId": format!("j{}", i % 3), "visitorId": format!("v{i}")},
+            {"type": "comment", "articleId": "j0", "visitorId": format!("v{i}")}
+        ]});
+        server
+            .client
+            .post(server.url("/api/events"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(post(0).await.status(), reqwest::StatusCode::ACCEPTED);
+    let raw_len = async |pipe: &IngestPipeline| {
+        let mut c = pipe.store().con();
+        let mut n = 0u64;
+        for p in 0..3 {
+            let l: u64 = redis::cmd("XLEN")
+                .arg(pipe.raw_key(p))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            n += l;
+        }
+        n
+    };
+    let queued = raw_len(&pipe).await;
+    site.log.kill();
+    for i in 1..6 {
+        let resp = post(i).await;
+        assert!(resp.headers().contains_key("retry-after"));
+        common::expect_error(
+            resp,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+        )
+        .await;
+    }
+    assert_eq!(raw_len(&pipe).await, queued, "nothing refused stays queued");
+    site.log.restart();
+    let started = Instant::now();
+    while post(99).await.status() != reqwest::StatusCode::ACCEPTED {
+        assert!(started.elapsed() < Duration::from_secs(10), "journal back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(raw_len(&pipe).await, queued + 2);
+}
+
+/// Restores that would count twice or mix sites are refused, and change
+/// nothing: into a Redis that holds its epoch (not lost, or restored
+/// already), into one that holds articles, with another site's journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_restores_are_refused() {
+    let site = Site::new(|_| {}).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(3);
+    pipe.append(batch(&mut rng, 0), T0).await.unwrap();
+    drain(&pipe).await;
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    let live = site.pipeline();
+    let e = live
+        .restore_and_replay(&site.archive, T0, |_| {})
+        .await
+        .unwrap_err();
+    assert!(e.contains("holds pipeline epoch"), "{e}");
+
+    // Articles but no epoch (say, a Redis someone wrote to meanwhile).
+    let mut c = site
+        .main
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let epoch_key = format!("{}pipe:epoch", site.config.redis.prefix);
+    redis::cmd("DEL")
+        .arg(&epoch_key)
+        .query_async::<()>(&mut c)
+        .await
+        .unwrap();
+    let e = live
+        .restore_and_replay(&site.archive, T0, |_| {})
+        .await
+        .unwrap_err();
+    assert!(e.contains("already holds articles"), "{e}");
+
+    // Another site's journal (another epoch) on an empty Redis.
+    site.flushall().await;
+    let mut lc = site
+        .log
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let jkey = pipe.journal().unwrap().epoch_key();
+    redis::cmd("SET")
+        .arg(&jkey)
+        .arg("another")
+        .query_async::<()>(&mut lc)
+        .await
+        .unwrap();
+    let e = site
+        .pipeline()
+        .restore_and_replay(&site.archive, T0, |_| {})
+        .await
+        .unwrap_err();
+    assert!(e.contains("not the same site"), "{e}");
+    let n: u64 = redis::cmd("DBSIZE").query_async(&mut c).await.unwrap();
+    assert_eq!(n, 0, "a refused restore writes nothing");
+}
+
+/// The CLI end to end: `hotrank archive restore --replay` on the site's
+/// configuration rebuilds the Redis that lost everything, prints its
+/// progress, and a second run is refused; `archive export` is refused
+/// on a Redis with a journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_restore_replay_end_to_end() {
+    let site = Site::new(|_| {}).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0xc1);
+    let mut truth = Truth::default();
+    for i in 0..30 {
+        let b = batch(&mut rng, i);
+        pipe.append(b.clone(), T0).await.unwrap();
+        truth.add(&b);
+        if i == 15 {
+            drain(&pipe).await;
+            site.writer(&pipe).flush(&site.archive).await.unwrap();
+        }
+    }
+    site.flushall().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("site.toml");
+    std::fs::write(&path, toml::to_string(&site.config).unwrap()).unwrap();
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(["archive", "restore", "--replay", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run hotrank")
+    };
+    // A full export would archive counts without their positions.
+    let export = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+        .args(["archive", "export", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run hotrank");
+    let err = String::from_utf8_lossy(&export.stderr);
+    assert!(
+        !export.status.success() && err.contains("pipeline journal"),
+        "{err}"
+    );
+    let out = run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("replayed") && err.contains("again: API nodes queue events"),
+        "{err}"
+    );
+    let fresh = site.pipeline();
+    drain(&fresh).await;
+    assert_eq!(counts(fresh.store()).await, truth.table());
+    let again = run();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        !again.status.success() && err.contains("holds pipeline epoch"),
+        "{err}"
+    );
+    assert_eq!(
+        counts(fresh.store()).await,
+        truth.table(),
+        "the refused run changed nothing"
+    );
+}
+
+/// The position walk holds Redis: past `MAX_FLIGHT` entries in flight the
+/// archive writer does not walk them; its flush fails (and is retried),
+/// and succeeds once the backlog is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_past_the_bound_postpones_the_flush() {
+    use hotrank::store::redis::{MAX_FLIGHT, Role};
+    let site = Site::new(|p| p.batch = 1000).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut queued = 0;
+    let mut i = 0;
+    while queued <= MAX_FLIGHT {
+        let b: Vec<Event> = (0..500).flat_map(|_| batch(&mut rng, i)).collect();
+        i += 1;
+        queued += b.len() as u64;
+        pipe.append(b, T0).await.unwrap();
+    }
+    // Gated, none applied: every entry in flight.
+    let started = Instant::now();
+    while pipe.step(Role::Filter, "f", false).await.unwrap() > 0 {
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+    let e = site.writer(&pipe).flush(&site.archive).await.unwrap_err();
+    assert!(e.contains("FLIGHT"), "{e}");
+    drain(&pipe).await;
+    assert!(matches!(
+        site.writer(&pipe).flush(&site.archive).await,
+        Ok(hotrank::archive::Flushed::Articles(n)) if n > 0
+    ));
+}
