@@ -144,6 +144,8 @@ pub fn build_state(
         trusted_proxies: trusted_proxies.into(),
         metrics: Some(metrics_handle()),
         budgets: Arc::new(api::budget::Budgets::new(&config_limits)),
+        // After metrics_handle(): the handles bind to the installed recorder.
+        ingest_meters: api::IngestMeters::new(),
     }))
 }
 

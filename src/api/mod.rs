@@ -20,6 +20,7 @@ mod rankings;
 mod web;
 
 pub use error::ApiError;
+pub use ingest::IngestMeters;
 pub use rankings::PARAMS as RANKING_PARAMS;
 
 use std::net::IpAddr;
@@ -63,6 +64,7 @@ pub struct Shared {
     pub trusted_proxies: Arc<[(IpAddr, u8)]>,
     pub metrics: Option<PrometheusHandle>,
     pub budgets: Arc<budget::Budgets>,
+    pub ingest_meters: IngestMeters,
 }
 
 impl Shared {
