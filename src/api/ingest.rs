@@ -226,7 +226,9 @@ fn raw_event(raw: &RawValue) -> Result<RawEvent<'_>, ApiError> {
 /// other body is `None`, and the caller parses it in two passes (the body,
 /// then each event), which say precisely what is wrong where.
 fn one_pass_batch(body: &[u8], max: usize) -> Option<Vec<RawEvent<'_>>> {
-    let mut de = serde_json::Deserializer::from_slice(body);
+    // UTF-8 checked once for the whole body, not string by string.
+    let body = std::str::from_utf8(body).ok()?;
+    let mut de = serde_json::Deserializer::from_str(body);
     let events = serde::de::DeserializeSeed::deserialize(OnePassBatch { max }, &mut de).ok()?;
     de.end().ok()?;
     Some(events)
