@@ -29,6 +29,18 @@ async fn bad_requests_are_refused_and_change_nothing() {
             .send()
     };
     let bad = StatusCode::BAD_REQUEST;
+    // A batch that is well-formed JSON but for one byte that is not UTF-8.
+    let mut not_utf8 = br#"{"events": [{"articleId": "a1", "visitorId": "v"}]}"#.to_vec();
+    let at = not_utf8.iter().position(|&b| b == b'v').unwrap();
+    not_utf8[at] = 0xff;
+    expect_error(
+        post_raw("/api/events", "application/json", not_utf8)
+            .await
+            .unwrap(),
+        bad,
+        "invalid_json",
+    )
+    .await;
     expect_error(
         post_raw("/api/views", "application/json", b"{not json".to_vec())
             .await
