@@ -99,6 +99,25 @@ struct Ctx<'a> {
     ip: IpAddr,
     user_agent: &'a str,
     now_ms: i64,
+    /// `ip`'s rate-limit key and whether `user_agent` is a bot's, worked
+    /// out once for the request's events rather than once an event.
+    ip_key: u64,
+    bot: bool,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(state: &'a AppState, trusted: bool, ip: IpAddr, headers: &'a HeaderMap) -> Self {
+        let user_agent = user_agent(headers);
+        Ctx {
+            state,
+            trusted,
+            ip,
+            user_agent,
+            now_ms: state.clock.now_ms(),
+            ip_key: state.ip_key(ip),
+            bot: state.bots.is_bot(user_agent),
+        }
+    }
 }
 
 /// A field's value as sent (`null` is an absent field): a string, borrowed
@@ -445,13 +464,18 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
         )?)),
     };
     // A trusted backend speaks for its readers: their IP and user agent.
-    let (ip, user_agent): (IpAddr, Option<&str>) = if ctx.trusted {
-        let ip = match &ev.ip {
-            None => ctx.ip,
-            Some(raw) => raw
-                .as_str()
-                .and_then(|s| s.trim().parse::<IpAddr>().ok())
-                .ok_or_else(|| ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address"))?,
+    let (ip, ip_key, user_agent, bot): (IpAddr, u64, Option<&str>, bool) = if ctx.trusted {
+        let (ip, ip_key) = match &ev.ip {
+            None => (ctx.ip, ctx.ip_key),
+            Some(raw) => {
+                let ip = raw
+                    .as_str()
+                    .and_then(|s| s.trim().parse::<IpAddr>().ok())
+                    .ok_or_else(|| {
+                        ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address")
+                    })?;
+                (ip, ctx.state.ip_key(ip))
+            }
         };
         let ua = match &ev.user_agent {
             None => None,
@@ -465,9 +489,10 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
                 }
             },
         };
-        (ip, ua)
+        let bot = ua.is_some_and(|ua| ctx.state.bots.is_bot(ua));
+        (ip, ip_key, ua, bot)
     } else {
-        (ctx.ip, Some(ctx.user_agent))
+        (ctx.ip, ctx.ip_key, Some(ctx.user_agent), ctx.bot)
     };
     // Both are validated when given; `visitorId` wins.
     let visitor_id = ev
@@ -487,12 +512,11 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
             .identity
             .anonymous_visitor(ip, user_agent.unwrap_or(""), now),
     };
-    let bot = user_agent.is_some_and(|ua| ctx.state.bots.is_bot(ua));
     Ok(Event {
         kind,
         article,
         visitor,
-        ip: ctx.state.identity.ip(ctx.state.ip_block(ip)),
+        ip: ip_key,
         ts,
         arrival_ms: ctx.now_ms,
         event_id,
@@ -589,13 +613,7 @@ async fn post_view(
     let trusted = state.is_trusted(&headers)?;
     let raw: &RawValue = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad("invalid_json", format!("body is not valid JSON: {e}")))?;
-    let ctx = Ctx {
-        state: &state,
-        trusted,
-        ip,
-        user_agent: user_agent(&headers),
-        now_ms: state.clock.now_ms(),
-    };
+    let ctx = Ctx::new(&state, trusted, ip, &headers);
     let ev = raw_event(raw)
         .and_then(|ev| parse_event(ev, &ctx, true))
         .inspect_err(|_| {
@@ -639,13 +657,7 @@ async fn post_events(
         Some(events) => events.into_iter().map(Ok).collect(),
         None => two_pass_batch(&body, max)?,
     };
-    let ctx = Ctx {
-        state: &state,
-        trusted,
-        ip,
-        user_agent: user_agent(&headers),
-        now_ms: state.clock.now_ms(),
-    };
+    let ctx = Ctx::new(&state, trusted, ip, &headers);
     let mut events = Vec::with_capacity(raw_events.len());
     let mut positions = Vec::with_capacity(raw_events.len());
     let mut errors = Vec::new();

@@ -74,6 +74,11 @@ impl Shared {
         self.budgets.block(ip)
     }
 
+    /// The rate-limit key of a client address: its block's keyed hash.
+    pub fn ip_key(&self, ip: IpAddr) -> u64 {
+        self.identity.ip(self.ip_block(ip))
+    }
+
     /// Whether `Authorization` carries the admin token.
     fn is_admin(&self, headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
         match bearer(headers) {
