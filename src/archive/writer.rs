@@ -115,7 +115,10 @@ impl ArchiveWriter {
         // taken has its applied entries archived, and entries not applied
         // yet are at or past this position's floor.
         let floor = match &self.pipe {
-            Some(p) => Some(p.position().await.map_err(|e| e.to_string())?),
+            Some(p) => Some((
+                p.position().await.map_err(|e| e.to_string())?,
+                p.ops_floor().await.map_err(|e| e.to_string())?,
+            )),
             None => None,
         };
         let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
@@ -155,8 +158,9 @@ impl ArchiveWriter {
             .await
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
-        if let (Some(epoch), Some(floor)) = (epoch, floor) {
-            self.journal_floor(archive, epoch, &floor, done).await?;
+        if let (Some(epoch), Some((floor, ops_floor))) = (epoch, floor) {
+            self.journal_floor(archive, epoch, &floor, &ops_floor, done)
+                .await?;
         }
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")
@@ -229,6 +233,7 @@ impl ArchiveWriter {
         archive: &Archive,
         epoch: String,
         position: &[crate::store::redis::PartitionPosition],
+        ops_floor: &str,
         done: i64,
     ) -> Result<(), String> {
         let Some(pipe) = &self.pipe else {
@@ -243,7 +248,9 @@ impl ArchiveWriter {
         > = Box::pin(archive.set_pipeline(&row, done));
         set.await.map_err(|e| e.to_string())?;
         if let Some(j) = pipe.journal()
-            && let Err(e) = j.trim(&row.floor, pipe.config().journal_keep_secs).await
+            && let Err(e) = j
+                .trim(&row.floor, Some(ops_floor), pipe.config().journal_keep_secs)
+                .await
         {
             tracing::warn!(error = %e, "journal trim failed");
         }

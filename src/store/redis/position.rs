@@ -33,6 +33,14 @@ pub struct ArticlePosition {
     pub pending: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub decided: BTreeMap<String, i64>,
+    /// The article operations its state includes: those numbered up to
+    /// this in its sequence (ops.rs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a replay does with one journaled raw entry of an article.
@@ -145,6 +153,19 @@ impl IngestPipeline {
             .map_err(store_err)
     }
 
+    /// Redis's time now as `<ms>-0`, taken before a flush takes the
+    /// changed articles: every article operation that ran before it
+    /// (journal field `x` below it) marked its article changed before the
+    /// take, so once the flush succeeds the archive holds its effect, and
+    /// the journal no longer needs it (ops.rs).
+    pub async fn ops_floor(&self) -> Result<String, StoreError> {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut self.store().con())
+            .await
+            .map_err(store_err)?;
+        Ok(format!("{}-0", secs * 1000 + micros / 1000))
+    }
+
     /// Where every partition stands now.
     pub async fn position(&self) -> Result<Vec<PartitionPosition>, StoreError> {
         self.load_position().await?;
@@ -170,7 +191,7 @@ impl IngestPipeline {
         let chunks = super::dump::positioned_records(self.store(), ids, now, whole, &head).await?;
         let mut records = Vec::with_capacity(ids.len());
         let mut at = HashMap::with_capacity(ids.len());
-        for (part, v) in chunks {
+        for (part, v, ops) in chunks {
             let pos = parse(&v)?;
             for r in &part {
                 let Record::Article { id, .. } = r else {
@@ -188,6 +209,7 @@ impl IngestPipeline {
                     decided: mine()
                         .filter_map(|(x, _, v)| Some((x.clone(), (*v)?)))
                         .collect(),
+                    ops: ops.get(id).copied().unwrap_or(0),
                 };
                 at.insert(
                     id.clone(),

@@ -36,4 +36,5 @@ redis.call('ZADD', vscore, published + per * (ups - downs), id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)
+op_done(meta)
 return { ups, downs }
