@@ -1587,15 +1587,10 @@ impl RedisStore {
             [-2] => VoteOutcome::DownVotesDisabled,
             [-3] => VoteOutcome::Closed,
             [-4] => VoteOutcome::AlreadyVoted,
-            [ups, downs] => {
-                let seq = self.sync_node().await?;
-                let published = match self.metas(std::slice::from_ref(id), seq).await?.pop() {
-                    Some(Some(m)) => m.meta.published_at,
-                    _ => return Err(bad_reply("vote")),
-                };
+            &[ups, downs, published] => {
                 let c = Counters {
-                    ups: (*ups).max(0) as u64,
-                    downs: (*downs).max(0) as u64,
+                    ups: ups.max(0) as u64,
+                    downs: downs.max(0) as u64,
                     ..Counters::default()
                 };
                 VoteOutcome::Counted {
