@@ -232,10 +232,12 @@ impl IngestPipeline {
                 numbered.hset(store.keys.meta(&id), "ops", p.ops).ignore();
             }
         }
-        numbered
-            .query_async::<()>(&mut store.con())
-            .await
-            .map_err(|e| err(store_err(e)))?;
+        if !numbered.is_empty() {
+            numbered
+                .query_async::<()>(&mut store.con())
+                .await
+                .map_err(|e| err(store_err(e)))?;
+        }
         progress(format!(
             "read {ops_total} journaled article operations ({} to run again)",
             ops.len()
