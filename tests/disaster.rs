@@ -463,6 +463,73 @@ async fn the_journal_trim_respects_the_floor() {
     site.disaster_and_restore(&truth).await;
 }
 
+/// The operations journal is trimmed like the event journal: with
+/// `journal_keep_secs = 0`, a flush drops the operations that ran before
+/// it (the archive holds their effects) and keeps those after; a restore
+/// then reflects every operation once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operations_journal_trim_keeps_what_the_archive_lacks() {
+    let mut site = Site::new(|p| p.journal_keep_secs = 0).await;
+    site.config.models.votes.allow_down_votes = true;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let store = PipelineStore::new(pipe.clone());
+    let mut ops = OpsTruth::default();
+    for n in 0..ARTICLES {
+        let id = ArticleId::from_number(n);
+        store
+            .put_article(id.clone(), titled(format!("first {n}"), T0 - 60), T0)
+            .await
+            .unwrap();
+        ops.arts.insert(
+            id.to_string(),
+            Art {
+                title: format!("first {n}"),
+                ..Art::default()
+            },
+        );
+    }
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0x7e11);
+    for i in 0..60 {
+        assert!(ops.step(&store, &mut rng, i).await);
+    }
+    let ops_len = async || -> u64 {
+        let mut c = site
+            .log
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        redis::cmd("XLEN")
+            .arg(pipe.journal().unwrap().ops_key())
+            .query_async(&mut c)
+            .await
+            .unwrap()
+    };
+    let before = ops_len().await;
+    // Redis's clock moves past the last operation's millisecond.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    assert_eq!(
+        (before, ops_len().await),
+        (ops.acked, 0),
+        "every operation before the flush is archived: all trimmed"
+    );
+    for i in 0..30 {
+        assert!(ops.step(&store, &mut rng, 100 + i).await);
+    }
+    let kept = ops_len().await;
+    assert!(kept > 0);
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    // Only operations after the flush's time stay; those after it again.
+    for i in 0..30 {
+        assert!(ops.step(&store, &mut rng, 200 + i).await);
+    }
+    let prefix = site.config.redis.prefix.clone();
+    let again = site.disaster_and_restore(&Truth::default()).await;
+    ops.check(again.store(), &prefix).await;
+}
+
 /// A journal that cannot take the append: the API answers 503 with
 /// `Retry-After` and nothing stays queued; once it is back, events queue
 /// again (the journal's Redis restarted empty adopts the site's epoch).
@@ -516,6 +583,30 @@ async fn journal_down_answers_503_and_queues_nothing() {
         .await;
     }
     assert_eq!(raw_len(&pipe).await, queued, "nothing refused stays queued");
+    // Article operations are journaled before they are answered too: a
+    // PUT, a vote, a post and a delete each answer 503 with `Retry-After`
+    // (each took effect, unjournaled: docs/design.md, "Not recovered").
+    let admin = |req: reqwest::RequestBuilder| req.bearer_auth(common::ADMIN);
+    let op_requests = [
+        admin(server.client.put(server.url("/api/articles/j1")))
+            .json(&serde_json::json!({"title": "put", "publishedAt": T0})),
+        admin(server.client.post(server.url("/api/articles/j1/vote")))
+            .json(&serde_json::json!({"userId": "u1", "direction": "up"})),
+        admin(server.client.post(server.url("/api/articles")))
+            .json(&serde_json::json!({"title": "post", "poster": "u2"})),
+        admin(server.client.delete(server.url("/api/articles/j1"))),
+    ];
+    for req in op_requests {
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        assert!(resp.headers().contains_key("retry-after"), "{status}: {:?}", resp.text().await);
+        common::expect_error(
+            resp,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+        )
+        .await;
+    }
     site.log.restart();
     let started = Instant::now();
     while post(99).await.status() != reqwest::StatusCode::ACCEPTED {
@@ -523,6 +614,19 @@ async fn journal_down_answers_503_and_queues_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(raw_len(&pipe).await, queued + 2);
+    let resp = admin(server.client.put(server.url("/api/articles/j1")))
+        .json(&serde_json::json!({"title": "again", "publishedAt": T0}))
+        .send()
+        .await
+        .unwrap();
+    // 201: the delete that answered 503 took effect.
+    assert_eq!(resp.status(), reqwest::StatusCode::CREATED, "journaled again");
+    let resp = admin(server.client.post(server.url("/api/articles/j1/vote")))
+        .json(&serde_json::json!({"userId": "u9", "direction": "up"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), reqwest::StatusCode::OK, "votes journaled again");
 }
 
 /// Restores that would count twice or mix sites are refused, and change
