@@ -126,6 +126,7 @@ impl Site {
             truth.table(),
             "every acknowledged event counted once"
         );
+        truth.check_totals(fresh.store()).await;
         fresh
     }
 
@@ -163,6 +164,8 @@ fn seed() -> u64 {
 struct Truth {
     viewers: BTreeMap<u64, HashSet<u128>>,
     comments: BTreeMap<u64, u64>,
+    /// Views sent: those not counted are duplicates.
+    views: u64,
 }
 
 impl Truth {
@@ -174,11 +177,33 @@ impl Truth {
             match e.kind {
                 EventType::View => {
                     self.viewers.entry(a).or_default().insert(e.visitor);
+                    self.views += 1;
                 }
                 EventType::Comment => *self.comments.entry(a).or_default() += 1,
                 _ => unreachable!(),
             }
         }
+    }
+
+    /// Asserts the store totals (`/api/stats`): every counted view and
+    /// comment once, every other view a duplicate, all in T0's hour.
+    async fn check_totals(&self, store: &RedisStore) {
+        let stats = store.stats(T0, 3).await.expect("stats");
+        let table = self.table();
+        let pv: u64 = table.iter().map(|r| r.1).sum();
+        let comments: u64 = table.iter().map(|r| r.2).sum();
+        assert_eq!(stats.counted, pv + comments, "stats: counted once each");
+        let dup = self.views - pv;
+        assert_eq!(stats.quarantined.0, [dup, 0, 0, 0], "stats: quarantine");
+        let hour = T0.div_euclid(3600);
+        let by_hour: Vec<_> = stats
+            .quarantine_by_hour
+            .iter()
+            .filter(|(_, q)| q.0 != [0; 4])
+            .map(|(h, q)| (*h, q.0))
+            .collect();
+        let want = if dup > 0 { vec![(hour, [dup, 0, 0, 0])] } else { vec![] };
+        assert_eq!(by_hour, want, "stats: quarantine by hour");
     }
 
     /// (article, pv, comments) of every article.
@@ -341,6 +366,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
         truth.table(),
         "every acknowledged event counted once"
     );
+    truth.check_totals(fresh.store()).await;
 
     // The site runs on: events are queued (by the old API node too, whose
     // epoch is Redis's again), counted, archived.
@@ -1048,6 +1074,7 @@ async fn operations_round(seed: u64) {
         truth.table(),
         "every acknowledged event counted once"
     );
+    truth.check_totals(fresh.store()).await;
     let prefix = site.config.redis.prefix.clone();
     ops.check(fresh.store(), &prefix).await;
 

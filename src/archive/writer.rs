@@ -114,12 +114,17 @@ impl ArchiveWriter {
         // Where the pipeline stands before the take: every article not
         // taken has its applied entries archived, and entries not applied
         // yet are at or past this position's floor.
+        // With a journal: where the pipeline stands with the store totals
+        // read there, and the operations' floor (docs/design.md,
+        // "Disaster recovery").
         let floor = match &self.pipe {
-            Some(p) => Some((
-                p.position().await.map_err(|e| e.to_string())?,
+            Some(p) if epoch.is_some() => Some((
+                p.position_with_totals(self.clock.now())
+                    .await
+                    .map_err(|e| e.to_string())?,
                 p.ops_floor().await.map_err(|e| e.to_string())?,
             )),
-            None => None,
+            _ => None,
         };
         let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
         let now = self.clock.now();
@@ -158,9 +163,19 @@ impl ArchiveWriter {
             .await
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
-        if let (Some(epoch), Some((floor, ops_floor))) = (epoch, floor) {
+        if let (Some(epoch), Some(((floor, totals), ops_floor))) = (epoch, floor) {
             self.journal_floor(archive, epoch, &floor, &ops_floor, done)
                 .await?;
+            let totals = super::PipelineTotals {
+                counted: totals.counted,
+                quarantine: totals.quarantine,
+                by_hour: totals.by_hour,
+                position: serde_json::to_string(&floor).map_err(|e| e.to_string())?,
+            };
+            let set: std::pin::Pin<
+                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+            > = Box::pin(archive.set_pipeline_totals(&totals, done));
+            set.await.map_err(|e| e.to_string())?;
         }
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")

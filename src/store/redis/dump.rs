@@ -205,6 +205,17 @@ fn glob_escape(s: &str) -> String {
     out
 }
 
+/// A quarantine hash (`stats:quarantine`, an hour's) by reason.
+pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
+    let h = hash_of(v);
+    [
+        num(&h, "q_dup"),
+        num(&h, "q_rl"),
+        num(&h, "q_bot"),
+        num(&h, "q_rep"),
+    ]
+}
+
 /// Everything under the store's prefix as dump records.
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
@@ -254,15 +265,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         pipe.hgetall(keys.quarantine_h(*h));
     }
     let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
-    let q_of = |v: &Value| {
-        let h = hash_of(v);
-        [
-            num(&h, "q_dup"),
-            num(&h, "q_rl"),
-            num(&h, "q_bot"),
-            num(&h, "q_rep"),
-        ]
-    };
+    let q_of = quarantine_of;
     if got.len() < 2 {
         return Err(super::bad_reply("export"));
     }

@@ -69,7 +69,7 @@ pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
     crash_point, decision_of, spawn_workers,
 };
-pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, stream_id};
+pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals, stream_id};
 pub use replay::Replayed;
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 

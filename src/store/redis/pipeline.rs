@@ -216,7 +216,12 @@ impl IngestPipeline {
     /// The partition of an article: every event of one article goes
     /// through one raw stream, so the gate sees them in arrival order.
     pub fn partition_of(&self, article: &ArticleId) -> u32 {
-        let h = crate::sketch::murmur64a(article.as_str().as_bytes(), 0x5eed_0002);
+        self.partition_of_str(article.as_str())
+    }
+
+    /// [`partition_of`](Self::partition_of) of an id as a string.
+    pub fn partition_of_str(&self, article: &str) -> u32 {
+        let h = crate::sketch::murmur64a(article.as_bytes(), 0x5eed_0002);
         (h % u64::from(self.cfg.partitions.max(1))) as u32
     }
 

@@ -54,21 +54,42 @@ pub enum Replay {
     Decided(i64),
 }
 
-impl ArticlePosition {
-    /// What a replay does with raw entry `x` of this article.
-    pub fn replay(&self, x: &str) -> Replay {
-        if let Some(&v) = self.decided.get(x) {
-            Replay::Decided(v)
-        } else if stream_id(x) > stream_id(&self.upto) || self.pending.iter().any(|p| p == x) {
-            Replay::Gate
-        } else {
-            Replay::Included
-        }
+/// What a replay does with raw entry `x` of a state read at `upto`: its
+/// verdict if it was `decided` then, else gated again if it came after
+/// `upto` or was `pending`, else the state includes it.
+fn replay_of(x: &str, upto: &str, decided: Option<i64>, pending: bool) -> Replay {
+    if let Some(v) = decided {
+        Replay::Decided(v)
+    } else if stream_id(x) > stream_id(upto) || pending {
+        Replay::Gate
+    } else {
+        Replay::Included
     }
 }
 
+impl ArticlePosition {
+    /// What a replay does with raw entry `x` of this article.
+    pub fn replay(&self, x: &str) -> Replay {
+        replay_of(
+            x,
+            &self.upto,
+            self.decided.get(x).copied(),
+            self.pending.iter().any(|p| p == x),
+        )
+    }
+}
+
+/// The store totals (`stats:counted`, `stats:quarantine`, the hourly
+/// quarantine tallies), as [`IngestPipeline::position_with_totals`] reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub counted: u64,
+    pub quarantine: [u64; 4],
+    pub by_hour: Vec<(i64, [u64; 4])>,
+}
+
 /// One partition's position.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionPosition {
     /// The filter group's last delivered raw entry.
     pub upto: String,
@@ -78,6 +99,13 @@ pub struct PartitionPosition {
 }
 
 impl PartitionPosition {
+    /// What a replay does with raw entry `x` of this partition, for a
+    /// state that covers the whole partition (the store totals).
+    pub fn replay(&self, x: &str) -> Replay {
+        let mine = self.flight.iter().find(|(id, _, _)| id == x);
+        replay_of(x, &self.upto, mine.and_then(|f| f.2), mine.is_some())
+    }
+
     /// The oldest raw entry an article read at this position or later may
     /// need replayed: its oldest entry in flight, else `upto`.
     pub fn floor(&self) -> String {
@@ -164,6 +192,51 @@ impl IngestPipeline {
             .await
             .map_err(store_err)?;
         Ok(format!("{}-0", secs * 1000 + micros / 1000))
+    }
+
+    /// Where every partition stands now, and the store totals read with
+    /// it (one MULTI/EXEC): counted events, quarantine by reason, and by
+    /// hour for the hours Redis keeps (`hourly_days`) around `now`.
+    pub async fn position_with_totals(
+        &self,
+        now: Timestamp,
+    ) -> Result<(Vec<PartitionPosition>, Totals), StoreError> {
+        self.load_position().await?;
+        let keys = self.store().keys();
+        let hours = crate::time::hour_of(now) - 24 * i64::from(self.store().options().hourly_days)
+            ..=crate::time::hour_of(now) + 2;
+        let mut p = redis::pipe();
+        p.atomic()
+            .add_command(self.position_cmd())
+            .get(keys.counted())
+            .hgetall(keys.quarantine());
+        for h in hours.clone() {
+            p.hgetall(keys.quarantine_h(h));
+        }
+        let got: Vec<Value> = p
+            .query_async(&mut self.store().con())
+            .await
+            .map_err(store_err)?;
+        let mut it = got.into_iter();
+        let mut next = || it.next().ok_or_else(|| super::bad_reply("totals"));
+        let position = parse(&next()?)?;
+        let counted = super::v_i64(&next()?).unwrap_or(0).max(0) as u64;
+        let quarantine = super::dump::quarantine_of(&next()?);
+        let mut by_hour = Vec::new();
+        for h in hours {
+            let q = super::dump::quarantine_of(&next()?);
+            if q.iter().any(|n| *n > 0) {
+                by_hour.push((h, q));
+            }
+        }
+        Ok((
+            position,
+            Totals {
+                counted,
+                quarantine,
+                by_hour,
+            },
+        ))
     }
 
     /// Where every partition stands now.

@@ -15,7 +15,7 @@ use redis::Script;
 
 use super::journal::{JournalEntry, epoch_key, set_nx_get};
 use super::ops::OpEntry;
-use super::position::{ArticlePosition, Replay, stream_id};
+use super::position::{ArticlePosition, PartitionPosition, Replay, stream_id};
 use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, StoreError, chunks, store_err};
 use crate::archive::Archive;
 use crate::model::Timestamp;
@@ -148,6 +148,18 @@ impl IngestPipeline {
             })?;
             positions.insert(id, p);
         }
+        // The position the archived totals were read at (none: an archive
+        // written before they were; then entries add to the totals what
+        // they add to their articles).
+        let totals_at: Option<Vec<PartitionPosition>> = archive
+            .totals_position()
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|p| {
+                serde_json::from_str(&p)
+                    .map_err(|e| format!("the archived totals' position {p:?} is invalid: {e}"))
+            })
+            .transpose()?;
         let records = archive
             .records(|n| progress(format!("read {n} articles from the archive")))
             .await
@@ -271,11 +283,19 @@ impl IngestPipeline {
                     .get(2)
                     .and_then(|a| std::str::from_utf8(a).ok())
                     .unwrap_or("");
-                inv.arg(match positions.get(art).map(|p| p.replay(x)) {
+                let code = |r: Option<Replay>| match r {
                     Some(Replay::Included) => "i".to_string(),
                     None | Some(Replay::Gate) => String::new(),
                     Some(Replay::Decided(v)) => v.to_string(),
-                });
+                };
+                let for_article = positions.get(art).map(|p| p.replay(x));
+                let for_totals = match &totals_at {
+                    Some(t) => t
+                        .get(self.partition_of_str(art) as usize)
+                        .map(|p| p.replay(x)),
+                    None => for_article,
+                };
+                inv.arg(code(for_article)).arg(code(for_totals));
                 for v in values {
                     inv.arg(&v[..]);
                 }
