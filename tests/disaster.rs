@@ -202,7 +202,11 @@ impl Truth {
             .filter(|(_, q)| q.0 != [0; 4])
             .map(|(h, q)| (*h, q.0))
             .collect();
-        let want = if dup > 0 { vec![(hour, [dup, 0, 0, 0])] } else { vec![] };
+        let want = if dup > 0 {
+            vec![(hour, [dup, 0, 0, 0])]
+        } else {
+            vec![]
+        };
         assert_eq!(by_hour, want, "stats: quarantine by hour");
     }
 
@@ -625,7 +629,11 @@ async fn journal_down_answers_503_and_queues_nothing() {
     for req in op_requests {
         let resp = req.send().await.unwrap();
         let status = resp.status();
-        assert!(resp.headers().contains_key("retry-after"), "{status}: {:?}", resp.text().await);
+        assert!(
+            resp.headers().contains_key("retry-after"),
+            "{status}: {:?}",
+            resp.text().await
+        );
         common::expect_error(
             resp,
             reqwest::StatusCode::SERVICE_UNAVAILABLE,
@@ -646,13 +654,21 @@ async fn journal_down_answers_503_and_queues_nothing() {
         .await
         .unwrap();
     // 201: the delete that answered 503 took effect.
-    assert_eq!(resp.status(), reqwest::StatusCode::CREATED, "journaled again");
+    assert_eq!(
+        resp.status(),
+        reqwest::StatusCode::CREATED,
+        "journaled again"
+    );
     let resp = admin(server.client.post(server.url("/api/articles/j1/vote")))
         .json(&serde_json::json!({"userId": "u9", "direction": "up"}))
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::OK, "votes journaled again");
+    assert_eq!(
+        resp.status(),
+        reqwest::StatusCode::OK,
+        "votes journaled again"
+    );
 }
 
 /// Restores that would count twice or mix sites are refused, and change
@@ -884,7 +900,10 @@ impl OpsTruth {
                         voters: [poster].into(),
                         ..Art::default()
                     };
-                    assert!(self.arts.insert(new.to_string(), a).is_none(), "post reused {new}");
+                    assert!(
+                        self.arts.insert(new.to_string(), a).is_none(),
+                        "post reused {new}"
+                    );
                 })
         } else {
             let user = rng.random_range(0..30u128);
@@ -931,15 +950,19 @@ impl OpsTruth {
     async fn check(&self, store: &RedisStore, prefix: &str) {
         let mut c = store.con();
         for (id, a) in &self.arts {
-            let (title, deleted, ups, downs): (Option<String>, Option<String>, Option<u64>, Option<u64>) =
-                redis::pipe()
-                    .hget(format!("{prefix}meta:article:{id}"), "title")
-                    .hget(format!("{prefix}meta:article:{id}"), "deleted")
-                    .hget(format!("{prefix}counter:article:{id}"), "ups")
-                    .hget(format!("{prefix}counter:article:{id}"), "downs")
-                    .query_async(&mut c)
-                    .await
-                    .unwrap();
+            let (title, deleted, ups, downs): (
+                Option<String>,
+                Option<String>,
+                Option<u64>,
+                Option<u64>,
+            ) = redis::pipe()
+                .hget(format!("{prefix}meta:article:{id}"), "title")
+                .hget(format!("{prefix}meta:article:{id}"), "deleted")
+                .hget(format!("{prefix}counter:article:{id}"), "ups")
+                .hget(format!("{prefix}counter:article:{id}"), "downs")
+                .query_async(&mut c)
+                .await
+                .unwrap();
             let voters: BTreeSet<String> = redis::cmd("SMEMBERS")
                 .arg(format!("{prefix}voted:{id}"))
                 .query_async(&mut c)
@@ -1039,13 +1062,19 @@ async fn operations_round(seed: u64) {
             flushed += n;
         }
     }
-    assert!(flushed > 0, "the archive holds articles before the disaster");
+    assert!(
+        flushed > 0,
+        "the archive holds articles before the disaster"
+    );
     // Some operations acknowledged since the last flush: only the journal
     // holds them.
     let at_flush = acked.load(Ordering::Relaxed);
     let started = Instant::now();
     while acked.load(Ordering::Relaxed) < at_flush + rng.random_range(20..60) {
-        assert!(started.elapsed() < Duration::from_secs(20), "operations stalled");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "operations stalled"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     site.flushall().await;
@@ -1066,7 +1095,10 @@ async fn operations_round(seed: u64) {
         .await
         .expect("restore");
     eprintln!("{done:?}");
-    assert!(done.ops > 0, "operations after the last flush replayed: {done:?}");
+    assert!(
+        done.ops > 0,
+        "operations after the last flush replayed: {done:?}"
+    );
     assert_eq!(done.ops_out_of_step, 0, "{done:?}");
     drain(&fresh).await;
     assert_eq!(

@@ -199,7 +199,10 @@ impl RedisStore {
             t_ms,
             args: args.iter().map(|a| a.to_vec()).collect(),
         });
-        Ok((redis::from_redis_value(r).map_err(|_| super::bad_reply(kind.code()))?, stamp))
+        Ok((
+            redis::from_redis_value(r).map_err(|_| super::bad_reply(kind.code()))?,
+            stamp,
+        ))
     }
 
     /// The journaled script of `kind` with its full arguments: (reply,

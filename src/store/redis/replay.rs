@@ -266,7 +266,8 @@ impl IngestPipeline {
         let mut from = 0;
         while from < entries.len() {
             // Operations that ran before the next entry go first.
-            while let Some(op) = next_op.next_if(|o| stream_id(&o.x) <= stream_id(&entries[from].0)) {
+            while let Some(op) = next_op.next_if(|o| stream_id(&o.x) <= stream_id(&entries[from].0))
+            {
                 self.replay_one_op(op, &mut done).await.map_err(err)?;
             }
             let limit = next_op.peek().map_or(entries.len(), |o| {
