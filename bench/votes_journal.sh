@@ -2,8 +2,9 @@
 # What journaling article operations costs (docs/design.md, "Disaster
 # recovery", "Article operations"), one run on this machine:
 #   plain    `serve --pipeline --roles api` without a journal: votes/s
-#            (wrk, 2 threads, 16 connections, every vote counted), Redis
-#            calls per vote (INFO commandstats) and CPU per vote of the API
+#            (wrk, 2 threads, 16 connections, every vote counted), script
+#            calls (EVALSHA: round trips) and commands (with those scripts
+#            run, INFO commandstats) per vote, and CPU per vote of the API
 #            process and the main Redis;
 #   journal  the same with `--pipeline-log-url` (a second redis-server):
 #            votes/s, calls per vote on each Redis, CPU per vote;
@@ -68,10 +69,11 @@ cpu_redis() {
   redis-cli -p "$1" info cpu | tr -d '\r' |
     awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {print s}'
 }
-# Every command call a Redis served so far (INFO commandstats).
+# Command calls a Redis served so far (INFO commandstats; those scripts
+# run count too): every command, or those named $2 (a regex).
 calls() {
   redis-cli -p "$1" info commandstats | tr -d '\r' |
-    awk -F'calls=' '/^cmdstat_/ {split($2, a, ","); s += a[1]} END {print s + 0}'
+    awk -F'calls=' -v m="^cmdstat_(${2:-.*}):" '$0 ~ m {split($2, a, ","); s += a[1]} END {print s + 0}'
 }
 per() { python3 -c "print(f'{($2 - $1) / $3:.2f}')"; }
 us_per() { python3 -c "print(f'{($2 - $1) * 1e6 / $3:.1f}')"; }
@@ -83,7 +85,7 @@ for mode in plain journal; do
   redis-cli -p "$LPORT" flushall >/dev/null
   args=(--pipeline --roles api)
   [ "$mode" = journal ] && args+=(--pipeline-log-url "redis://127.0.0.1:$LPORT/0")
-  RUST_LOG=warn "$BIN" serve "${args[@]}" & api=$!
+  RUST_LOG=error "$BIN" serve "${args[@]}" & api=$!
   PIDS+=($api)
   until curl -sf "localhost:$HPORT/readyz" >/dev/null; do sleep 0.1; done
   for k in $(seq 0 $((ARTICLES - 1))); do
@@ -93,13 +95,15 @@ for mode in plain journal; do
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   a0=$(cpu_pid "$api"); r0=$(cpu_redis "$RPORT"); l0=$(cpu_redis "$LPORT")
   c0=$(calls "$RPORT"); d0=$(calls "$LPORT")
+  e0=$(calls "$RPORT" 'evalsha|eval'); f0=$(calls "$LPORT" 'evalsha|eval')
   rps=$(wrk -t2 -c16 -d"${DUR}s" -s bench/wrk/votes.lua "http://127.0.0.1:$HPORT" |
     awk '/Requests\/sec/ {print int($2)}')
   a1=$(cpu_pid "$api"); r1=$(cpu_redis "$RPORT"); l1=$(cpu_redis "$LPORT")
   c1=$(calls "$RPORT"); d1=$(calls "$LPORT")
+  e1=$(calls "$RPORT" 'evalsha|eval'); f1=$(calls "$LPORT" 'evalsha|eval')
   n=$(votes)
-  line="$mode: $rps votes/s ($n counted); Redis calls per vote: main $(per "$c0" "$c1" "$n")"
-  [ "$mode" = journal ] && line="$line, log $(per "$d0" "$d1" "$n")"
+  line="$mode: $rps votes/s ($n counted); per vote: main Redis $(per "$e0" "$e1" "$n") scripts, $(per "$c0" "$c1" "$n") commands"
+  [ "$mode" = journal ] && line="$line; log Redis $(per "$f0" "$f1" "$n") scripts, $(per "$d0" "$d1" "$n") commands"
   line="$line; CPU per vote: API $(us_per "$a0" "$a1" "$n") us, main Redis $(us_per "$r0" "$r1" "$n") us"
   [ "$mode" = journal ] && line="$line, log Redis $(us_per "$l0" "$l1" "$n") us"
   echo "$line"

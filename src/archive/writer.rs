@@ -164,18 +164,14 @@ impl ArchiveWriter {
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
         if let (Some(epoch), Some(((floor, totals), ops_floor))) = (epoch, floor) {
-            self.journal_floor(archive, epoch, &floor, &ops_floor, done)
-                .await?;
             let totals = super::PipelineTotals {
                 counted: totals.counted,
                 quarantine: totals.quarantine,
                 by_hour: totals.by_hour,
                 position: serde_json::to_string(&floor).map_err(|e| e.to_string())?,
             };
-            let set: std::pin::Pin<
-                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
-            > = Box::pin(archive.set_pipeline_totals(&totals, done));
-            set.await.map_err(|e| e.to_string())?;
+            self.journal_floor(archive, epoch, &floor, &totals, &ops_floor, done)
+                .await?;
         }
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")
@@ -241,13 +237,15 @@ impl ArchiveWriter {
         Ok(Some(epoch))
     }
 
-    /// After a flush: records the journal floor and trims the journal
-    /// (never past the floor).
+    /// After a flush: records the journal floor and the store totals read
+    /// at `position`, then trims the journal (never past the floor, nor
+    /// before the totals that need it are stored).
     async fn journal_floor(
         &self,
         archive: &Archive,
         epoch: String,
         position: &[crate::store::redis::PartitionPosition],
+        totals: &super::PipelineTotals,
         ops_floor: &str,
         done: i64,
     ) -> Result<(), String> {
@@ -261,6 +259,10 @@ impl ArchiveWriter {
         let set: std::pin::Pin<
             Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
         > = Box::pin(archive.set_pipeline(&row, done));
+        set.await.map_err(|e| e.to_string())?;
+        let set: std::pin::Pin<
+            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+        > = Box::pin(archive.set_pipeline_totals(totals, done));
         set.await.map_err(|e| e.to_string())?;
         if let Some(j) = pipe.journal()
             && let Err(e) = j

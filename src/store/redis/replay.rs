@@ -86,14 +86,16 @@ fn in_article_order(mut ops: Vec<OpEntry>) -> Vec<OpEntry> {
 }
 
 impl IngestPipeline {
-    /// Runs one journaled operation again; counts it in `done`.
-    async fn replay_one_op(&self, op: &OpEntry, done: &mut Replayed) -> Result<(), StoreError> {
-        let got = self.store().replay_op(op).await?;
-        done.ops += 1;
-        if got != op.seq {
-            done.ops_out_of_step += 1;
+    /// Runs journaled operations again, in order (one round trip per
+    /// `BATCH`); counts them in `done`.
+    async fn replay_ops(&self, ops: &[OpEntry], done: &mut Replayed) -> Result<(), StoreError> {
+        for part in ops.chunks(BATCH) {
+            let got = self.store().replay_ops(part).await?;
+            done.ops += part.len() as u64;
+            done.ops_out_of_step +=
+                part.iter().zip(&got).filter(|(o, g)| o.seq != **g).count() as u64;
+            metrics::counter!("hotrank_pipeline_ops_replayed_total").increment(part.len() as u64);
         }
-        metrics::counter!("hotrank_pipeline_ops_replayed_total").increment(1);
         Ok(())
     }
 
@@ -262,15 +264,18 @@ impl IngestPipeline {
             ..Default::default()
         };
         let mut con = store.con();
-        let mut next_op = ops.iter().peekable();
+        let mut next_op = 0;
         let mut from = 0;
         while from < entries.len() {
             // Operations that ran before the next entry go first.
-            while let Some(op) = next_op.next_if(|o| stream_id(&o.x) <= stream_id(&entries[from].0))
-            {
-                self.replay_one_op(op, &mut done).await.map_err(err)?;
-            }
-            let limit = next_op.peek().map_or(entries.len(), |o| {
+            let upto = next_op
+                + ops[next_op..]
+                    .partition_point(|o| stream_id(&o.x) <= stream_id(&entries[from].0));
+            self.replay_ops(&ops[next_op..upto], &mut done)
+                .await
+                .map_err(err)?;
+            next_op = upto;
+            let limit = ops.get(next_op).map_or(entries.len(), |o| {
                 from + entries[from..].partition_point(|(x, _)| stream_id(x) < stream_id(&o.x))
             });
             let to = (from + BATCH).min(limit.max(from + 1));
@@ -320,9 +325,9 @@ impl IngestPipeline {
                 ));
             }
         }
-        for op in next_op {
-            self.replay_one_op(op, &mut done).await.map_err(err)?;
-        }
+        self.replay_ops(&ops[next_op..], &mut done)
+            .await
+            .map_err(err)?;
         if done.ops > 0 || done.ops_included > 0 {
             progress(format!(
                 "ran {} article operations again ({} out of step with the journal)",
