@@ -1427,7 +1427,7 @@ impl RedisStore {
         run: &ops::OpRun<'_>,
     ) -> Result<(PutOutcome, Option<ops::OpStamp>), StoreError> {
         let published = meta.published_at.to_string();
-        let pairs = meta_pairs(&meta);
+        let pairs = meta_pairs(meta);
         let mut args: Vec<&[u8]> = vec![
             self.keys.prefix.as_bytes(),
             id.as_str().as_bytes(),
@@ -1439,7 +1439,7 @@ impl RedisStore {
         }
         let k = &self.keys;
         let keys = [
-            k.meta(&id),
+            k.meta(id),
             k.articles_count(),
             k.newest(),
             k.changes_seq(),
