@@ -504,21 +504,7 @@ async fn the_operations_journal_trim_keeps_what_the_archive_lacks() {
     let pipe = site.pipeline();
     pipe.ensure_groups().await.unwrap();
     let store = PipelineStore::new(pipe.clone());
-    let mut ops = OpsTruth::default();
-    for n in 0..ARTICLES {
-        let id = ArticleId::from_number(n);
-        store
-            .put_article(id.clone(), titled(format!("first {n}"), T0 - 60), T0)
-            .await
-            .unwrap();
-        ops.arts.insert(
-            id.to_string(),
-            Art {
-                title: format!("first {n}"),
-                ..Art::default()
-            },
-        );
-    }
+    let mut ops = OpsTruth::created(&store).await;
     let mut rng = StdRng::seed_from_u64(seed() ^ 0x7e11);
     for i in 0..60 {
         assert!(ops.step(&store, &mut rng, i).await);
@@ -863,6 +849,25 @@ fn titled(title: String, published_at: i64) -> ArticleMeta {
 }
 
 impl OpsTruth {
+    /// The articles events go to (`0`..`ARTICLES`), created by PUT.
+    async fn created(store: &PipelineStore) -> OpsTruth {
+        let mut ops = OpsTruth::default();
+        for n in 0..ARTICLES {
+            let id = ArticleId::from_number(n);
+            let title = format!("first {n}");
+            store
+                .put_article(id.clone(), titled(title.clone(), T0 - 60), T0)
+                .await
+                .unwrap();
+            let a = Art {
+                title,
+                ..Art::default()
+            };
+            ops.arts.insert(id.to_string(), a);
+        }
+        ops
+    }
+
     /// Runs one random operation on `store`; records it when acknowledged.
     /// Answers false when it was refused (503).
     async fn step(&mut self, store: &PipelineStore, rng: &mut StdRng, i: u64) -> bool {
@@ -1017,21 +1022,7 @@ async fn operations_round(seed: u64) {
     pipe.ensure_groups().await.unwrap();
     let store = Arc::new(PipelineStore::new(pipe.clone()));
     // The articles events go to exist (PUT) before the load starts.
-    let mut ops = OpsTruth::default();
-    for n in 0..ARTICLES {
-        let id = ArticleId::from_number(n);
-        store
-            .put_article(id.clone(), titled(format!("first {n}"), T0 - 60), T0)
-            .await
-            .unwrap();
-        ops.arts.insert(
-            id.to_string(),
-            Art {
-                title: format!("first {n}"),
-                ..Art::default()
-            },
-        );
-    }
+    let mut ops = OpsTruth::created(&store).await;
     let writer = site.writer(&pipe);
     let workers = spawn_workers(&pipe, 2, 2);
     let stop = Arc::new(AtomicBool::new(false));
