@@ -96,13 +96,14 @@ for mode in plain journal; do
   a0=$(cpu_pid "$api"); r0=$(cpu_redis "$RPORT"); l0=$(cpu_redis "$LPORT")
   c0=$(calls "$RPORT"); d0=$(calls "$LPORT")
   e0=$(calls "$RPORT" 'evalsha|eval'); f0=$(calls "$LPORT" 'evalsha|eval')
-  rps=$(wrk -t2 -c16 -d"${DUR}s" -s bench/wrk/votes.lua "http://127.0.0.1:$HPORT" |
-    awk '/Requests\/sec/ {print int($2)}')
+  wrk -t2 -c16 -d"${DUR}s" -s bench/wrk/votes.lua "http://127.0.0.1:$HPORT" > "$TMP/wrk.txt"
+  rps=$(awk '/Requests\/sec/ {print int($2)}' "$TMP/wrk.txt")
+  bad=$(awk '/Non-2xx/ {print $NF}' "$TMP/wrk.txt")
   a1=$(cpu_pid "$api"); r1=$(cpu_redis "$RPORT"); l1=$(cpu_redis "$LPORT")
   c1=$(calls "$RPORT"); d1=$(calls "$LPORT")
   e1=$(calls "$RPORT" 'evalsha|eval'); f1=$(calls "$LPORT" 'evalsha|eval')
   n=$(votes)
-  line="$mode: $rps votes/s ($n counted); per vote: main Redis $(per "$e0" "$e1" "$n") scripts, $(per "$c0" "$c1" "$n") commands"
+  line="$mode: $rps votes/s (${bad:-0} not 2xx; $n counted); per vote: main Redis $(per "$e0" "$e1" "$n") scripts, $(per "$c0" "$c1" "$n") commands"
   [ "$mode" = journal ] && line="$line; log Redis $(per "$f0" "$f1" "$n") scripts, $(per "$d0" "$d1" "$n") commands"
   line="$line; CPU per vote: API $(us_per "$a0" "$a1" "$n") us, main Redis $(us_per "$r0" "$r1" "$n") us"
   [ "$mode" = journal ] && line="$line, log Redis $(us_per "$l0" "$l1" "$n") us"

@@ -2,12 +2,14 @@
 -- (default 200, PUT beforehand), each request a fresh userId (so every
 -- vote is counted), with the admin token in ADMIN (trusted: no IP budget).
 local n = 0
-local tid = 0
+local threads = 0
 local articles = tonumber(os.getenv("ARTICLES") or "200")
 local token = os.getenv("ADMIN") or ""
+-- Each thread gets its own number as the global `tid` (a local would
+-- shadow it: every thread would send the same userIds).
 setup = function(thread)
-  tid = tid + 1
-  thread:set("tid", tid)
+  threads = threads + 1
+  thread:set("tid", threads)
 end
 request = function()
   n = n + 1
