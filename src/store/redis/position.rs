@@ -98,14 +98,37 @@ pub struct PartitionPosition {
     pub flight: Vec<(String, String, Option<i64>)>,
 }
 
-impl PartitionPosition {
-    /// What a replay does with raw entry `x` of this partition, for a
-    /// state that covers the whole partition (the store totals).
-    pub fn replay(&self, x: &str) -> Replay {
-        let mine = self.flight.iter().find(|(id, _, _)| id == x);
-        replay_of(x, &self.upto, mine.and_then(|f| f.2), mine.is_some())
+/// A state that covers whole partitions (the store totals), read at
+/// these positions: what a replay does with each raw entry.
+pub struct PartitionsAt {
+    parts: Vec<(String, HashMap<String, Option<i64>>)>,
+}
+
+impl PartitionsAt {
+    pub fn new(positions: Vec<PartitionPosition>) -> Self {
+        PartitionsAt {
+            parts: positions
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.upto,
+                        p.flight.into_iter().map(|(x, _, v)| (x, v)).collect(),
+                    )
+                })
+                .collect(),
+        }
     }
 
+    /// What a replay does with raw entry `x` of partition `n` (`None`: a
+    /// partition the positions do not have).
+    pub fn replay(&self, n: u32, x: &str) -> Option<Replay> {
+        let (upto, flight) = self.parts.get(n as usize)?;
+        let mine = flight.get(x);
+        Some(replay_of(x, upto, mine.copied().flatten(), mine.is_some()))
+    }
+}
+
+impl PartitionPosition {
     /// The oldest raw entry an article read at this position or later may
     /// need replayed: its oldest entry in flight, else `upto`.
     pub fn floor(&self) -> String {

@@ -15,7 +15,7 @@ use redis::Script;
 
 use super::journal::{JournalEntry, epoch_key, set_nx_get};
 use super::ops::OpEntry;
-use super::position::{ArticlePosition, PartitionPosition, Replay, stream_id};
+use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay, stream_id};
 use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, StoreError, chunks, store_err};
 use crate::archive::Archive;
 use crate::model::Timestamp;
@@ -153,12 +153,13 @@ impl IngestPipeline {
         // The position the archived totals were read at (none: an archive
         // written before they were; then entries add to the totals what
         // they add to their articles).
-        let totals_at: Option<Vec<PartitionPosition>> = archive
+        let totals_at: Option<PartitionsAt> = archive
             .totals_position()
             .await
             .map_err(|e| e.to_string())?
             .map(|p| {
-                serde_json::from_str(&p)
+                serde_json::from_str::<Vec<PartitionPosition>>(&p)
+                    .map(PartitionsAt::new)
                     .map_err(|e| format!("the archived totals' position {p:?} is invalid: {e}"))
             })
             .transpose()?;
@@ -296,9 +297,7 @@ impl IngestPipeline {
                 };
                 let for_article = positions.get(art).map(|p| p.replay(x));
                 let for_totals = match &totals_at {
-                    Some(t) => t
-                        .get(self.partition_of_str(art) as usize)
-                        .map(|p| p.replay(x)),
+                    Some(t) => t.replay(self.partition_of_str(art), x),
                     None => for_article,
                 };
                 inv.arg(code(for_article)).arg(code(for_totals));
