@@ -130,6 +130,29 @@ impl Site {
         fresh
     }
 
+    /// Archive flushes at seeded random moments while load runs (with
+    /// entries in flight); at least one archives articles.
+    async fn flush_under_load(
+        &self,
+        writer: &ArchiveWriter,
+        rng: &mut StdRng,
+        rounds: std::ops::Range<u32>,
+    ) {
+        let mut flushed = 0;
+        for _ in 0..rng.random_range(rounds) {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
+            if let hotrank::archive::Flushed::Articles(n) =
+                writer.flush(&self.archive).await.unwrap()
+            {
+                flushed += n;
+            }
+        }
+        assert!(
+            flushed > 0,
+            "the archive holds articles before the disaster"
+        );
+    }
+
     async fn journal_len(&self, pipe: &IngestPipeline) -> u64 {
         let j = pipe.journal().unwrap();
         let mut c = self
@@ -329,17 +352,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
     let workers = spawn_workers(&pipe, 2, 2);
     let stop = Arc::new(AtomicBool::new(false));
     let loader = load(pipe.clone(), seed, stop.clone());
-    let mut flushed = 0;
-    for _ in 0..rng.random_range(4..8) {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
-        if let hotrank::archive::Flushed::Articles(n) = writer.flush(&site.archive).await.unwrap() {
-            flushed += n;
-        }
-    }
-    assert!(
-        flushed > 0,
-        "the archive holds articles before the disaster"
-    );
+    site.flush_under_load(&writer, &mut rng, 4..8).await;
     site.flushall().await;
     // Appends are refused from the disaster on: Redis lost its epoch.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1046,17 +1059,7 @@ async fn operations_round(seed: u64) {
             (ops, refused)
         })
     };
-    let mut flushed = 0;
-    for _ in 0..rng.random_range(3..6) {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
-        if let hotrank::archive::Flushed::Articles(n) = writer.flush(&site.archive).await.unwrap() {
-            flushed += n;
-        }
-    }
-    assert!(
-        flushed > 0,
-        "the archive holds articles before the disaster"
-    );
+    site.flush_under_load(&writer, &mut rng, 3..6).await;
     // Some operations acknowledged since the last flush: only the journal
     // holds them.
     let at_flush = acked.load(Ordering::Relaxed);
