@@ -333,7 +333,19 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_pipeline_unjournaled_total",
         Counter,
         COUNT,
-        "Raw entries the journal refused that a filter worker had already read: they count but a restore would not replay them.",
+        "Raw entries the journal refused that a filter worker had already read, and article operations (PUT, post, vote, delete) that took effect but the journal refused (answered 503): they count but a restore would not replay them.",
+    ),
+    family(
+        "hotrank_pipeline_ops_journaled_total",
+        Counter,
+        COUNT,
+        "Article operations (PUT, post, vote, delete) an API node appended to the journal (pipeline.log_url) before answering.",
+    ),
+    family(
+        "hotrank_pipeline_ops_replayed_total",
+        Counter,
+        COUNT,
+        "Journaled article operations a disaster recovery restore ran again (those past their article's archived number).",
     ),
     family(
         "hotrank_pipeline_journal_trimmed_total",

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -23,9 +23,11 @@ use common::redis::{RedisServer, unique_prefix};
 use hotrank::archive::{Archive, ArchiveWriter};
 use hotrank::clock::ManualClock;
 use hotrank::config::{Config, PipelineConfig, StoreKind};
-use hotrank::model::{ArticleId, Event, EventType};
-use hotrank::store::redis::{IngestPipeline, RedisOptions, RedisStore, spawn_workers};
-use hotrank::store::{Store, StoreError, StoreSettings};
+use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, VoteDirection, VoteOutcome};
+use hotrank::store::redis::{
+    IngestPipeline, PipelineStore, RedisOptions, RedisStore, spawn_workers,
+};
+use hotrank::store::{Store, StoreError, StoreSettings, Voter};
 
 const ARTICLES: u64 = 10;
 
@@ -124,7 +126,31 @@ impl Site {
             truth.table(),
             "every acknowledged event counted once"
         );
+        truth.check_totals(fresh.store()).await;
         fresh
+    }
+
+    /// Archive flushes at seeded random moments while load runs (with
+    /// entries in flight); at least one archives articles.
+    async fn flush_under_load(
+        &self,
+        writer: &ArchiveWriter,
+        rng: &mut StdRng,
+        rounds: std::ops::Range<u32>,
+    ) {
+        let mut flushed = 0;
+        for _ in 0..rng.random_range(rounds) {
+            tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
+            if let hotrank::archive::Flushed::Articles(n) =
+                writer.flush(&self.archive).await.unwrap()
+            {
+                flushed += n;
+            }
+        }
+        assert!(
+            flushed > 0,
+            "the archive holds articles before the disaster"
+        );
     }
 
     async fn journal_len(&self, pipe: &IngestPipeline) -> u64 {
@@ -161,6 +187,8 @@ fn seed() -> u64 {
 struct Truth {
     viewers: BTreeMap<u64, HashSet<u128>>,
     comments: BTreeMap<u64, u64>,
+    /// Views sent: those not counted are duplicates.
+    views: u64,
 }
 
 impl Truth {
@@ -172,11 +200,37 @@ impl Truth {
             match e.kind {
                 EventType::View => {
                     self.viewers.entry(a).or_default().insert(e.visitor);
+                    self.views += 1;
                 }
                 EventType::Comment => *self.comments.entry(a).or_default() += 1,
                 _ => unreachable!(),
             }
         }
+    }
+
+    /// Asserts the store totals (`/api/stats`): every counted view and
+    /// comment once, every other view a duplicate, all in T0's hour.
+    async fn check_totals(&self, store: &RedisStore) {
+        let stats = store.stats(T0, 3).await.expect("stats");
+        let table = self.table();
+        let pv: u64 = table.iter().map(|r| r.1).sum();
+        let comments: u64 = table.iter().map(|r| r.2).sum();
+        assert_eq!(stats.counted, pv + comments, "stats: counted once each");
+        let dup = self.views - pv;
+        assert_eq!(stats.quarantined.0, [dup, 0, 0, 0], "stats: quarantine");
+        let hour = T0.div_euclid(3600);
+        let by_hour: Vec<_> = stats
+            .quarantine_by_hour
+            .iter()
+            .filter(|(_, q)| q.0 != [0; 4])
+            .map(|(h, q)| (*h, q.0))
+            .collect();
+        let want = if dup > 0 {
+            vec![(hour, [dup, 0, 0, 0])]
+        } else {
+            vec![]
+        };
+        assert_eq!(by_hour, want, "stats: quarantine by hour");
     }
 
     /// (article, pv, comments) of every article.
@@ -220,15 +274,26 @@ fn batch(rng: &mut StdRng, i: u64) -> Vec<Event> {
         .collect()
 }
 
-/// (article, pv, comments) as the store answers them.
+/// (article, pv, comments) as the store answers them (from its keys for
+/// a deleted article, which `article()` does not show).
 async fn counts(store: &RedisStore) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
     for a in 0..ARTICLES {
-        let v = store
-            .article(&ArticleId::from_number(a), T0)
-            .await
-            .expect("article");
-        let (pv, comments) = v.map_or((0, 0), |v| (v.lifetime.pv, v.lifetime.comments));
+        let id = ArticleId::from_number(a);
+        let v = store.article(&id, T0).await.expect("article");
+        let (pv, comments) = match v {
+            Some(v) => (v.lifetime.pv, v.lifetime.comments),
+            None => {
+                let k = store.keys();
+                redis::pipe()
+                    .get(k.views(&id))
+                    .hget(k.counters(&id), "comments")
+                    .query_async::<(Option<u64>, Option<u64>)>(&mut store.con())
+                    .await
+                    .map(|(p, c)| (p.unwrap_or(0), c.unwrap_or(0)))
+                    .expect("counters")
+            }
+        };
         out.push((a, pv, comments));
     }
     out
@@ -287,17 +352,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
     let workers = spawn_workers(&pipe, 2, 2);
     let stop = Arc::new(AtomicBool::new(false));
     let loader = load(pipe.clone(), seed, stop.clone());
-    let mut flushed = 0;
-    for _ in 0..rng.random_range(4..8) {
-        tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
-        if let hotrank::archive::Flushed::Articles(n) = writer.flush(&site.archive).await.unwrap() {
-            flushed += n;
-        }
-    }
-    assert!(
-        flushed > 0,
-        "the archive holds articles before the disaster"
-    );
+    site.flush_under_load(&writer, &mut rng, 4..8).await;
     site.flushall().await;
     // Appends are refused from the disaster on: Redis lost its epoch.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -328,6 +383,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
         truth.table(),
         "every acknowledged event counted once"
     );
+    truth.check_totals(fresh.store()).await;
 
     // The site runs on: events are queued (by the old API node too, whose
     // epoch is Redis's again), counted, archived.
@@ -450,6 +506,59 @@ async fn the_journal_trim_respects_the_floor() {
     site.disaster_and_restore(&truth).await;
 }
 
+/// The operations journal is trimmed like the event journal: with
+/// `journal_keep_secs = 0`, a flush drops the operations that ran before
+/// it (the archive holds their effects) and keeps those after; a restore
+/// then reflects every operation once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operations_journal_trim_keeps_what_the_archive_lacks() {
+    let mut site = Site::new(|p| p.journal_keep_secs = 0).await;
+    site.config.models.votes.allow_down_votes = true;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let store = PipelineStore::new(pipe.clone());
+    let mut ops = OpsTruth::created(&store).await;
+    let mut rng = StdRng::seed_from_u64(seed() ^ 0x7e11);
+    for i in 0..60 {
+        assert!(ops.step(&store, &mut rng, i).await);
+    }
+    let ops_len = async || -> u64 {
+        let mut c = site
+            .log
+            .client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        redis::cmd("XLEN")
+            .arg(pipe.journal().unwrap().ops_key())
+            .query_async(&mut c)
+            .await
+            .unwrap()
+    };
+    let before = ops_len().await;
+    // Redis's clock moves past the last operation's millisecond.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    assert_eq!(
+        (before, ops_len().await),
+        (ops.acked, 0),
+        "every operation before the flush is archived: all trimmed"
+    );
+    for i in 0..30 {
+        assert!(ops.step(&store, &mut rng, 100 + i).await);
+    }
+    let kept = ops_len().await;
+    assert!(kept > 0);
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    // Only operations after the flush's time stay; those after it again.
+    for i in 0..30 {
+        assert!(ops.step(&store, &mut rng, 200 + i).await);
+    }
+    let prefix = site.config.redis.prefix.clone();
+    let again = site.disaster_and_restore(&Truth::default()).await;
+    ops.check(again.store(), &prefix).await;
+}
+
 /// A journal that cannot take the append: the API answers 503 with
 /// `Retry-After` and nothing stays queued; once it is back, events queue
 /// again (the journal's Redis restarted empty adopts the site's epoch).
@@ -503,6 +612,34 @@ async fn journal_down_answers_503_and_queues_nothing() {
         .await;
     }
     assert_eq!(raw_len(&pipe).await, queued, "nothing refused stays queued");
+    // Article operations are journaled before they are answered too: a
+    // PUT, a vote, a post and a delete each answer 503 with `Retry-After`
+    // (each took effect, unjournaled: docs/design.md, "Not recovered").
+    let admin = |req: reqwest::RequestBuilder| req.bearer_auth(common::ADMIN);
+    let op_requests = [
+        admin(server.client.put(server.url("/api/articles/j1")))
+            .json(&serde_json::json!({"title": "put", "publishedAt": T0})),
+        admin(server.client.post(server.url("/api/articles/j1/vote")))
+            .json(&serde_json::json!({"userId": "u1", "direction": "up"})),
+        admin(server.client.post(server.url("/api/articles")))
+            .json(&serde_json::json!({"title": "post", "poster": "u2"})),
+        admin(server.client.delete(server.url("/api/articles/j1"))),
+    ];
+    for req in op_requests {
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        assert!(
+            resp.headers().contains_key("retry-after"),
+            "{status}: {:?}",
+            resp.text().await
+        );
+        common::expect_error(
+            resp,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+        )
+        .await;
+    }
     site.log.restart();
     let started = Instant::now();
     while post(99).await.status() != reqwest::StatusCode::ACCEPTED {
@@ -510,6 +647,27 @@ async fn journal_down_answers_503_and_queues_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(raw_len(&pipe).await, queued + 2);
+    let resp = admin(server.client.put(server.url("/api/articles/j1")))
+        .json(&serde_json::json!({"title": "again", "publishedAt": T0}))
+        .send()
+        .await
+        .unwrap();
+    // 201: the delete that answered 503 took effect.
+    assert_eq!(
+        resp.status(),
+        reqwest::StatusCode::CREATED,
+        "journaled again"
+    );
+    let resp = admin(server.client.post(server.url("/api/articles/j1/vote")))
+        .json(&serde_json::json!({"userId": "u9", "direction": "up"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        reqwest::StatusCode::OK,
+        "votes journaled again"
+    );
 }
 
 /// Restores that would count twice or mix sites are refused, and change
@@ -670,4 +828,295 @@ async fn a_backlog_past_the_bound_postpones_the_flush() {
         site.writer(&pipe).flush(&site.archive).await,
         Ok(hotrank::archive::Flushed::Articles(n)) if n > 0
     ));
+}
+
+/// One article as the article operations the test sent leave it.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+struct Art {
+    title: String,
+    deleted: bool,
+    ups: u64,
+    downs: u64,
+    voters: BTreeSet<u128>,
+}
+
+/// What the acknowledged votes, posts, PUTs and deletes make of each
+/// article: a brute-force model of the store's semantics (one vote per
+/// user and article, none on a deleted article; a PUT replaces the
+/// metadata and undeletes; a post is a new article with its poster's
+/// up-vote). The load checks each answer against it as it goes.
+#[derive(Default, Debug, Clone)]
+struct OpsTruth {
+    arts: BTreeMap<String, Art>,
+    /// Operations acknowledged, and of those votes counted.
+    acked: u64,
+    votes: u64,
+}
+
+fn titled(title: String, published_at: i64) -> ArticleMeta {
+    ArticleMeta {
+        title: Some(title),
+        published_at,
+        ..ArticleMeta::default()
+    }
+}
+
+impl OpsTruth {
+    /// The articles events go to (`0`..`ARTICLES`), created by PUT.
+    async fn created(store: &PipelineStore) -> OpsTruth {
+        let mut ops = OpsTruth::default();
+        for n in 0..ARTICLES {
+            let id = ArticleId::from_number(n);
+            let title = format!("first {n}");
+            store
+                .put_article(id.clone(), titled(title.clone(), T0 - 60), T0)
+                .await
+                .unwrap();
+            let a = Art {
+                title,
+                ..Art::default()
+            };
+            ops.arts.insert(id.to_string(), a);
+        }
+        ops
+    }
+
+    /// Runs one random operation on `store`; records it when acknowledged.
+    /// Answers false when it was refused (503).
+    async fn step(&mut self, store: &PipelineStore, rng: &mut StdRng, i: u64) -> bool {
+        let ids: Vec<String> = self.arts.keys().cloned().collect();
+        let pick = ids[rng.random_range(0..ids.len())].clone();
+        let id = ArticleId::parse(&pick).unwrap();
+        let r = rng.random_range(0..100);
+        let done = if r < 10 {
+            let put = ArticleId::from_number(rng.random_range(0..ARTICLES));
+            let title = format!("put {i}");
+            store
+                .put_article(put.clone(), titled(title.clone(), T0 - 60), T0)
+                .await
+                .map(|_| {
+                    let a = self.arts.entry(put.to_string()).or_default();
+                    a.title = title;
+                    a.deleted = false;
+                })
+        } else if r < 16 {
+            store.delete_article(&id, T0).await.map(|gone| {
+                let a = self.arts.get_mut(&pick).unwrap();
+                assert_eq!(gone, !a.deleted, "delete of {pick}: {a:?}");
+                a.deleted = true;
+            })
+        } else if r < 22 {
+            let poster = rng.random_range(0..30u128);
+            let title = format!("post {i}");
+            store
+                .post_article(titled(title.clone(), 0), Voter::from(poster), T0)
+                .await
+                .map(|new| {
+                    let a = Art {
+                        title,
+                        ups: 1,
+                        voters: [poster].into(),
+                        ..Art::default()
+                    };
+                    assert!(
+                        self.arts.insert(new.to_string(), a).is_none(),
+                        "post reused {new}"
+                    );
+                })
+        } else {
+            let user = rng.random_range(0..30u128);
+            let dir = if rng.random_range(0..5) == 0 {
+                VoteDirection::Down
+            } else {
+                VoteDirection::Up
+            };
+            store
+                .vote(&id, Voter::from(user), dir, T0)
+                .await
+                .map(|out| {
+                    let a = self.arts.get_mut(&pick).unwrap();
+                    match out {
+                        VoteOutcome::Counted { ups, downs, .. } => {
+                            assert!(!a.deleted && a.voters.insert(user), "{pick}: {a:?}");
+                            match dir {
+                                VoteDirection::Up => a.ups += 1,
+                                VoteDirection::Down => a.downs += 1,
+                            }
+                            assert_eq!((ups, downs), (a.ups, a.downs), "{pick}");
+                            self.votes += 1;
+                        }
+                        VoteOutcome::AlreadyVoted => {
+                            assert!(!a.deleted && a.voters.contains(&user), "{pick}: {a:?}")
+                        }
+                        VoteOutcome::UnknownArticle => assert!(a.deleted, "{pick}: {a:?}"),
+                        other => panic!("vote on {pick}: {other:?}"),
+                    }
+                })
+        };
+        match done {
+            Ok(()) => {
+                self.acked += 1;
+                true
+            }
+            Err(StoreError::Unavailable(_)) => false,
+            Err(e) => panic!("operation {r} on {pick}: {e} ({:?})", self.arts.get(&pick)),
+        }
+    }
+
+    /// Asserts that `store` holds exactly what the model says, from its
+    /// keys (metadata, votes, voter sets) and through `article()`.
+    async fn check(&self, store: &RedisStore, prefix: &str) {
+        let mut c = store.con();
+        for (id, a) in &self.arts {
+            let (title, deleted, ups, downs): (
+                Option<String>,
+                Option<String>,
+                Option<u64>,
+                Option<u64>,
+            ) = redis::pipe()
+                .hget(format!("{prefix}meta:article:{id}"), "title")
+                .hget(format!("{prefix}meta:article:{id}"), "deleted")
+                .hget(format!("{prefix}counter:article:{id}"), "ups")
+                .hget(format!("{prefix}counter:article:{id}"), "downs")
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let voters: BTreeSet<String> = redis::cmd("SMEMBERS")
+                .arg(format!("{prefix}voted:{id}"))
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            let got = Art {
+                title: title.unwrap_or_default(),
+                deleted: deleted.as_deref() == Some("1"),
+                ups: ups.unwrap_or(0),
+                downs: downs.unwrap_or(0),
+                voters: voters
+                    .iter()
+                    .map(|v| u128::from_str_radix(v, 16).unwrap())
+                    .collect(),
+            };
+            assert_eq!(&got, a, "article {id}: every acknowledged operation once");
+            let view = store
+                .article(&ArticleId::parse(id).unwrap(), T0)
+                .await
+                .unwrap();
+            assert_eq!(view.is_none(), a.deleted, "article {id}");
+            if let Some(v) = view {
+                assert_eq!((v.lifetime.ups, v.lifetime.downs), (a.ups, a.downs));
+            }
+        }
+    }
+}
+
+/// Votes, posts, PUTs and deletes beside views and comments, under
+/// concurrent workers and archive flushes; FLUSHALL at a seeded random
+/// moment after some operations were acknowledged since the last flush;
+/// restore and replay: every acknowledged operation is reflected exactly
+/// once (against a brute-force model) and every acknowledged event counted
+/// once. `HOTRANK_DR_OPS_ROUNDS` repeats it with more seeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_under_operations_then_restore_reflects_each_acknowledged_one_once() {
+    let rounds: u64 = std::env::var("HOTRANK_DR_OPS_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for round in 0..rounds {
+        operations_round(seed() + round).await;
+    }
+}
+
+async fn operations_round(seed: u64) {
+    eprintln!("HOTRANK_DR_SEED={seed}");
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x0b5e);
+    let mut site = Site::new(|_| {}).await;
+    site.config.models.votes.allow_down_votes = true;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let store = Arc::new(PipelineStore::new(pipe.clone()));
+    // The articles events go to exist (PUT) before the load starts.
+    let mut ops = OpsTruth::created(&store).await;
+    let writer = site.writer(&pipe);
+    let workers = spawn_workers(&pipe, 2, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let events = load(pipe.clone(), seed, stop.clone());
+    let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let op_loader = {
+        let (store, stop, acked) = (store.clone(), stop.clone(), acked.clone());
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x0905);
+        tokio::spawn(async move {
+            let mut refused = 0u64;
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                if ops.step(&store, &mut rng, i).await {
+                    acked.store(ops.acked, Ordering::Relaxed);
+                } else {
+                    refused += 1;
+                }
+                tokio::time::sleep(Duration::from_micros(300)).await;
+            }
+            (ops, refused)
+        })
+    };
+    site.flush_under_load(&writer, &mut rng, 3..6).await;
+    // Some operations acknowledged since the last flush: only the journal
+    // holds them.
+    let at_flush = acked.load(Ordering::Relaxed);
+    let started = Instant::now();
+    while acked.load(Ordering::Relaxed) < at_flush + rng.random_range(20..60) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "operations stalled"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    site.flushall().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (truth, _) = events.await.unwrap();
+    let (ops, refused) = op_loader.await.unwrap();
+    workers.stop().await;
+    assert!(refused > 0, "operations after FLUSHALL are refused");
+    eprintln!(
+        "{} operations acknowledged ({} votes counted), {refused} refused",
+        ops.acked, ops.votes
+    );
+
+    let fresh = site.pipeline();
+    let done = fresh
+        .restore_and_replay(&site.archive, T0, |l| eprintln!("{l}"))
+        .await
+        .expect("restore");
+    eprintln!("{done:?}");
+    assert!(
+        done.ops > 0,
+        "operations after the last flush replayed: {done:?}"
+    );
+    assert_eq!(done.ops_out_of_step, 0, "{done:?}");
+    drain(&fresh).await;
+    assert_eq!(
+        counts(fresh.store()).await,
+        truth.table(),
+        "every acknowledged event counted once"
+    );
+    truth.check_totals(fresh.store()).await;
+    let prefix = site.config.redis.prefix.clone();
+    ops.check(fresh.store(), &prefix).await;
+
+    // The site runs on: operations continue the articles' sequences (a
+    // new post gets a fresh id, a voter who voted stays counted once),
+    // and a second disaster restores them all once again.
+    let fresh_store = PipelineStore::new(fresh.clone());
+    let mut ops = ops;
+    for i in 0..40 {
+        assert!(ops.step(&fresh_store, &mut rng, 1_000_000 + i).await);
+    }
+    ops.check(fresh.store(), &prefix).await;
+    site.writer(&fresh).flush(&site.archive).await.unwrap();
+    for i in 0..20 {
+        assert!(ops.step(&fresh_store, &mut rng, 2_000_000 + i).await);
+    }
+    let again = site.disaster_and_restore(&truth).await;
+    ops.check(again.store(), &prefix).await;
 }

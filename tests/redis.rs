@@ -895,6 +895,7 @@ async fn scripts_refuse_undeclared_keys() {
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(concat!(
         include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/op_plain.lua"),
         include_str!("../src/store/redis/put.lua")
     ));
     let put = |keys: &[&str]| {
@@ -934,6 +935,7 @@ async fn post_script_is_idempotent() {
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(concat!(
         include_str!("../src/store/redis/declared.lua"),
+        include_str!("../src/store/redis/op_plain.lua"),
         include_str!("../src/store/redis/post.lua")
     ));
     let post = |request: &str| {

@@ -30,7 +30,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::config::{ArchiveConfig, valid_archive_schema};
 use crate::model::{ArticleId, Timestamp};
 
-pub use pipeline::PipelineRow;
+pub use pipeline::{PipelineRow, PipelineTotals};
 pub use schema::SCHEMA_VERSION;
 pub use writer::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
 

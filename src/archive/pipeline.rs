@@ -13,6 +13,16 @@ pub struct PipelineRow {
     pub floor: Vec<String>,
 }
 
+/// The store totals as the archive writer read them in pipeline mode, with
+/// the position they were read at (JSON, `IngestPipeline::totals_position`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineTotals {
+    pub counted: u64,
+    pub quarantine: [u64; 4],
+    pub by_hour: Vec<(i64, [u64; 4])>,
+    pub position: String,
+}
+
 impl Archive {
     /// The pipeline row, if a flush with a journal wrote one.
     pub async fn pipeline(&self) -> Result<Option<PipelineRow>, ArchiveError> {
@@ -55,6 +65,41 @@ impl Archive {
             )));
         }
         Ok(())
+    }
+
+    /// Stores the totals (`totals`, `quarantine_hours`) with the position
+    /// they were read at, in one transaction. Only the pipeline row's
+    /// epoch's writer calls it (after `set_pipeline`).
+    pub async fn set_pipeline_totals(
+        &self,
+        t: &PipelineTotals,
+        now: i64,
+    ) -> Result<(), ArchiveError> {
+        let mut tx = self.pool.begin().await?;
+        super::write::write_totals(
+            &mut tx,
+            t.counted,
+            &t.quarantine,
+            &t.by_hour,
+            &super::SourcePosition::at(now),
+        )
+        .await?;
+        sqlx::query("UPDATE pipeline SET totals_position = $1 WHERE id = 1")
+            .bind(&t.position)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The position the archived totals were read at, if a pipeline flush
+    /// stored them.
+    pub async fn totals_position(&self) -> Result<Option<String>, ArchiveError> {
+        let row: Option<(Option<String>,)> =
+            sqlx::query_as("SELECT totals_position FROM pipeline WHERE id = 1")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(|(p,)| p))
     }
 
     /// Every article's stored source position (those that have one).

@@ -11,6 +11,11 @@ use super::ArchiveError;
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "articles", include_str!("migrations/0001_articles.sql")),
     (2, "pipeline", include_str!("migrations/0002_pipeline.sql")),
+    (
+        3,
+        "pipeline_totals",
+        include_str!("migrations/0003_pipeline_totals.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

@@ -334,7 +334,7 @@ impl Archive {
     }
 }
 
-async fn write_totals(
+pub(super) async fn write_totals(
     tx: &mut Transaction<'_, Postgres>,
     counted: u64,
     q: &[u64; 4],

@@ -114,9 +114,17 @@ impl ArchiveWriter {
         // Where the pipeline stands before the take: every article not
         // taken has its applied entries archived, and entries not applied
         // yet are at or past this position's floor.
+        // With a journal: where the pipeline stands with the store totals
+        // read there, and the operations' floor (docs/design.md,
+        // "Disaster recovery").
         let floor = match &self.pipe {
-            Some(p) => Some(p.position().await.map_err(|e| e.to_string())?),
-            None => None,
+            Some(p) if epoch.is_some() => Some((
+                p.position_with_totals(self.clock.now())
+                    .await
+                    .map_err(|e| e.to_string())?,
+                p.ops_floor().await.map_err(|e| e.to_string())?,
+            )),
+            _ => None,
         };
         let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
         let now = self.clock.now();
@@ -155,8 +163,15 @@ impl ArchiveWriter {
             .await
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
-        if let (Some(epoch), Some(floor)) = (epoch, floor) {
-            self.journal_floor(archive, epoch, &floor, done).await?;
+        if let (Some(epoch), Some(((floor, totals), ops_floor))) = (epoch, floor) {
+            let totals = super::PipelineTotals {
+                counted: totals.counted,
+                quarantine: totals.quarantine,
+                by_hour: totals.by_hour,
+                position: serde_json::to_string(&floor).map_err(|e| e.to_string())?,
+            };
+            self.journal_floor(archive, epoch, &floor, &totals, &ops_floor, done)
+                .await?;
         }
         metrics::counter!("hotrank_archive_flushed_total").increment(ids.len() as u64);
         metrics::histogram!("hotrank_archive_flush_seconds")
@@ -222,13 +237,16 @@ impl ArchiveWriter {
         Ok(Some(epoch))
     }
 
-    /// After a flush: records the journal floor and trims the journal
-    /// (never past the floor).
+    /// After a flush: records the journal floor and the store totals read
+    /// at `position`, then trims the journal (never past the floor, nor
+    /// before the totals that need it are stored).
     async fn journal_floor(
         &self,
         archive: &Archive,
         epoch: String,
         position: &[crate::store::redis::PartitionPosition],
+        totals: &super::PipelineTotals,
+        ops_floor: &str,
         done: i64,
     ) -> Result<(), String> {
         let Some(pipe) = &self.pipe else {
@@ -242,8 +260,14 @@ impl ArchiveWriter {
             Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
         > = Box::pin(archive.set_pipeline(&row, done));
         set.await.map_err(|e| e.to_string())?;
+        let set: std::pin::Pin<
+            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+        > = Box::pin(archive.set_pipeline_totals(totals, done));
+        set.await.map_err(|e| e.to_string())?;
         if let Some(j) = pipe.journal()
-            && let Err(e) = j.trim(&row.floor, pipe.config().journal_keep_secs).await
+            && let Err(e) = j
+                .trim(&row.floor, Some(ops_floor), pipe.config().journal_keep_secs)
+                .await
         {
             tracing::warn!(error = %e, "journal trim failed");
         }

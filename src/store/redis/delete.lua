@@ -14,4 +14,5 @@ redis.call('ZREM', newest, id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)
+op_done(meta)
 return 1

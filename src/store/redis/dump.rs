@@ -205,6 +205,17 @@ fn glob_escape(s: &str) -> String {
     out
 }
 
+/// A quarantine hash (`stats:quarantine`, an hour's) by reason.
+pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
+    let h = hash_of(v);
+    [
+        num(&h, "q_dup"),
+        num(&h, "q_rl"),
+        num(&h, "q_bot"),
+        num(&h, "q_rep"),
+    ]
+}
+
 /// Everything under the store's prefix as dump records.
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
@@ -254,15 +265,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         pipe.hgetall(keys.quarantine_h(*h));
     }
     let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
-    let q_of = |v: &Value| {
-        let h = hash_of(v);
-        [
-            num(&h, "q_dup"),
-            num(&h, "q_rl"),
-            num(&h, "q_bot"),
-            num(&h, "q_rep"),
-        ]
-    };
+    let q_of = quarantine_of;
     if got.len() < 2 {
         return Err(super::bad_reply("export"));
     }
@@ -526,14 +529,15 @@ fn collect_members(
 /// the activity sets its bucket lists came from, read again: a chunk whose
 /// sets changed in between is read again. Answers each chunk's records
 /// with `head`'s reply, which holds for exactly the state they were read
-/// in (docs/design.md, "Disaster recovery").
+/// in (docs/design.md, "Disaster recovery"), and each article's operation
+/// number (`ops` in its meta, ops.rs), read in the same MULTI/EXEC.
 pub(super) async fn positioned_records(
     store: &RedisStore,
     ids: &[ArticleId],
     now: Timestamp,
     with_days: bool,
     head: &redis::Cmd,
-) -> Result<Vec<(Vec<Record>, Value)>, StoreError> {
+) -> Result<Vec<(Vec<Record>, Value, HashMap<ArticleId, u64>)>, StoreError> {
     let keys = store.keys();
     let (hspan, dspan) = record_spans(store, now, with_days);
     let mut con = store.con();
@@ -548,6 +552,9 @@ pub(super) async fn positioned_records(
             queue_members(&mut pipe, part, hspan.clone(), |h| keys.active_h(h));
             queue_members(&mut pipe, part, dspan.clone(), |d| keys.active_d(d));
             queue_reads(&mut pipe, store, part, &hours, &days);
+            for id in part {
+                pipe.hget(keys.meta(id), "ops");
+            }
             let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
             let mut it = got.into_iter();
             let position = it.next().ok_or_else(|| super::bad_reply("position"))?;
@@ -557,7 +564,12 @@ pub(super) async fn positioned_records(
             if h2 == hours && d2 == days {
                 let mut records = Vec::with_capacity(part.len());
                 parse_reads(&mut it, part, &hours, &days, &mut records)?;
-                out.push((records, position));
+                let ops = part
+                    .iter()
+                    .zip(it)
+                    .map(|(id, v)| (id.clone(), v_i64(&v).unwrap_or(0).max(0) as u64))
+                    .collect();
+                out.push((records, position, ops));
                 break;
             }
             tries += 1;

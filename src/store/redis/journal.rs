@@ -5,7 +5,9 @@
 //! archive plus a replay of the journal.
 //!
 //! Streams `pipe:journal:<n>` (one per partition) hold entries with the
-//! raw entry's id (`x`) and its 13 values (the raw stream's field names).
+//! raw entry's id (`x`) and its 13 values (the raw stream's field names);
+//! `pipe:journal:ops` holds the article operations (ops.rs), each with
+//! its place among raw entries (`x`: `<ms>-0`, Redis's time when it ran).
 //! `pipe:journal:epoch` names the pipeline epoch the journal belongs to;
 //! the main Redis holds the same value in `pipe:epoch`, and the archive
 //! records it with its journal floor. An epoch is created once, for a new
@@ -17,6 +19,7 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::ops::OpEntry;
 use super::{RedisStore, store_err};
 use crate::store::StoreError;
 
@@ -31,6 +34,7 @@ pub struct Journal {
     con: ConnectionManager,
     prefix: String,
     append: Script,
+    append_op: Script,
     trim: Script,
 }
 
@@ -51,6 +55,7 @@ impl Journal {
                 .map_err(|e| format!("journal connection manager: {e}"))?,
             prefix: prefix.to_string(),
             append: Script::new(include_str!("pipe_journal.lua")),
+            append_op: Script::new(include_str!("pipe_journal_op.lua")),
             trim: super::chunks(&[super::pipeline::IDS, include_str!("pipe_journal_trim.lua")]),
         })
     }
@@ -58,6 +63,11 @@ impl Journal {
     /// The journal stream of partition `n`.
     pub fn key(&self, n: u32) -> String {
         format!("{}pipe:journal:{n}", self.prefix)
+    }
+
+    /// The journal stream of article operations.
+    pub fn ops_key(&self) -> String {
+        format!("{}pipe:journal:ops", self.prefix)
     }
 
     /// The epoch the journal belongs to.
@@ -101,6 +111,44 @@ impl Journal {
             .map_err(store_err)
     }
 
+    /// Journals one article operation.
+    pub async fn append_op(&self, epoch: &str, op: &OpEntry) -> Result<(), StoreError> {
+        let mut inv = self.append_op.prepare_invoke();
+        inv.arg(self.epoch_key()).arg(epoch).arg(self.ops_key());
+        for (f, v) in op.fields() {
+            inv.arg(f).arg(v);
+        }
+        inv.invoke_async::<i64>(&mut self.con())
+            .await
+            .map(drop)
+            .map_err(store_err)
+    }
+
+    /// Every journaled article operation, in journal order.
+    pub async fn read_ops(&self) -> Result<Vec<OpEntry>, StoreError> {
+        let mut out = Vec::new();
+        let mut start = "-".to_string();
+        loop {
+            let v: redis::Value = redis::cmd("XRANGE")
+                .arg(self.ops_key())
+                .arg(&start)
+                .arg("+")
+                .arg("COUNT")
+                .arg(10_000)
+                .query_async(&mut self.con())
+                .await
+                .map_err(store_err)?;
+            let page = super::pipeline::parse_entries(&v)?;
+            let Some((last, _)) = page.last() else {
+                return Ok(out);
+            };
+            start = format!("({last}");
+            for (_, values) in page {
+                out.push(OpEntry::parse(values).ok_or_else(|| super::bad_reply("journal op"))?);
+            }
+        }
+    }
+
     /// Entries of partition `n` after journal id `after` (`-` for the
     /// first), at most `count`: (journal id, raw entry).
     pub async fn read(
@@ -135,9 +183,15 @@ impl Journal {
     }
 
     /// Drops journal entries older than `keep_secs` whose raw ids are
-    /// below the partition's floor (`pipe_journal_trim.lua`). Returns how
-    /// many went.
-    pub async fn trim(&self, floors: &[String], keep_secs: u64) -> Result<u64, StoreError> {
+    /// below the partition's floor (`pipe_journal_trim.lua`), and
+    /// operations below `ops_floor` (a time as `<ms>-0`: every operation
+    /// that ran before it is archived). Returns how many went.
+    pub async fn trim(
+        &self,
+        floors: &[String],
+        ops_floor: Option<&str>,
+        keep_secs: u64,
+    ) -> Result<u64, StoreError> {
         let mut con = self.con();
         let (secs, micros): (u64, u64) = redis::cmd("TIME")
             .query_async(&mut con)
@@ -145,11 +199,16 @@ impl Journal {
             .map_err(store_err)?;
         let cutoff_ms = (secs * 1000 + micros / 1000).saturating_sub(keep_secs * 1000);
         let mut dropped = 0;
-        for (n, floor) in floors.iter().enumerate() {
+        let streams = floors
+            .iter()
+            .enumerate()
+            .map(|(n, f)| (self.key(n as u32), f.as_str()))
+            .chain(ops_floor.map(|f| (self.ops_key(), f)));
+        for (key, floor) in streams {
             let d: i64 = self
                 .trim
                 .prepare_invoke()
-                .arg(self.key(n as u32))
+                .arg(key)
                 .arg(format!("{cutoff_ms}-0"))
                 .arg(floor)
                 .arg(TRIM_SCAN)

@@ -370,10 +370,10 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "meta:article:<id>",
         r"^meta:article:[A-Za-z0-9_-]{1,64}$",
         "hash",
-        "`publishedAt` (Unix s), `known` (1 = created by `PUT`), `deleted` (1/0), and when set `title`, `url`, `author`, `category`, `kind`, `summary`, `cover`, `groups` (JSON array)",
+        "`publishedAt` (Unix s), `known` (1 = created by `PUT`), `deleted` (1/0), and when set `title`, `url`, `author`, `category`, `kind`, `summary`, `cover`, `groups` (JSON array); with a pipeline journal, `ops`: how many article operations (PUT, post, vote, delete) changed it, the number the journal and the archive's position record (docs/design.md, \"Disaster recovery\")",
         Ttl::None,
         "none",
-        "put.lua, post.lua, delete.lua, ingest.lua (first counted event)"
+        "put.lua, post.lua, delete.lua, ingest.lua (first counted event); vote.lua (`ops`)"
     ),
     key_spec!(
         "seed000",
@@ -890,7 +890,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "pipe:epoch",
         r"^pipe:epoch$",
         "string",
-        "with a journal (`pipeline.log_url`): the pipeline epoch this Redis belongs to, equal to the journal's `pipe:journal:epoch` and the archive's `pipeline.epoch`; API nodes queue only while it holds theirs, so a Redis that lost everything refuses events until `hotrank archive restore --replay` sets it again (docs/design.md, \"Disaster recovery\")",
+        "with a journal (`pipeline.log_url`): the pipeline epoch this Redis belongs to, equal to the journal's `pipe:journal:epoch` and the archive's `pipeline.epoch`; API nodes queue events and run article operations only while it holds theirs, so a Redis that lost everything refuses them until `hotrank archive restore --replay` sets it again (docs/design.md, \"Disaster recovery\")",
         Ttl::None,
         "none",
         "journal.rs (`Journal::attach`, a new site); replay.rs (last step of a restore)"

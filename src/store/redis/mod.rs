@@ -52,6 +52,7 @@ mod archive;
 mod dump;
 mod journal;
 mod keys;
+mod ops;
 mod pipeline;
 mod position;
 mod rank;
@@ -68,7 +69,7 @@ pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
     crash_point, decision_of, spawn_workers,
 };
-pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, stream_id};
+pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals, stream_id};
 pub use replay::Replayed;
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 
@@ -175,6 +176,8 @@ struct Scripts {
     delete: Script,
     post: Script,
     vote: Script,
+    /// The same four on a pipeline node with a journal (ops.rs).
+    journaled: ops::OpScripts,
 }
 
 /// A script with the key check (`declared.lua`) in front.
@@ -233,14 +236,16 @@ impl Scripts {
             window: script(include_str!("window.lua")),
             sync: script(include_str!("sync.lua")),
             writeback: script(include_str!("writeback.lua")),
-            put: script(include_str!("put.lua")),
-            post: script(include_str!("post.lua")),
-            vote: script(include_str!("vote.lua")),
-            delete: script(include_str!("delete.lua")),
+            put: ops::plain(ops::OpKind::Put),
+            post: ops::plain(ops::OpKind::Post),
+            vote: ops::plain(ops::OpKind::Vote),
+            delete: ops::plain(ops::OpKind::Delete),
+            journaled: ops::OpScripts::new(),
         }
     }
 
-    fn all(&self) -> [&Script; 8] {
+    fn all(&self) -> [&Script; 12] {
+        let j = &self.journaled;
         [
             &self.ingest,
             &self.window,
@@ -250,6 +255,10 @@ impl Scripts {
             &self.delete,
             &self.post,
             &self.vote,
+            &j.put,
+            &j.delete,
+            &j.post,
+            &j.vote,
         ]
     }
 }
@@ -942,7 +951,12 @@ impl RedisStore {
         }))
     }
 
-    async fn delete_own(&self, id: &ArticleId) -> Result<bool, StoreError> {
+    /// `delete.lua` on article `id`, run as `run` says (ops.rs).
+    pub(super) async fn delete_run(
+        &self,
+        id: &ArticleId,
+        run: &ops::OpRun<'_>,
+    ) -> Result<(bool, Option<ops::OpStamp>), StoreError> {
         let k = &self.keys;
         let keys = [
             k.meta(id),
@@ -951,14 +965,15 @@ impl RedisStore {
             k.changes(),
             k.archive_dirty(),
         ];
-        let done: i64 = self
-            .eval(
-                &self.scripts.delete,
+        let (done, stamp): (i64, _) = self
+            .op_eval(
+                ops::OpKind::Delete,
                 &keys,
                 &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
+                run,
             )
             .await?;
-        Ok(done == 1)
+        Ok((done == 1, stamp))
     }
 
     async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
@@ -1167,105 +1182,23 @@ impl Store for RedisStore {
         meta: ArticleMeta,
         _now: Timestamp,
     ) -> Result<PutOutcome, StoreError> {
-        let published = meta.published_at.to_string();
-        let pairs = meta_pairs(&meta);
-        let mut args: Vec<&[u8]> = vec![
-            self.keys.prefix.as_bytes(),
-            id.as_str().as_bytes(),
-            published.as_bytes(),
-        ];
-        for (k, v) in &pairs {
-            args.push(k.as_bytes());
-            args.push(v.as_bytes());
-        }
-        let k = &self.keys;
-        let keys = [
-            k.meta(&id),
-            k.articles_count(),
-            k.newest(),
-            k.changes_seq(),
-            k.changes(),
-            k.archive_dirty(),
-        ];
-        let before = self.seed_groups_before(&id).await?;
-        let created: i64 = self.eval(&self.scripts.put, &keys, &args).await?;
-        self.seed_groups_after(&id, before, &meta.groups).await?;
-        Ok(if created == 1 {
-            PutOutcome::Created
-        } else {
-            PutOutcome::Updated
-        })
+        self.put_run(&id, &meta, &ops::OpRun::Plain)
+            .await
+            .map(|(o, _)| o)
     }
 
     async fn post_article(
         &self,
-        mut meta: ArticleMeta,
+        meta: ArticleMeta,
         poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
         if self.seed_layout() {
             return self.seed_post(meta, poster.raw, now).await;
         }
-        let poster = poster.hash;
-        meta.published_at = now;
-        let pairs = meta_pairs(&meta);
-        let published = now.to_string();
-        let poster = format!("{poster:032x}");
-        let window = self.settings.models.votes.window_secs().to_string();
-        // A call the cluster client re-sends answers the first one's id.
-        let request = format!("{:032x}", rand::random::<u128>());
-        let per = self.settings.models.votes.per_vote.to_string();
-        let mut args: Vec<&[u8]> = vec![
-            self.keys.prefix.as_bytes(),
-            published.as_bytes(),
-            poster.as_bytes(),
-            window.as_bytes(),
-            request.as_bytes(),
-            per.as_bytes(),
-        ];
-        for (k, v) in &pairs {
-            args.push(k.as_bytes());
-            args.push(v.as_bytes());
-        }
-        // The script picks the id after the counter's, skipping ids taken
-        // otherwise; it may only touch the candidates declared here, and
-        // answers '' (writing nothing) when all of them are taken.
-        let k = &self.keys;
-        let mut candidates = 8;
-        for _ in 0..6 {
-            let mut con = self.con();
-            let cur: Option<i64> = redis::cmd("GET")
-                .arg(k.post_counter())
-                .query_async(&mut con)
-                .await
-                .map_err(store_err)?;
-            let cur = cur.unwrap_or(0);
-            let mut keys = vec![
-                k.post_request(&request),
-                k.post_counter(),
-                k.articles_count(),
-                k.newest(),
-                k.vote_time(),
-                k.vote_score(),
-                k.changes_seq(),
-                k.changes(),
-                k.archive_dirty(),
-            ];
-            for n in cur + 1..=cur + candidates {
-                let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
-                keys.push(k.meta(&id));
-                keys.push(k.voted(&id));
-                keys.push(k.counters(&id));
-            }
-            let id: String = self.eval(&self.scripts.post, &keys, &args).await?;
-            if !id.is_empty() {
-                return ArticleId::parse(&id).map_err(|_| bad_reply("post"));
-            }
-            candidates *= 8;
-        }
-        Err(StoreError::Unavailable(
-            "redis: post ids kept being taken; try again".into(),
-        ))
+        self.post_run(meta, poster, now, &ops::OpRun::Plain)
+            .await
+            .map(|(id, _)| id)
     }
 
     async fn vote(
@@ -1279,71 +1212,9 @@ impl Store for RedisStore {
             let up = direction == VoteDirection::Up;
             return self.seed_vote(id, user.raw, up, now).await;
         }
-        let user = user.hash;
-        let votes = &self.settings.models.votes;
-        let user = format!("{user:032x}");
-        let (now_s, window, per) = (
-            now.to_string(),
-            votes.window_secs().to_string(),
-            votes.per_vote.to_string(),
-        );
-        let dir: &[u8] = match direction {
-            VoteDirection::Up => b"u",
-            VoteDirection::Down => b"d",
-        };
-        let allow: &[u8] = if votes.allow_down_votes { b"1" } else { b"0" };
-        let args: Vec<&[u8]> = vec![
-            self.keys.prefix.as_bytes(),
-            id.as_str().as_bytes(),
-            user.as_bytes(),
-            dir,
-            now_s.as_bytes(),
-            window.as_bytes(),
-            allow,
-            per.as_bytes(),
-        ];
-        let k = &self.keys;
-        let keys = [
-            k.meta(id),
-            k.voted(id),
-            k.counters(id),
-            k.vote_time(),
-            k.vote_score(),
-            k.changes_seq(),
-            k.changes(),
-            k.archive_dirty(),
-            k.archive_evicted(),
-        ];
-        let mut r: Vec<i64> = self.eval(&self.scripts.vote, &keys, &args).await?;
-        if r.as_slice() == [-5] {
-            // Evicted: back from the archive first (vote.lua wrote nothing).
-            self.restore(std::slice::from_ref(id), now).await?;
-            r = self.eval(&self.scripts.vote, &keys, &args).await?;
-        }
-        Ok(match r.as_slice() {
-            [-1] => VoteOutcome::UnknownArticle,
-            [-2] => VoteOutcome::DownVotesDisabled,
-            [-3] => VoteOutcome::Closed,
-            [-4] => VoteOutcome::AlreadyVoted,
-            [ups, downs] => {
-                let seq = self.sync_node().await?;
-                let published = match self.metas(std::slice::from_ref(id), seq).await?.pop() {
-                    Some(Some(m)) => m.meta.published_at,
-                    _ => return Err(bad_reply("vote")),
-                };
-                let c = Counters {
-                    ups: (*ups).max(0) as u64,
-                    downs: (*downs).max(0) as u64,
-                    ..Counters::default()
-                };
-                VoteOutcome::Counted {
-                    ups: c.ups,
-                    downs: c.downs,
-                    score: votes.score(&c, published),
-                }
-            }
-            _ => return Err(bad_reply("vote")),
-        })
+        self.vote_run(id, user, direction, now, &ops::OpRun::Plain)
+            .await
+            .map(|(o, _)| o)
     }
 
     async fn article(
@@ -1362,7 +1233,9 @@ impl Store for RedisStore {
         if self.seed_layout() {
             return self.seed_delete(id).await;
         }
-        self.delete_own(id).await
+        self.delete_run(id, &ops::OpRun::Plain)
+            .await
+            .map(|(done, _)| done)
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
@@ -1541,5 +1414,193 @@ impl Store for RedisStore {
     async fn shutdown(&self) -> Result<(), StoreError> {
         // Every acknowledged write is already in Redis.
         Ok(())
+    }
+}
+
+/// The article operations, run plainly or journaled (ops.rs).
+impl RedisStore {
+    /// `put.lua`, run as `run` says (ops.rs).
+    pub(super) async fn put_run(
+        &self,
+        id: &ArticleId,
+        meta: &ArticleMeta,
+        run: &ops::OpRun<'_>,
+    ) -> Result<(PutOutcome, Option<ops::OpStamp>), StoreError> {
+        let published = meta.published_at.to_string();
+        let pairs = meta_pairs(meta);
+        let mut args: Vec<&[u8]> = vec![
+            self.keys.prefix.as_bytes(),
+            id.as_str().as_bytes(),
+            published.as_bytes(),
+        ];
+        for (k, v) in &pairs {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        let k = &self.keys;
+        let keys = [
+            k.meta(id),
+            k.articles_count(),
+            k.newest(),
+            k.changes_seq(),
+            k.changes(),
+            k.archive_dirty(),
+        ];
+        let before = self.seed_groups_before(id).await?;
+        let (created, stamp): (i64, _) = self.op_eval(ops::OpKind::Put, &keys, &args, run).await?;
+        self.seed_groups_after(id, before, &meta.groups).await?;
+        Ok((
+            if created == 1 {
+                PutOutcome::Created
+            } else {
+                PutOutcome::Updated
+            },
+            stamp,
+        ))
+    }
+
+    /// `post.lua` (not for the seed layout), run as `run` says (ops.rs).
+    pub(super) async fn post_run(
+        &self,
+        mut meta: ArticleMeta,
+        poster: Voter<'_>,
+        now: Timestamp,
+        run: &ops::OpRun<'_>,
+    ) -> Result<(ArticleId, Option<ops::OpStamp>), StoreError> {
+        let poster = poster.hash;
+        meta.published_at = now;
+        let pairs = meta_pairs(&meta);
+        let published = now.to_string();
+        let poster = format!("{poster:032x}");
+        let window = self.settings.models.votes.window_secs().to_string();
+        // A call the cluster client re-sends answers the first one's id.
+        let request = format!("{:032x}", rand::random::<u128>());
+        let per = self.settings.models.votes.per_vote.to_string();
+        let mut args: Vec<&[u8]> = vec![
+            self.keys.prefix.as_bytes(),
+            published.as_bytes(),
+            poster.as_bytes(),
+            window.as_bytes(),
+            request.as_bytes(),
+            per.as_bytes(),
+        ];
+        for (k, v) in &pairs {
+            args.push(k.as_bytes());
+            args.push(v.as_bytes());
+        }
+        // The script picks the id after the counter's, skipping ids taken
+        // otherwise; it may only touch the candidates declared here, and
+        // answers '' (writing nothing) when all of them are taken.
+        let k = &self.keys;
+        let mut candidates = 8;
+        for _ in 0..6 {
+            let mut con = self.con();
+            let cur: Option<i64> = redis::cmd("GET")
+                .arg(k.post_counter())
+                .query_async(&mut con)
+                .await
+                .map_err(store_err)?;
+            let cur = cur.unwrap_or(0);
+            let mut keys = vec![
+                k.post_request(&request),
+                k.post_counter(),
+                k.articles_count(),
+                k.newest(),
+                k.vote_time(),
+                k.vote_score(),
+                k.changes_seq(),
+                k.changes(),
+                k.archive_dirty(),
+            ];
+            for n in cur + 1..=cur + candidates {
+                let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
+                keys.push(k.meta(&id));
+                keys.push(k.voted(&id));
+                keys.push(k.counters(&id));
+            }
+            let (id, stamp): (String, _) =
+                self.op_eval(ops::OpKind::Post, &keys, &args, run).await?;
+            if !id.is_empty() {
+                let id = ArticleId::parse(&id).map_err(|_| bad_reply("post"))?;
+                return Ok((id, stamp));
+            }
+            candidates *= 8;
+        }
+        Err(StoreError::Unavailable(
+            "redis: post ids kept being taken; try again".into(),
+        ))
+    }
+
+    /// `vote.lua` (not for the seed layout), run as `run` says (ops.rs).
+    pub(super) async fn vote_run(
+        &self,
+        id: &ArticleId,
+        user: Voter<'_>,
+        direction: VoteDirection,
+        now: Timestamp,
+        run: &ops::OpRun<'_>,
+    ) -> Result<(VoteOutcome, Option<ops::OpStamp>), StoreError> {
+        let user = user.hash;
+        let votes = &self.settings.models.votes;
+        let user = format!("{user:032x}");
+        let (now_s, window, per) = (
+            now.to_string(),
+            votes.window_secs().to_string(),
+            votes.per_vote.to_string(),
+        );
+        let dir: &[u8] = match direction {
+            VoteDirection::Up => b"u",
+            VoteDirection::Down => b"d",
+        };
+        let allow: &[u8] = if votes.allow_down_votes { b"1" } else { b"0" };
+        let args: Vec<&[u8]> = vec![
+            self.keys.prefix.as_bytes(),
+            id.as_str().as_bytes(),
+            user.as_bytes(),
+            dir,
+            now_s.as_bytes(),
+            window.as_bytes(),
+            allow,
+            per.as_bytes(),
+        ];
+        let k = &self.keys;
+        let keys = [
+            k.meta(id),
+            k.voted(id),
+            k.counters(id),
+            k.vote_time(),
+            k.vote_score(),
+            k.changes_seq(),
+            k.changes(),
+            k.archive_dirty(),
+            k.archive_evicted(),
+        ];
+        let (mut r, mut stamp): (Vec<i64>, _) =
+            self.op_eval(ops::OpKind::Vote, &keys, &args, run).await?;
+        if r.as_slice() == [-5] {
+            // Evicted: back from the archive first (vote.lua wrote nothing).
+            self.restore(std::slice::from_ref(id), now).await?;
+            (r, stamp) = self.op_eval(ops::OpKind::Vote, &keys, &args, run).await?;
+        }
+        let outcome = match r.as_slice() {
+            [-1] => VoteOutcome::UnknownArticle,
+            [-2] => VoteOutcome::DownVotesDisabled,
+            [-3] => VoteOutcome::Closed,
+            [-4] => VoteOutcome::AlreadyVoted,
+            &[ups, downs, published] => {
+                let c = Counters {
+                    ups: ups.max(0) as u64,
+                    downs: downs.max(0) as u64,
+                    ..Counters::default()
+                };
+                VoteOutcome::Counted {
+                    ups: c.ups,
+                    downs: c.downs,
+                    score: votes.score(&c, published),
+                }
+            }
+            _ => return Err(bad_reply("vote")),
+        };
+        Ok((outcome, stamp))
     }
 }

@@ -9,15 +9,15 @@
 -- ARGV[1..12]: prefix, dedupe window (s), visitor limit, ip limit,
 -- eventId TTL (s), hourly keep (s), daily keep (s), require_known (0/1),
 -- max articles, behaviour limit, behaviour quarantine (ms), number of
--- entries. Then 14 per entry: what to do with it ('i': its article's
+-- entries. Then 15 per entry: what to do with it ('i': its article's
 -- archived counts include it, gate it only; '': gate and apply it; a
 -- verdict code: gate it and apply that verdict, the one the gate gave it
--- before the disaster), the API node's `now` (s), and the 12 event fields
--- of ingest.lua.
+-- before the disaster), the same for the archived store totals, the API
+-- node's `now` (s), and the 12 event fields of ingest.lua.
 --
 -- Returns { entries applied, entries counted }.
 local n = tonumber(ARGV[12])
-local H, F = 12, 14
+local H, F = 12, 15
 if not (gate_args_ok and n) or #ARGV ~= H + n * F or n == 0 then
   return redis.error_reply('ERR pipe_replay.lua: malformed header')
 end
@@ -25,13 +25,15 @@ local now = 0
 local ev = {}
 for i = 1, n do
   local b = H + (i - 1) * F
-  local t = tonumber(ARGV[b + 2])
-  local e = parse_event(ARGV, b + 2)
+  local t = tonumber(ARGV[b + 3])
+  local e = parse_event(ARGV, b + 3)
   if not (e and t) then
     return redis.error_reply('ERR pipe_replay.lua: malformed entry ' .. i)
   end
   e.included = ARGV[b + 1] == 'i'
   e.decided = tonumber(ARGV[b + 1])
+  e.t_included = ARGV[b + 2] == 'i'
+  e.t_decided = tonumber(ARGV[b + 2])
   ev[#ev + 1] = e
   if t > now then now = t end
 end

@@ -22,6 +22,7 @@ use redis::{Script, Value};
 use serde_json::{Value as Json, json};
 
 use super::journal::Journal;
+use super::ops::{OpEntry, OpKind, OpRun, OpStamp};
 use super::position::stream_id;
 use super::{APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, store_err, v_i64, v_str};
 use crate::config::PipelineConfig;
@@ -215,7 +216,12 @@ impl IngestPipeline {
     /// The partition of an article: every event of one article goes
     /// through one raw stream, so the gate sees them in arrival order.
     pub fn partition_of(&self, article: &ArticleId) -> u32 {
-        let h = crate::sketch::murmur64a(article.as_str().as_bytes(), 0x5eed_0002);
+        self.partition_of_str(article.as_str())
+    }
+
+    /// [`partition_of`](Self::partition_of) of an id as a string.
+    pub fn partition_of_str(&self, article: &str) -> u32 {
+        let h = crate::sketch::murmur64a(article.as_bytes(), 0x5eed_0002);
         (h % u64::from(self.cfg.partitions.max(1))) as u32
     }
 
@@ -282,6 +288,55 @@ impl IngestPipeline {
                 tracing::error!(error = %e, "pipeline: cannot take back entries the journal refused: they count, unjournaled");
             }
         }
+    }
+
+    /// The epoch article operations run under (ops.rs): `None` without a
+    /// journal (they run plainly then).
+    async fn op_epoch(&self) -> Result<Option<String>, StoreError> {
+        if self.journal.is_none() {
+            return Ok(None);
+        }
+        self.append_epoch().await.map(Some)
+    }
+
+    /// The end of an article operation run under `epoch`: an operation
+    /// that changed its article (`article` of its answer) is journaled
+    /// before it is answered. When the journal refuses, the caller gets
+    /// `Unavailable` (503) though the operation took effect: it counts
+    /// unjournaled (docs/design.md, "Disaster recovery").
+    async fn journaled<T>(
+        &self,
+        epoch: &str,
+        kind: OpKind,
+        done: Result<(T, Option<OpStamp>), StoreError>,
+        article: impl FnOnce(&T) -> String,
+    ) -> Result<T, StoreError> {
+        let (out, stamp) = done.inspect_err(|e| {
+            if e.to_string().contains("EPOCH") {
+                *self.epoch.lock().expect("epoch lock") = None;
+            }
+        })?;
+        let Some(stamp) = stamp else {
+            return Ok(out);
+        };
+        let journal = self.journal.as_ref().ok_or_else(|| {
+            StoreError::Internal("a journaled operation without a journal".into())
+        })?;
+        let op = OpEntry::new(kind, &article(&out), stamp);
+        if let Err(e) = journal.append_op(epoch, &op).await {
+            metrics::counter!("hotrank_pipeline_journal_errors_total").increment(1);
+            metrics::counter!("hotrank_pipeline_unjournaled_total").increment(1);
+            if e.to_string().contains("EPOCH") {
+                *self.epoch.lock().expect("epoch lock") = None;
+            }
+            tracing::warn!(error = %e, article = %op.article, kind = kind.code(),
+                "pipeline: journal append failed after the operation took effect; answering 503 (it counts, unjournaled)");
+            return Err(StoreError::Unavailable(format!(
+                "the pipeline journal is unavailable; retry later ({e})"
+            )));
+        }
+        metrics::counter!("hotrank_pipeline_ops_journaled_total").increment(1);
+        Ok(out)
     }
 
     /// [`append`](Self::append), answering each event's partition and raw
@@ -1139,7 +1194,14 @@ impl Store for PipelineStore {
         meta: ArticleMeta,
         now: Timestamp,
     ) -> Result<PutOutcome, StoreError> {
-        self.inner().put_article(id, meta, now).await
+        let Some(epoch) = self.pipe.op_epoch().await? else {
+            return self.inner().put_article(id, meta, now).await;
+        };
+        let run = OpRun::Journaled { epoch: &epoch };
+        let done = self.inner().put_run(&id, &meta, &run).await;
+        self.pipe
+            .journaled(&epoch, OpKind::Put, done, |_| id.to_string())
+            .await
     }
 
     async fn article(
@@ -1151,7 +1213,14 @@ impl Store for PipelineStore {
     }
 
     async fn delete_article(&self, id: &ArticleId, now: Timestamp) -> Result<bool, StoreError> {
-        self.inner().delete_article(id, now).await
+        let Some(epoch) = self.pipe.op_epoch().await? else {
+            return self.inner().delete_article(id, now).await;
+        };
+        let run = OpRun::Journaled { epoch: &epoch };
+        let done = self.inner().delete_run(id, &run).await;
+        self.pipe
+            .journaled(&epoch, OpKind::Delete, done, |_| id.to_string())
+            .await
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
@@ -1181,7 +1250,14 @@ impl Store for PipelineStore {
         poster: Voter<'_>,
         now: Timestamp,
     ) -> Result<ArticleId, StoreError> {
-        self.inner().post_article(meta, poster, now).await
+        let Some(epoch) = self.pipe.op_epoch().await? else {
+            return self.inner().post_article(meta, poster, now).await;
+        };
+        let run = OpRun::Journaled { epoch: &epoch };
+        let done = self.inner().post_run(meta, poster, now, &run).await;
+        self.pipe
+            .journaled(&epoch, OpKind::Post, done, |id| id.to_string())
+            .await
     }
 
     async fn vote(
@@ -1191,7 +1267,14 @@ impl Store for PipelineStore {
         dir: VoteDirection,
         now: Timestamp,
     ) -> Result<VoteOutcome, StoreError> {
-        self.inner().vote(id, voter, dir, now).await
+        let Some(epoch) = self.pipe.op_epoch().await? else {
+            return self.inner().vote(id, voter, dir, now).await;
+        };
+        let run = OpRun::Journaled { epoch: &epoch };
+        let done = self.inner().vote_run(id, voter, dir, now, &run).await;
+        self.pipe
+            .journaled(&epoch, OpKind::Vote, done, |_| id.to_string())
+            .await
     }
 
     async fn ready(&self) -> Result<(), StoreError> {

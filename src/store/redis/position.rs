@@ -33,6 +33,14 @@ pub struct ArticlePosition {
     pub pending: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub decided: BTreeMap<String, i64>,
+    /// The article operations its state includes: those numbered up to
+    /// this in its sequence (ops.rs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a replay does with one journaled raw entry of an article.
@@ -46,27 +54,78 @@ pub enum Replay {
     Decided(i64),
 }
 
-impl ArticlePosition {
-    /// What a replay does with raw entry `x` of this article.
-    pub fn replay(&self, x: &str) -> Replay {
-        if let Some(&v) = self.decided.get(x) {
-            Replay::Decided(v)
-        } else if stream_id(x) > stream_id(&self.upto) || self.pending.iter().any(|p| p == x) {
-            Replay::Gate
-        } else {
-            Replay::Included
-        }
+/// What a replay does with raw entry `x` of a state read at `upto`: its
+/// verdict if it was `decided` then, else gated again if it came after
+/// `upto` or was `pending`, else the state includes it.
+fn replay_of(x: &str, upto: &str, decided: Option<i64>, pending: bool) -> Replay {
+    if let Some(v) = decided {
+        Replay::Decided(v)
+    } else if stream_id(x) > stream_id(upto) || pending {
+        Replay::Gate
+    } else {
+        Replay::Included
     }
 }
 
+impl ArticlePosition {
+    /// What a replay does with raw entry `x` of this article.
+    pub fn replay(&self, x: &str) -> Replay {
+        replay_of(
+            x,
+            &self.upto,
+            self.decided.get(x).copied(),
+            self.pending.iter().any(|p| p == x),
+        )
+    }
+}
+
+/// The store totals (`stats:counted`, `stats:quarantine`, the hourly
+/// quarantine tallies), as [`IngestPipeline::position_with_totals`] reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub counted: u64,
+    pub quarantine: [u64; 4],
+    pub by_hour: Vec<(i64, [u64; 4])>,
+}
+
 /// One partition's position.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionPosition {
     /// The filter group's last delivered raw entry.
     pub upto: String,
     /// Raw entries up to `upto` not applied yet: (raw id, article, verdict
     /// if decided).
     pub flight: Vec<(String, String, Option<i64>)>,
+}
+
+/// A state that covers whole partitions (the store totals), read at
+/// these positions: what a replay does with each raw entry.
+pub struct PartitionsAt {
+    parts: Vec<(String, HashMap<String, Option<i64>>)>,
+}
+
+impl PartitionsAt {
+    pub fn new(positions: Vec<PartitionPosition>) -> Self {
+        PartitionsAt {
+            parts: positions
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.upto,
+                        p.flight.into_iter().map(|(x, _, v)| (x, v)).collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// What a replay does with raw entry `x` of partition `n` (`None`: a
+    /// partition the positions do not have).
+    pub fn replay(&self, n: u32, x: &str) -> Option<Replay> {
+        let (upto, flight) = self.parts.get(n as usize)?;
+        let mine = flight.get(x);
+        Some(replay_of(x, upto, mine.copied().flatten(), mine.is_some()))
+    }
 }
 
 impl PartitionPosition {
@@ -145,6 +204,64 @@ impl IngestPipeline {
             .map_err(store_err)
     }
 
+    /// Redis's time now as `<ms>-0`, taken before a flush takes the
+    /// changed articles: every article operation that ran before it
+    /// (journal field `x` below it) marked its article changed before the
+    /// take, so once the flush succeeds the archive holds its effect, and
+    /// the journal no longer needs it (ops.rs).
+    pub async fn ops_floor(&self) -> Result<String, StoreError> {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME")
+            .query_async(&mut self.store().con())
+            .await
+            .map_err(store_err)?;
+        Ok(format!("{}-0", secs * 1000 + micros / 1000))
+    }
+
+    /// Where every partition stands now, and the store totals read with
+    /// it (one MULTI/EXEC): counted events, quarantine by reason, and by
+    /// hour for the hours Redis keeps (`hourly_days`) around `now`.
+    pub async fn position_with_totals(
+        &self,
+        now: Timestamp,
+    ) -> Result<(Vec<PartitionPosition>, Totals), StoreError> {
+        self.load_position().await?;
+        let keys = self.store().keys();
+        let hours = crate::time::hour_of(now) - 24 * i64::from(self.store().options().hourly_days)
+            ..=crate::time::hour_of(now) + 2;
+        let mut p = redis::pipe();
+        p.atomic()
+            .add_command(self.position_cmd())
+            .get(keys.counted())
+            .hgetall(keys.quarantine());
+        for h in hours.clone() {
+            p.hgetall(keys.quarantine_h(h));
+        }
+        let got: Vec<Value> = p
+            .query_async(&mut self.store().con())
+            .await
+            .map_err(store_err)?;
+        let mut it = got.into_iter();
+        let mut next = || it.next().ok_or_else(|| super::bad_reply("totals"));
+        let position = parse(&next()?)?;
+        let counted = super::v_i64(&next()?).unwrap_or(0).max(0) as u64;
+        let quarantine = super::dump::quarantine_of(&next()?);
+        let mut by_hour = Vec::new();
+        for h in hours {
+            let q = super::dump::quarantine_of(&next()?);
+            if q.iter().any(|n| *n > 0) {
+                by_hour.push((h, q));
+            }
+        }
+        Ok((
+            position,
+            Totals {
+                counted,
+                quarantine,
+                by_hour,
+            },
+        ))
+    }
+
     /// Where every partition stands now.
     pub async fn position(&self) -> Result<Vec<PartitionPosition>, StoreError> {
         self.load_position().await?;
@@ -170,7 +287,7 @@ impl IngestPipeline {
         let chunks = super::dump::positioned_records(self.store(), ids, now, whole, &head).await?;
         let mut records = Vec::with_capacity(ids.len());
         let mut at = HashMap::with_capacity(ids.len());
-        for (part, v) in chunks {
+        for (part, v, ops) in chunks {
             let pos = parse(&v)?;
             for r in &part {
                 let Record::Article { id, .. } = r else {
@@ -188,6 +305,7 @@ impl IngestPipeline {
                     decided: mine()
                         .filter_map(|(x, _, v)| Some((x.clone(), (*v)?)))
                         .collect(),
+                    ops: ops.get(id).copied().unwrap_or(0),
                 };
                 at.insert(
                     id.clone(),

@@ -21,6 +21,10 @@ local done = redis.call('GET', req)
 if done then return done end
 local counter = K(P .. 'article:')
 local n = tonumber(redis.call('GET', counter) or '0')
+-- A post replayed from the journal (op_journal.lua) gets the id it had;
+-- the counter only moves forward.
+local high = n
+if OP_AT ~= '' then n = tonumber(OP_AT) - 1 end
 local id
 repeat
   n = n + 1
@@ -34,7 +38,7 @@ local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
 local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
 -- As the seed's INCR loop leaves it: the counter at the new id.
-redis.call('SET', counter, n)
+if n > high then redis.call('SET', counter, n) end
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
@@ -49,4 +53,5 @@ local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)
 redis.call('SET', req, id, 'EX', 120)
+op_done(meta)
 return id

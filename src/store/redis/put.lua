@@ -11,12 +11,19 @@ local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'a
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
 if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end
+-- The operation number (op_journal.lua) survives the replace.
+local ops = redis.call('HGET', meta, 'ops')
 redis.call('DEL', meta)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
+if ops then
+  args[#args + 1] = 'ops'
+  args[#args + 1] = ops
+end
 redis.call('HSET', meta, unpack(args))
 redis.call('ZADD', newest, published, id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)
+op_done(meta)
 return created

@@ -4,7 +4,9 @@
 //! gate again (its state, dedupe windows and rate limits, is rebuilt), and
 //! those an article's archived position does not include are applied
 //! (`pipe_replay.lua`). Each acknowledged event is counted once: by the
-//! archive or by the replay.
+//! archive or by the replay. Journaled article operations (ops.rs) whose
+//! numbers are past their article's archived one run again, in their
+//! article's order, merged with the events by time.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
@@ -12,8 +14,9 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use super::journal::{JournalEntry, epoch_key, set_nx_get};
-use super::position::{ArticlePosition, Replay, stream_id};
-use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, chunks, store_err};
+use super::ops::OpEntry;
+use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay, stream_id};
+use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, StoreError, chunks, store_err};
 use crate::archive::Archive;
 use crate::model::Timestamp;
 
@@ -46,11 +49,56 @@ pub struct Replayed {
     pub applied: u64,
     /// Of those, entries counted.
     pub counted: u64,
+    /// Article operations run again (the archive did not include them).
+    pub ops: u64,
+    /// Journaled operations the archive included (not run).
+    pub ops_included: u64,
+    /// Operations whose number on replay was not the journaled one: an
+    /// operation of the article is missing from the journal (it took
+    /// effect but its journal append failed) or changed nothing.
+    pub ops_out_of_step: u64,
     /// The pipeline epoch Redis holds again.
     pub epoch: String,
 }
 
+/// Operations in time order (`x`, then article and number), each
+/// article's operations then put in the order of their numbers in the
+/// slots its operations hold: an article's order is its numbers' even if
+/// Redis's clock stepped back between two of them.
+fn in_article_order(mut ops: Vec<OpEntry>) -> Vec<OpEntry> {
+    ops.sort_by(|a, b| {
+        (stream_id(&a.x), &a.article, a.seq).cmp(&(stream_id(&b.x), &b.article, b.seq))
+    });
+    let mut slots: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, o) in ops.iter().enumerate() {
+        slots.entry(o.article.clone()).or_default().push(i);
+    }
+    let mut out: Vec<Option<OpEntry>> = vec![None; ops.len()];
+    let mut ops: Vec<Option<OpEntry>> = ops.into_iter().map(Some).collect();
+    for idx in slots.values() {
+        let mut mine: Vec<OpEntry> = idx.iter().filter_map(|&i| ops[i].take()).collect();
+        mine.sort_by_key(|o| o.seq);
+        for (&i, o) in idx.iter().zip(mine) {
+            out[i] = Some(o);
+        }
+    }
+    out.into_iter().flatten().collect()
+}
+
 impl IngestPipeline {
+    /// Runs journaled operations again, in order (one round trip per
+    /// `BATCH`); counts them in `done`.
+    async fn replay_ops(&self, ops: &[OpEntry], done: &mut Replayed) -> Result<(), StoreError> {
+        for part in ops.chunks(BATCH) {
+            let got = self.store().replay_ops(part).await?;
+            done.ops += part.len() as u64;
+            done.ops_out_of_step +=
+                part.iter().zip(&got).filter(|(o, g)| o.seq != **g).count() as u64;
+            metrics::counter!("hotrank_pipeline_ops_replayed_total").increment(part.len() as u64);
+        }
+        Ok(())
+    }
+
     /// Restores this pipeline's Redis, which must have lost everything
     /// (no articles, no `pipe:epoch`), from `archive` and replays the
     /// journal over it (see the module docs). `progress` gets a line per
@@ -102,11 +150,31 @@ impl IngestPipeline {
             })?;
             positions.insert(id, p);
         }
+        // The position the archived totals were read at (none: an archive
+        // written before they were; then entries add to the totals what
+        // they add to their articles).
+        let totals_at: Option<PartitionsAt> = archive
+            .totals_position()
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|p| {
+                serde_json::from_str::<Vec<PartitionPosition>>(&p)
+                    .map(PartitionsAt::new)
+                    .map_err(|e| format!("the archived totals' position {p:?} is invalid: {e}"))
+            })
+            .transpose()?;
         let records = archive
             .records(|n| progress(format!("read {n} articles from the archive")))
             .await
             .map_err(|e| e.to_string())?;
         let articles = super::dump::load_redis(store, &records, &store.settings, now).await? as u64;
+        let top_numeric = records
+            .iter()
+            .filter_map(|r| match r {
+                crate::store::dump::Record::Article { id, .. } => id.as_str().parse::<u64>().ok(),
+                _ => None,
+            })
+            .max();
         progress(format!("restored {articles} articles into Redis"));
 
         // The journal, every partition, in raw entry id order (a raw id
@@ -160,13 +228,60 @@ impl IngestPipeline {
                 })?;
         }
 
+        // Article operations past their article's archived number, in
+        // time order but each article's in its own order; and each
+        // restored article numbered as archived, so that they continue it.
+        let ops = journal.read_ops().await.map_err(err)?;
+        let archived_ops = |a: &str| positions.get(a).map_or(0, |p| p.ops);
+        let ops_total = ops.len() as u64;
+        let ops = in_article_order(
+            ops.into_iter()
+                .filter(|o| o.seq > archived_ops(&o.article))
+                .collect(),
+        );
+        let mut numbered = redis::pipe();
+        for (id, p) in &positions {
+            if p.ops > 0
+                && let Ok(id) = crate::model::ArticleId::parse(id)
+            {
+                numbered.hset(store.keys.meta(&id), "ops", p.ops).ignore();
+            }
+        }
+        if !numbered.is_empty() {
+            numbered
+                .query_async::<()>(&mut store.con())
+                .await
+                .map_err(|e| err(store_err(e)))?;
+        }
+        progress(format!(
+            "read {ops_total} journaled article operations ({} to run again)",
+            ops.len()
+        ));
+
         let mut done = Replayed {
             articles,
             epoch: epoch.clone(),
+            ops_included: ops_total - ops.len() as u64,
             ..Default::default()
         };
         let mut con = store.con();
-        for batch in entries.chunks(BATCH) {
+        let mut next_op = 0;
+        let mut from = 0;
+        while from < entries.len() {
+            // Operations that ran before the next entry go first.
+            let upto = next_op
+                + ops[next_op..]
+                    .partition_point(|o| stream_id(&o.x) <= stream_id(&entries[from].0));
+            self.replay_ops(&ops[next_op..upto], &mut done)
+                .await
+                .map_err(err)?;
+            next_op = upto;
+            let limit = ops.get(next_op).map_or(entries.len(), |o| {
+                from + entries[from..].partition_point(|(x, _)| stream_id(x) < stream_id(&o.x))
+            });
+            let to = (from + BATCH).min(limit.max(from + 1));
+            let batch = &entries[from..to];
+            from = to;
             let mut inv = REPLAY.prepare_invoke();
             self.gate_header(&mut inv);
             inv.arg(batch.len());
@@ -175,11 +290,17 @@ impl IngestPipeline {
                     .get(2)
                     .and_then(|a| std::str::from_utf8(a).ok())
                     .unwrap_or("");
-                inv.arg(match positions.get(art).map(|p| p.replay(x)) {
+                let code = |r: Option<Replay>| match r {
                     Some(Replay::Included) => "i".to_string(),
                     None | Some(Replay::Gate) => String::new(),
                     Some(Replay::Decided(v)) => v.to_string(),
-                });
+                };
+                let for_article = positions.get(art).map(|p| p.replay(x));
+                let for_totals = match &totals_at {
+                    Some(t) => t.replay(self.partition_of_str(art), x),
+                    None => for_article,
+                };
+                inv.arg(code(for_article)).arg(code(for_totals));
                 for v in values {
                     inv.arg(&v[..]);
                 }
@@ -188,11 +309,12 @@ impl IngestPipeline {
                 .invoke_async(&mut con)
                 .await
                 .map_err(|e| err(store_err(e)))?;
+            let before = done.entries;
             done.entries += batch.len() as u64;
             done.applied += applied;
             done.counted += counted;
             metrics::counter!("hotrank_pipeline_replayed_total").increment(batch.len() as u64);
-            if done.entries % 50_000 < BATCH as u64 || done.entries == entries.len() as u64 {
+            if done.entries / 50_000 != before / 50_000 || done.entries == entries.len() as u64 {
                 progress(format!(
                     "replayed {}/{} journal entries ({} applied, {} counted)",
                     done.entries,
@@ -200,6 +322,38 @@ impl IngestPipeline {
                     done.applied,
                     done.counted
                 ));
+            }
+        }
+        self.replay_ops(&ops[next_op..], &mut done)
+            .await
+            .map_err(err)?;
+        if done.ops > 0 || done.ops_included > 0 {
+            progress(format!(
+                "ran {} article operations again ({} out of step with the journal)",
+                done.ops, done.ops_out_of_step
+            ));
+        }
+        if done.ops_out_of_step > 0 {
+            tracing::warn!(
+                ops = done.ops_out_of_step,
+                "restore: article operations out of step with the journal (an operation took effect unjournaled)"
+            );
+        }
+        // Posts number new articles after the highest numeric id (post.lua
+        // skips ids taken anyway; replayed posts moved it already).
+        if let Some(top) = top_numeric {
+            let cur: Option<u64> = redis::cmd("GET")
+                .arg(store.keys.post_counter())
+                .query_async(&mut store.con())
+                .await
+                .map_err(|e| err(store_err(e)))?;
+            if cur.is_none_or(|c| c < top) {
+                redis::cmd("SET")
+                    .arg(store.keys.post_counter())
+                    .arg(top)
+                    .query_async::<()>(&mut store.con())
+                    .await
+                    .map_err(|e| err(store_err(e)))?;
             }
         }
         let set = set_nx_get(&mut store.con(), &main_key, &epoch)

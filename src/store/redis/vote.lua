@@ -6,9 +6,10 @@
 -- KEYS: every key it touches (declared.lua checks the names).
 -- ARGV: prefix, id, user (hex), 'u' or 'd', now, window (s), down-votes
 -- allowed ('1'/'0'), score per vote.
--- Returns {ups, downs}, or {-1} unknown/deleted, {-2} down-votes disabled,
--- {-3} voting closed, {-4} already voted, {-5} evicted (nothing written:
--- restore it from the archive and vote again).
+-- Returns {ups, downs, publishedAt} (for the score: no read after), or
+-- {-1} unknown/deleted, {-2} down-votes disabled, {-3} voting closed, {-4}
+-- already voted, {-5} evicted (nothing written: restore it from the
+-- archive and vote again).
 local P, id, user, dir = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 -- Every name is checked before the first write.
@@ -36,4 +37,5 @@ redis.call('ZADD', vscore, published + per * (ups - downs), id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)
-return { ups, downs }
+op_done(meta)
+return { ups, downs, published }
