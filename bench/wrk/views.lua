@@ -1,9 +1,12 @@
 -- Single views: POST /api/views, each with a fresh visitor over 100,000 articles.
 local n = 0
-local tid = 0
+local threads = 0
+-- Each thread gets its own number as the global `tid` (a local `tid`
+-- would shadow it: every thread would send the same visitors, and half
+-- the views would be duplicates).
 setup = function(thread)
-  tid = tid + 1
-  thread:set("tid", tid)
+  threads = threads + 1
+  thread:set("tid", threads)
 end
 request = function()
   n = n + 1
