@@ -19,6 +19,8 @@ use crate::model::{
 use crate::sketch::{HLL_SEED, Hll, murmur64a};
 use crate::store::{HourlyRow, IngestReject, StoreSettings};
 
+pub use super::dedupe::{Dedupe, DedupeKey};
+
 /// The behaviour rule's window: distinct articles viewed in any 60 s.
 const BEHAVIOUR_MS: i64 = 60_000;
 
@@ -376,90 +378,6 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
     }
 }
 
-/// A dedupe entry's key: (article, visitor, event type). The visitor is
-/// held as two `u64` halves: a `u128` field would align the key to 16
-/// bytes, so key and time took 48 bytes a slot; this way they take 32.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DedupeKey {
-    visitor_hi: u64,
-    visitor_lo: u64,
-    idx: Idx,
-    kind: u8,
-}
-
-impl DedupeKey {
-    pub fn new(idx: Idx, visitor: u128, kind: u8) -> Self {
-        DedupeKey {
-            visitor_hi: (visitor >> 64) as u64,
-            visitor_lo: visitor as u64,
-            idx,
-            kind,
-        }
-    }
-
-    /// (article, visitor, event type).
-    pub fn parts(self) -> (Idx, u128, u8) {
-        let visitor = u128::from(self.visitor_hi) << 64 | u128::from(self.visitor_lo);
-        (self.idx, visitor, self.kind)
-    }
-}
-
-/// The gate's dedupe entries: last counted event time per
-/// (article, visitor, event type), the largest part of the state.
-///
-/// Hashed with a seed that is kept with the entries (snapshots store it),
-/// so a table rebuilt from a snapshot with the same seed puts every entry
-/// where the snapshot's order (the old table's order) says: the inserts of
-/// a restart walk the new table front to back instead of missing the cache
-/// once per entry. The keys' visitors are secret-keyed hashes already, so a
-/// known seed gives no one a way to pick colliding keys.
-#[derive(Debug, Clone)]
-pub struct Dedupe {
-    seed: u64,
-    map: std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>,
-}
-
-impl Dedupe {
-    /// An empty map with a fresh random seed.
-    pub fn new() -> Self {
-        Self::with_seed(rand::random(), 0)
-    }
-
-    /// An empty map for `n` entries hashed with `seed`.
-    pub fn with_seed(seed: u64, n: usize) -> Self {
-        Dedupe {
-            seed,
-            map: std::collections::HashMap::with_capacity_and_hasher(
-                n,
-                foldhash::fast::FixedState::with_seed(seed),
-            ),
-        }
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-}
-
-impl Default for Dedupe {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl std::ops::Deref for Dedupe {
-    type Target = std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>;
-    fn deref(&self) -> &Self::Target {
-        &self.map
-    }
-}
-
-impl std::ops::DerefMut for Dedupe {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.map
-    }
-}
-
 /// Retention at `now` keeps a dedupe entry only if its time is after this.
 /// Views back-dated by more than an hour past the window may escape dedupe
 /// once their pair's entry is gone; see docs/design.md.
@@ -633,7 +551,7 @@ impl Data {
         }
         if ev.kind.deduplicated()
             && let Some(idx) = found
-            && let Some(&last) = self
+            && let Some(last) = self
                 .dedupe
                 .get(&DedupeKey::new(idx, ev.visitor, ev.kind as u8))
             && (ev.ts - last).abs() < i64::from(s.dedupe_window_secs)
@@ -697,11 +615,7 @@ impl Data {
             }
         };
         if ev.kind.deduplicated() {
-            let last = self
-                .dedupe
-                .entry(DedupeKey::new(idx, ev.visitor, ev.kind as u8))
-                .or_insert(ev.ts);
-            *last = (*last).max(ev.ts);
+            (self.dedupe).raise(DedupeKey::new(idx, ev.visitor, ev.kind as u8), ev.ts);
         }
         if ev.kind == EventType::View && self.bot_quarantine_ms > 0 {
             let clock = ev.rate_clock_ms();
@@ -830,7 +744,31 @@ impl Data {
     pub fn expire(&mut self, now: Timestamp, s: &StoreSettings) {
         let mut sweep = Sweep::default();
         while !self.expire_articles(now, s, &mut sweep, usize::MAX, None) {}
+        let mut shard = 0;
+        while !self.expire_dedupe(now, s, &mut shard, None) {}
         self.expire_gate(now, s);
+    }
+
+    /// Retention of the dedupe table from shard `next` on: at least one
+    /// shard, and until `until` if given, else all; `true` once every shard
+    /// is done. Ingest between two calls is as if it came before the
+    /// sweep (for the shards still to do) or after it (for the others).
+    pub fn expire_dedupe(
+        &mut self,
+        now: Timestamp,
+        s: &StoreSettings,
+        next: &mut usize,
+        until: Option<std::time::Instant>,
+    ) -> bool {
+        let horizon = dedupe_horizon(now, s);
+        while *next < super::dedupe::SHARDS {
+            self.dedupe.retain_shard(*next, |_, last| last > horizon);
+            *next += 1;
+            if until.is_some_and(|t| std::time::Instant::now() >= t) {
+                break;
+            }
+        }
+        *next >= super::dedupe::SHARDS
     }
 
     /// Retention for the next articles of `sweep`: at most `chunk`, and
@@ -863,12 +801,11 @@ impl Data {
         sweep.next >= self.articles.len()
     }
 
-    /// Expiry of the gate's state and of old quarantine tallies.
+    /// Expiry of the gate's state but the dedupe table
+    /// ([`Self::expire_dedupe`]), and of old quarantine tallies.
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
-        let horizon = dedupe_horizon(now, s);
-        self.dedupe.retain(|_, &mut last| last > horizon);
         let horizon = now - i64::from(s.event_id_ttl_secs);
         self.event_ids.retain(|_, &mut seen| seen > horizon);
         self.visitor_limits.sweep(now * 1000);
@@ -982,7 +919,7 @@ mod dumping {
                     .map(|(h, q)| (*h, q.0))
                     .collect(),
             });
-            for (key, &last) in self.dedupe.iter() {
+            for (key, last) in self.dedupe.iter() {
                 let (idx, visitor, kind) = key.parts();
                 let kind = EventType::ALL[kind as usize];
                 out.push(Record::Dedupe {
