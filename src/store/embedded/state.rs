@@ -1079,6 +1079,91 @@ mod tests {
         }
         assert_eq!(d.next_post_id().as_str(), "3");
     }
+
+    fn view(article: u64, visitor: u128, ts: Timestamp) -> Event {
+        Event {
+            kind: EventType::View,
+            article: ArticleId::from_number(article),
+            visitor,
+            ip: 1,
+            ts,
+            arrival_ms: ts * 1000,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: true,
+        }
+    }
+
+    /// Records `ev` as live ingest does: judged, then applied.
+    fn ingest(d: &mut Data, ev: &Event, s: &StoreSettings) -> Verdict {
+        let found = d.lookup(&ev.article);
+        let v = d.judge(ev, found, s);
+        d.apply_event(ev, v, found);
+        v
+    }
+
+    fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
+        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Dedupe retention a shard per call, with ingest between the calls,
+    /// leaves the entries and verdicts a whole sweep before (or after)
+    /// that ingest leaves: events after the horizon are kept wherever
+    /// their shard is in the sweep.
+    #[test]
+    fn chunked_dedupe_retention_equals_a_whole_sweep() {
+        let s = StoreSettings {
+            visitor_limit_per_minute: 0,
+            ip_limit_per_minute: 0,
+            ..StoreSettings::default()
+        };
+        let t0 = 1_800_000_000;
+        let now = t0 + 2 * 3600;
+        let horizon = dedupe_horizon(now, &s);
+        let mut chunked = Data::new(&s);
+        // Old entries (before the horizon) and recent ones.
+        for i in 0..20_000u64 {
+            let ts = if i % 2 == 0 { t0 } else { now - 60 };
+            ingest(&mut chunked, &view(i % 50 + 1, u128::from(i), ts), &s);
+        }
+        let mut whole = chunked.clone();
+        whole.expire(now, &s);
+        let mut late = Vec::new();
+        let (mut shard, mut calls) = (0, 0u64);
+        // A deadline already past: one shard per call.
+        while !chunked.expire_dedupe(now, &s, &mut shard, Some(std::time::Instant::now())) {
+            calls += 1;
+            if calls % 64 == 0 {
+                // New and raised pairs, after the horizon, mid-sweep.
+                let ev = view(calls % 50 + 1, u128::from(calls * 7), now);
+                late.push(ev.clone());
+                ingest(&mut chunked, &ev, &s);
+            }
+        }
+        assert_eq!(calls as usize + 1, super::super::dedupe::SHARDS);
+        chunked.expire_gate(now, &s);
+        assert!(chunked.dedupe.iter().all(|(_, t)| t > horizon));
+        for ev in &late {
+            ingest(&mut whole, ev, &s);
+        }
+        assert_eq!(entries(&chunked), entries(&whole));
+        // Half the pairs were old; 63 late events, some on a swept shard.
+        assert_eq!(late.len(), 63);
+        assert!((10_000..10_100).contains(&whole.dedupe.len()));
+        // The same verdicts for every pair, swept or not.
+        for i in 0..20_000u64 {
+            let ev = view(i % 50 + 1, u128::from(i), now);
+            let found = whole.lookup(&ev.article);
+            assert_eq!(
+                chunked.judge(&ev, found, &s),
+                whole.judge(&ev, found, &s),
+                "pair {i}"
+            );
+        }
+    }
 }
 
 /// The per-article and per-entry layout BENCHMARKS.md accounts for ("what
