@@ -15,7 +15,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use foldhash::fast::FixedState;
-use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey, SHARDS};
+use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey};
+use hotrank::store::embedded::sharded::SHARDS;
 
 struct Rng(u64);
 impl Rng {

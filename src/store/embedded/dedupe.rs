@@ -1,31 +1,10 @@
 //! The gate's dedupe table: last counted event time per (article, visitor,
-//! event type), the largest part of the embedded store's state.
-//!
-//! One hash table of tens of millions of entries doubles in one insert: at
-//! 14.7 M and 29.4 M entries that rehash held the state lock for 7.7 s and
-//! 13.1 s (BENCHMARKS.md). So the table is [`SHARDS`] tables, an entry's
-//! shard picked by bits of its hash: a shard doubles when it alone is full,
-//! moving about 1/[`SHARDS`] of the entries (≈ 0.6 ms at 30 M entries on
-//! the 2-core bench machine), and retention can sweep a few shards per hold
-//! of the state lock ([`Dedupe::retain_shard`]).
+//! event type), the largest part of the embedded store's state, in a
+//! [`ShardedMap`] whose hash seed is kept in snapshots.
 
-use std::hash::BuildHasher;
-
-use foldhash::fast::FixedState;
-use hashbrown::HashTable;
-
+use super::sharded::ShardedMap;
 use super::state::Idx;
 use crate::model::Timestamp;
-
-/// Sub-tables of a [`Dedupe`]; a power of two.
-pub const SHARDS: usize = 4096;
-
-/// The shard is hash bits 40.. (12 for 4096 shards): hashbrown places an
-/// entry by its low bits and tags it with its top 7 (57..64), so the shard
-/// bits are used by neither unless a shard passes 2^40 buckets.
-const SHARD_SHIFT: u32 = 40;
-
-const _: () = assert!(SHARDS.is_power_of_two() && SHARD_SHIFT + SHARDS.ilog2() <= 57);
 
 /// A dedupe entry's key: (article, visitor, event type). The visitor is
 /// held as two `u64` halves: a `u128` field would align the key to 16
@@ -55,40 +34,26 @@ impl DedupeKey {
     }
 }
 
-/// One slot: 32 bytes (plus hashbrown's control byte).
-type Slot = (DedupeKey, Timestamp);
-
-/// The gate's dedupe entries, in [`SHARDS`] sub-tables.
+/// The gate's dedupe entries: a [`ShardedMap`] whose seed is kept with the
+/// entries.
 ///
-/// Hashed with a seed that is kept with the entries (snapshots store it),
-/// so a table rebuilt from a snapshot with the same seed puts every entry
-/// where the snapshot's order (the old table's order: shard by shard, each
-/// front to back) says: the inserts of a restart walk each new sub-table
-/// front to back instead of missing the cache once per entry. The hash of
-/// a key is the one a `HashMap` with `FixedState::with_seed(seed)` gives,
-/// so a snapshot written by the single-table build (sorted by the low bits
-/// of the same hash) loads as one front-to-back walk per shard. The keys'
-/// visitors are secret-keyed hashes already, so a known seed gives no one
-/// a way to pick colliding keys.
+/// Snapshots store the seed, so a table rebuilt from a snapshot with the
+/// same seed puts every entry where the snapshot's order (the old table's
+/// order: shard by shard, each front to back) says: the inserts of a
+/// restart walk each new sub-table front to back instead of missing the
+/// cache once per entry. The hash of a key is the one a `HashMap` with
+/// `FixedState::with_seed(seed)` gives, so a snapshot written by the
+/// single-table build (sorted by the low bits of the same hash) loads too,
+/// as one front-to-back walk per shard, interleaved. The keys' visitors are
+/// secret-keyed hashes already, so a known seed gives no one a way to pick
+/// colliding keys.
 ///
 /// Iteration ([`Dedupe::iter`]) is shard by shard, each in its table's
 /// order: deterministic for a given history of inserts and removals.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Dedupe {
     seed: u64,
-    hasher: FixedState,
-    shards: Box<[HashTable<Slot>]>,
-    /// Entries over all shards.
-    len: usize,
-}
-
-impl std::fmt::Debug for Dedupe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dedupe")
-            .field("seed", &self.seed)
-            .field("len", &self.len())
-            .finish_non_exhaustive()
-    }
+    map: ShardedMap<DedupeKey, Timestamp>,
 }
 
 impl Default for Dedupe {
@@ -103,15 +68,11 @@ impl Dedupe {
         Self::with_seed(rand::random(), 0)
     }
 
-    /// An empty table for about `n` entries hashed with `seed` (each shard
-    /// sized for its share; a shard that gets more than that grows alone).
+    /// An empty table for about `n` entries hashed with `seed`.
     pub fn with_seed(seed: u64, n: usize) -> Self {
-        let per = n.div_ceil(SHARDS);
         Dedupe {
             seed,
-            hasher: FixedState::with_seed(seed),
-            shards: (0..SHARDS).map(|_| HashTable::with_capacity(per)).collect(),
-            len: 0,
+            map: ShardedMap::with_seed(seed, n),
         }
     }
 
@@ -119,107 +80,57 @@ impl Dedupe {
         self.seed
     }
 
-    fn hash(&self, key: &DedupeKey) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn shard_of(hash: u64) -> usize {
-        (hash >> SHARD_SHIFT) as usize & (SHARDS - 1)
-    }
-
     /// The last time recorded for `key`.
     pub fn get(&self, key: &DedupeKey) -> Option<Timestamp> {
-        let h = self.hash(key);
-        (self.shards[Self::shard_of(h)].find(h, |(k, _)| k == key)).map(|&(_, t)| t)
+        self.map.get(key).copied()
     }
 
     pub fn contains_key(&self, key: &DedupeKey) -> bool {
-        self.get(key).is_some()
+        self.map.contains_key(key)
     }
 
     /// Sets `key`'s time to `ts`; returns the time it had.
     pub fn insert(&mut self, key: DedupeKey, ts: Timestamp) -> Option<Timestamp> {
-        self.update(key, |t| *t = ts, ts)
+        self.map.insert(key, ts)
     }
 
     /// Records `ts` for `key`, keeping the later of it and the time it had.
     pub fn raise(&mut self, key: DedupeKey, ts: Timestamp) {
-        self.update(key, |t| *t = (*t).max(ts), ts);
-    }
-
-    /// Applies `f` to `key`'s time if it has one (returning that time),
-    /// else inserts `ts`.
-    fn update(
-        &mut self,
-        key: DedupeKey,
-        f: impl FnOnce(&mut Timestamp),
-        ts: Timestamp,
-    ) -> Option<Timestamp> {
-        let h = self.hash(&key);
-        let hasher = &self.hasher;
-        let shard = &mut self.shards[Self::shard_of(h)];
-        match shard.entry(h, |(k, _)| *k == key, |(k, _)| hasher.hash_one(k)) {
-            hashbrown::hash_table::Entry::Occupied(mut e) => {
-                let t = &mut e.get_mut().1;
-                let old = *t;
-                f(t);
-                Some(old)
-            }
-            hashbrown::hash_table::Entry::Vacant(e) => {
-                e.insert((key, ts));
-                self.len += 1;
-                None
-            }
-        }
+        let t = self.map.get_or_insert_with(key, || ts);
+        *t = (*t).max(ts);
     }
 
     /// Removes `key`; returns its time.
     pub fn remove(&mut self, key: &DedupeKey) -> Option<Timestamp> {
-        let h = self.hash(key);
-        let shard = &mut self.shards[Self::shard_of(h)];
-        let e = shard.find_entry(h, |(k, _)| k == key).ok()?;
-        self.len -= 1;
-        Some(e.remove().0.1)
+        self.map.remove(key)
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// Every entry, shard by shard.
     pub fn iter(&self) -> impl Iterator<Item = (&DedupeKey, Timestamp)> {
-        (self.shards.iter())
-            .flat_map(|s| s.iter())
-            .map(|(k, t)| (k, *t))
+        self.map.iter().map(|(k, t)| (k, *t))
     }
 
     /// Keeps only the entries for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(&DedupeKey, Timestamp) -> bool) {
-        for i in 0..SHARDS {
-            self.retain_shard(i, &mut keep);
-        }
+        self.map.retain(|k, t| keep(k, *t));
     }
 
-    /// [`Self::retain`] over shard `i` (of [`SHARDS`]) alone, for a sweep
-    /// that gives the state lock back between shards.
+    /// [`Self::retain`] over shard `i` of the [`ShardedMap`] alone.
     pub fn retain_shard(&mut self, i: usize, mut keep: impl FnMut(&DedupeKey, Timestamp) -> bool) {
-        let shard = &mut self.shards[i];
-        let before = shard.len();
-        shard.retain(|(k, t)| keep(k, *t));
-        self.len -= before - shard.len();
+        self.map.retain_shard(i, |k, t| keep(k, *t));
     }
 
-    /// Bytes the tables hold on the heap (slots, control bytes, the shard
-    /// array).
+    /// Bytes the table holds on the heap.
     pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of_val(&*self.shards)
-            + (self.shards.iter())
-                .map(HashTable::allocation_size)
-                .sum::<usize>()
+        self.map.heap_bytes()
     }
 }
 
@@ -234,13 +145,21 @@ impl Extend<(DedupeKey, Timestamp)> for Dedupe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::embedded::sharded::SHARDS;
+
+    /// One slot: 32 bytes (plus hashbrown's control byte).
+    type Slot = (DedupeKey, Timestamp);
     use proptest::prelude::*;
     use std::collections::HashMap;
 
     fn key(n: u64) -> DedupeKey {
         // Few articles and kinds, many visitors: collisions in the low
         // fields, as real keys have.
-        DedupeKey::new((n % 7) as Idx, u128::from(n.wrapping_mul(0x9e37_79b9)), (n % 3) as u8)
+        DedupeKey::new(
+            (n % 7) as Idx,
+            u128::from(n.wrapping_mul(0x9e37_79b9)),
+            (n % 3) as u8,
+        )
     }
 
     #[derive(Debug, Clone)]
@@ -289,12 +208,12 @@ mod tests {
                     for &i in &shards {
                         d.retain_shard(i, |_, t| t > h);
                     }
-                    o.retain(|k, t| *t > h || !shards.contains(&Dedupe::shard_of(d.hash(k))));
+                    o.retain(|k, t| *t > h || !shards.contains(&d.map.shard_index(k)));
                 }
             }
             assert_eq!(d.len(), o.len());
         }
-        assert_eq!(d.len(), d.shards.iter().map(HashTable::len).sum::<usize>());
+        assert_eq!(d.len(), d.map.shard_lens().sum::<usize>());
         let mut got: Vec<Slot> = d.iter().map(|(k, t)| (*k, t)).collect();
         got.sort_unstable();
         let mut want: Vec<Slot> = o.into_iter().collect();
@@ -346,8 +265,8 @@ mod tests {
         for k in 0..n as u64 {
             d.insert(key(k), 1);
         }
-        let most = d.shards.iter().map(HashTable::len).max().unwrap();
-        let least = d.shards.iter().map(HashTable::len).min().unwrap();
+        let most = d.map.shard_lens().max().unwrap();
+        let least = d.map.shard_lens().min().unwrap();
         assert!(most < 64 * 2 && least > 64 / 4, "{least}..{most}");
         assert!(d.heap_bytes() >= n * 32);
     }

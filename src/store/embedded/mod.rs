@@ -22,9 +22,10 @@
 //!
 //! On-disk encodings and their versions: [`persist`].
 
+pub mod dedupe;
 pub mod persist;
 mod ranking;
-pub mod dedupe;
+pub mod sharded;
 mod state;
 
 pub use state::{LogRecord, WINDOW_CACHES};

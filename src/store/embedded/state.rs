@@ -20,6 +20,7 @@ use crate::sketch::{HLL_SEED, Hll, murmur64a};
 use crate::store::{HourlyRow, IngestReject, StoreSettings};
 
 pub use super::dedupe::{Dedupe, DedupeKey};
+use super::sharded::{SHARDS, ShardedMap};
 
 /// The behaviour rule's window: distinct articles viewed in any 60 s.
 const BEHAVIOUR_MS: i64 = 60_000;
@@ -410,7 +411,9 @@ pub struct Data {
     index: HashMap<ArticleId, Idx>,
     /// The behaviour rule's per-visitor state (derived, not snapshotted).
     #[serde(skip)]
-    behaviour: KeyedMap<u128, Behaviour>,
+    /// One entry per viewing visitor of the last minute: sharded like the
+    /// dedupe table, as it grows with the traffic.
+    behaviour: ShardedMap<u128, Behaviour>,
     /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
     #[serde(skip)]
     bot_quarantine_ms: i64,
@@ -456,7 +459,7 @@ impl Data {
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
             index: HashMap::new(),
-            behaviour: KeyedMap::default(),
+            behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
         }
     }
@@ -580,7 +583,7 @@ impl Data {
         if verdict == Verdict::Bot && !ev.bot && self.bot_quarantine_ms > 0 {
             // Quarantined by behaviour: from now on, for this visitor.
             let clock = ev.rate_clock_ms();
-            let b = self.behaviour.entry(ev.visitor).or_default();
+            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
             if !b.flagged(clock) {
                 b.bot_until_ms = clock.saturating_add(self.bot_quarantine_ms);
                 b.views = SmallVec::new();
@@ -619,7 +622,7 @@ impl Data {
         }
         if ev.kind == EventType::View && self.bot_quarantine_ms > 0 {
             let clock = ev.rate_clock_ms();
-            let b = self.behaviour.entry(ev.visitor).or_default();
+            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
             b.views
                 .retain(|&mut (t, a)| t > clock - BEHAVIOUR_MS && a != idx);
             b.views.push((clock, idx));
@@ -749,10 +752,11 @@ impl Data {
         self.expire_gate(now, s);
     }
 
-    /// Retention of the dedupe table from shard `next` on: at least one
-    /// shard, and until `until` if given, else all; `true` once every shard
-    /// is done. Ingest between two calls is as if it came before the
-    /// sweep (for the shards still to do) or after it (for the others).
+    /// Retention of the sharded tables (dedupe entries, behaviour state)
+    /// from shard `next` on: at least one shard of each, and until `until`
+    /// if given, else all; `true` once every shard is done. Ingest between
+    /// two calls is as if it came before the sweep (for the shards still to
+    /// do) or after it (for the others).
     pub fn expire_dedupe(
         &mut self,
         now: Timestamp,
@@ -761,14 +765,15 @@ impl Data {
         until: Option<std::time::Instant>,
     ) -> bool {
         let horizon = dedupe_horizon(now, s);
-        while *next < super::dedupe::SHARDS {
+        while *next < SHARDS {
             self.dedupe.retain_shard(*next, |_, last| last > horizon);
+            (self.behaviour).retain_shard(*next, |_, b| b.live(now * 1000));
             *next += 1;
             if until.is_some_and(|t| std::time::Instant::now() >= t) {
                 break;
             }
         }
-        *next >= super::dedupe::SHARDS
+        *next >= SHARDS
     }
 
     /// Retention for the next articles of `sweep`: at most `chunk`, and
@@ -801,7 +806,7 @@ impl Data {
         sweep.next >= self.articles.len()
     }
 
-    /// Expiry of the gate's state but the dedupe table
+    /// Expiry of the gate's state but the sharded tables
     /// ([`Self::expire_dedupe`]), and of old quarantine tallies.
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
@@ -810,7 +815,6 @@ impl Data {
         self.event_ids.retain(|_, &mut seen| seen > horizon);
         self.visitor_limits.sweep(now * 1000);
         self.ip_limits.sweep(now * 1000);
-        self.behaviour.retain(|_, b| b.live(now * 1000));
     }
 
     /// Entries of the gate's state: dedupe pairs, eventIds, and rate-limit
@@ -1143,7 +1147,7 @@ mod tests {
                 ingest(&mut chunked, &ev, &s);
             }
         }
-        assert_eq!(calls as usize + 1, super::super::dedupe::SHARDS);
+        assert_eq!(calls as usize + 1, SHARDS);
         chunked.expire_gate(now, &s);
         assert!(chunked.dedupe.iter().all(|(_, t)| t > horizon));
         for ev in &late {
