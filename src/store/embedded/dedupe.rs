@@ -250,7 +250,7 @@ mod tests {
         let n = (SHARDS * 100) as u64;
         let mut ops: Vec<Op> = (0..n).map(|k| Op::Raise(k, (k % 1000) as i64)).collect();
         ops.push(Op::Retain(500, Some((SHARDS - 10, 20))));
-        ops.extend((0..n).step_by(3).map(|k| Op::Get(k)));
+        ops.extend((0..n).step_by(3).map(Op::Get));
         ops.push(Op::Retain(300, None));
         ops.extend((0..n).step_by(5).map(|k| Op::Insert(k, 999)));
         check(&ops, 42);
