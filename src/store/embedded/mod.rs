@@ -1653,7 +1653,7 @@ impl Store for EmbeddedStore {
             .await;
             let mut shard = 0;
             self.in_holds("dedupe_retention", |data, until| {
-                data.expire_dedupe(now, s, &mut shard, Some(until))
+                data.expire_sharded(now, s, &mut shard, Some(until))
             })
             .await;
             let mut inner = self.inner.lock();

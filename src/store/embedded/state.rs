@@ -409,10 +409,10 @@ pub struct Data {
     pub(super) next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
-    /// The behaviour rule's per-visitor state (derived, not snapshotted).
-    #[serde(skip)]
-    /// One entry per viewing visitor of the last minute: sharded like the
+    /// The behaviour rule's per-visitor state (derived, not snapshotted):
+    /// one entry per viewing visitor of the last minute, sharded like the
     /// dedupe table, as it grows with the traffic.
+    #[serde(skip)]
     behaviour: ShardedMap<u128, Behaviour>,
     /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
     #[serde(skip)]
@@ -748,7 +748,7 @@ impl Data {
         let mut sweep = Sweep::default();
         while !self.expire_articles(now, s, &mut sweep, usize::MAX, None) {}
         let mut shard = 0;
-        while !self.expire_dedupe(now, s, &mut shard, None) {}
+        while !self.expire_sharded(now, s, &mut shard, None) {}
         self.expire_gate(now, s);
     }
 
@@ -757,7 +757,7 @@ impl Data {
     /// if given, else all; `true` once every shard is done. Ingest between
     /// two calls is as if it came before the sweep (for the shards still to
     /// do) or after it (for the others).
-    pub fn expire_dedupe(
+    pub fn expire_sharded(
         &mut self,
         now: Timestamp,
         s: &StoreSettings,
@@ -807,7 +807,7 @@ impl Data {
     }
 
     /// Expiry of the gate's state but the sharded tables
-    /// ([`Self::expire_dedupe`]), and of old quarantine tallies.
+    /// ([`Self::expire_sharded`]), and of old quarantine tallies.
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
@@ -1138,7 +1138,7 @@ mod tests {
         let mut late = Vec::new();
         let (mut shard, mut calls) = (0, 0u64);
         // A deadline already past: one shard per call.
-        while !chunked.expire_dedupe(now, &s, &mut shard, Some(std::time::Instant::now())) {
+        while !chunked.expire_sharded(now, &s, &mut shard, Some(std::time::Instant::now())) {
             calls += 1;
             if calls % 64 == 0 {
                 // New and raised pairs, after the horizon, mid-sweep.
