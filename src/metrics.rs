@@ -144,7 +144,7 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_lock_hold_seconds",
         Histogram,
         SECONDS,
-        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; retention: a chunk of the retention walk).",
+        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables).",
     ),
     family(
         "hotrank_dedupe_entries",

@@ -22,8 +22,10 @@
 //!
 //! On-disk encodings and their versions: [`persist`].
 
+pub mod dedupe;
 pub mod persist;
 mod ranking;
+pub mod sharded;
 mod state;
 
 pub use state::{LogRecord, WINDOW_CACHES};
@@ -1168,6 +1170,27 @@ impl EmbeddedStore {
         self.snapshot_written(wal, seq, kept, started)
     }
 
+    /// Runs `step` under the state lock, one hold of about
+    /// [`ranking::BUILD_HOLD`] at a time (the deadline it is given), the
+    /// lock handed over fairly and the task yielding between holds, until
+    /// it returns `true`.
+    async fn in_holds(&self, what: &'static str, mut step: impl FnMut(&mut Data, Instant) -> bool) {
+        loop {
+            let done = {
+                let mut inner = self.inner.lock();
+                let held = Instant::now();
+                let done = step(&mut inner.data, held + ranking::BUILD_HOLD);
+                parking_lot::MutexGuard::unlock_fair(inner);
+                record_hold(what, held);
+                done
+            };
+            if done {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// After a snapshot at `seq` is on disk: trims the log and records it.
     fn snapshot_written(
         &self,
@@ -1631,31 +1654,20 @@ impl Store for EmbeddedStore {
             due
         };
         if sweep {
-            // Retention walks every article: a chunk of them per short hold
-            // of the state lock, so ingest never waits for the whole walk.
+            // Retention walks every article and every dedupe shard: a chunk
+            // per short hold of the state lock, so ingest never waits for
+            // the whole walk.
+            let s = &self.settings;
             let mut walk = state::Sweep::default();
-            loop {
-                let done = {
-                    let mut inner = self.inner.lock();
-                    let held = Instant::now();
-                    let until = held + ranking::BUILD_HOLD;
-                    let chunk = self.settings.build_chunk;
-                    let done = (inner.data).expire_articles(
-                        now,
-                        &self.settings,
-                        &mut walk,
-                        chunk,
-                        Some(until),
-                    );
-                    parking_lot::MutexGuard::unlock_fair(inner);
-                    record_hold("retention", held);
-                    done
-                };
-                if done {
-                    break;
-                }
-                tokio::task::yield_now().await;
-            }
+            self.in_holds("retention", |data, until| {
+                data.expire_articles(now, s, &mut walk, s.build_chunk, Some(until))
+            })
+            .await;
+            let mut shard = 0;
+            self.in_holds("dedupe_retention", |data, until| {
+                data.expire_sharded(now, s, &mut shard, Some(until))
+            })
+            .await;
             let mut inner = self.inner.lock();
             inner.data.expire_gate(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);

@@ -19,6 +19,9 @@ use crate::model::{
 use crate::sketch::{HLL_SEED, Hll, murmur64a};
 use crate::store::{HourlyRow, IngestReject, StoreSettings};
 
+pub use super::dedupe::{Dedupe, DedupeKey};
+use super::sharded::{SHARDS, ShardedMap};
+
 /// The behaviour rule's window: distinct articles viewed in any 60 s.
 const BEHAVIOUR_MS: i64 = 60_000;
 
@@ -376,90 +379,6 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
     }
 }
 
-/// A dedupe entry's key: (article, visitor, event type). The visitor is
-/// held as two `u64` halves: a `u128` field would align the key to 16
-/// bytes, so key and time took 48 bytes a slot; this way they take 32.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DedupeKey {
-    visitor_hi: u64,
-    visitor_lo: u64,
-    idx: Idx,
-    kind: u8,
-}
-
-impl DedupeKey {
-    pub fn new(idx: Idx, visitor: u128, kind: u8) -> Self {
-        DedupeKey {
-            visitor_hi: (visitor >> 64) as u64,
-            visitor_lo: visitor as u64,
-            idx,
-            kind,
-        }
-    }
-
-    /// (article, visitor, event type).
-    pub fn parts(self) -> (Idx, u128, u8) {
-        let visitor = u128::from(self.visitor_hi) << 64 | u128::from(self.visitor_lo);
-        (self.idx, visitor, self.kind)
-    }
-}
-
-/// The gate's dedupe entries: last counted event time per
-/// (article, visitor, event type), the largest part of the state.
-///
-/// Hashed with a seed that is kept with the entries (snapshots store it),
-/// so a table rebuilt from a snapshot with the same seed puts every entry
-/// where the snapshot's order (the old table's order) says: the inserts of
-/// a restart walk the new table front to back instead of missing the cache
-/// once per entry. The keys' visitors are secret-keyed hashes already, so a
-/// known seed gives no one a way to pick colliding keys.
-#[derive(Debug, Clone)]
-pub struct Dedupe {
-    seed: u64,
-    map: std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>,
-}
-
-impl Dedupe {
-    /// An empty map with a fresh random seed.
-    pub fn new() -> Self {
-        Self::with_seed(rand::random(), 0)
-    }
-
-    /// An empty map for `n` entries hashed with `seed`.
-    pub fn with_seed(seed: u64, n: usize) -> Self {
-        Dedupe {
-            seed,
-            map: std::collections::HashMap::with_capacity_and_hasher(
-                n,
-                foldhash::fast::FixedState::with_seed(seed),
-            ),
-        }
-    }
-
-    pub fn seed(&self) -> u64 {
-        self.seed
-    }
-}
-
-impl Default for Dedupe {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl std::ops::Deref for Dedupe {
-    type Target = std::collections::HashMap<DedupeKey, Timestamp, foldhash::fast::FixedState>;
-    fn deref(&self) -> &Self::Target {
-        &self.map
-    }
-}
-
-impl std::ops::DerefMut for Dedupe {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.map
-    }
-}
-
 /// Retention at `now` keeps a dedupe entry only if its time is after this.
 /// Views back-dated by more than an hour past the window may escape dedupe
 /// once their pair's entry is gone; see docs/design.md.
@@ -490,9 +409,11 @@ pub struct Data {
     pub(super) next_post_id: u64,
     #[serde(skip)]
     index: HashMap<ArticleId, Idx>,
-    /// The behaviour rule's per-visitor state (derived, not snapshotted).
+    /// The behaviour rule's per-visitor state (derived, not snapshotted):
+    /// one entry per viewing visitor of the last minute, sharded like the
+    /// dedupe table, as it grows with the traffic.
     #[serde(skip)]
-    behaviour: KeyedMap<u128, Behaviour>,
+    behaviour: ShardedMap<u128, Behaviour>,
     /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
     #[serde(skip)]
     bot_quarantine_ms: i64,
@@ -538,7 +459,7 @@ impl Data {
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
             index: HashMap::new(),
-            behaviour: KeyedMap::default(),
+            behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
         }
     }
@@ -633,7 +554,7 @@ impl Data {
         }
         if ev.kind.deduplicated()
             && let Some(idx) = found
-            && let Some(&last) = self
+            && let Some(last) = self
                 .dedupe
                 .get(&DedupeKey::new(idx, ev.visitor, ev.kind as u8))
             && (ev.ts - last).abs() < i64::from(s.dedupe_window_secs)
@@ -662,7 +583,7 @@ impl Data {
         if verdict == Verdict::Bot && !ev.bot && self.bot_quarantine_ms > 0 {
             // Quarantined by behaviour: from now on, for this visitor.
             let clock = ev.rate_clock_ms();
-            let b = self.behaviour.entry(ev.visitor).or_default();
+            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
             if !b.flagged(clock) {
                 b.bot_until_ms = clock.saturating_add(self.bot_quarantine_ms);
                 b.views = SmallVec::new();
@@ -697,15 +618,11 @@ impl Data {
             }
         };
         if ev.kind.deduplicated() {
-            let last = self
-                .dedupe
-                .entry(DedupeKey::new(idx, ev.visitor, ev.kind as u8))
-                .or_insert(ev.ts);
-            *last = (*last).max(ev.ts);
+            (self.dedupe).raise(DedupeKey::new(idx, ev.visitor, ev.kind as u8), ev.ts);
         }
         if ev.kind == EventType::View && self.bot_quarantine_ms > 0 {
             let clock = ev.rate_clock_ms();
-            let b = self.behaviour.entry(ev.visitor).or_default();
+            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
             b.views
                 .retain(|&mut (t, a)| t > clock - BEHAVIOUR_MS && a != idx);
             b.views.push((clock, idx));
@@ -830,7 +747,33 @@ impl Data {
     pub fn expire(&mut self, now: Timestamp, s: &StoreSettings) {
         let mut sweep = Sweep::default();
         while !self.expire_articles(now, s, &mut sweep, usize::MAX, None) {}
+        let mut shard = 0;
+        while !self.expire_sharded(now, s, &mut shard, None) {}
         self.expire_gate(now, s);
+    }
+
+    /// Retention of the sharded tables (dedupe entries, behaviour state)
+    /// from shard `next` on: at least one shard of each, and until `until`
+    /// if given, else all; `true` once every shard is done. Ingest between
+    /// two calls is as if it came before the sweep (for the shards still to
+    /// do) or after it (for the others).
+    pub fn expire_sharded(
+        &mut self,
+        now: Timestamp,
+        s: &StoreSettings,
+        next: &mut usize,
+        until: Option<std::time::Instant>,
+    ) -> bool {
+        let horizon = dedupe_horizon(now, s);
+        while *next < SHARDS {
+            self.dedupe.retain_shard(*next, |_, last| last > horizon);
+            (self.behaviour).retain_shard(*next, |_, b| b.live(now * 1000));
+            *next += 1;
+            if until.is_some_and(|t| std::time::Instant::now() >= t) {
+                break;
+            }
+        }
+        *next >= SHARDS
     }
 
     /// Retention for the next articles of `sweep`: at most `chunk`, and
@@ -863,17 +806,15 @@ impl Data {
         sweep.next >= self.articles.len()
     }
 
-    /// Expiry of the gate's state and of old quarantine tallies.
+    /// Expiry of the gate's state but the sharded tables
+    /// ([`Self::expire_sharded`]), and of old quarantine tallies.
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
-        let horizon = dedupe_horizon(now, s);
-        self.dedupe.retain(|_, &mut last| last > horizon);
         let horizon = now - i64::from(s.event_id_ttl_secs);
         self.event_ids.retain(|_, &mut seen| seen > horizon);
         self.visitor_limits.sweep(now * 1000);
         self.ip_limits.sweep(now * 1000);
-        self.behaviour.retain(|_, b| b.live(now * 1000));
     }
 
     /// Entries of the gate's state: dedupe pairs, eventIds, and rate-limit
@@ -982,7 +923,7 @@ mod dumping {
                     .map(|(h, q)| (*h, q.0))
                     .collect(),
             });
-            for (key, &last) in self.dedupe.iter() {
+            for (key, last) in self.dedupe.iter() {
                 let (idx, visitor, kind) = key.parts();
                 let kind = EventType::ALL[kind as usize];
                 out.push(Record::Dedupe {
@@ -1141,6 +1082,91 @@ mod tests {
             assert!(a.voters.contains(&7), "the poster cannot vote again");
         }
         assert_eq!(d.next_post_id().as_str(), "3");
+    }
+
+    fn view(article: u64, visitor: u128, ts: Timestamp) -> Event {
+        Event {
+            kind: EventType::View,
+            article: ArticleId::from_number(article),
+            visitor,
+            ip: 1,
+            ts,
+            arrival_ms: ts * 1000,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: true,
+        }
+    }
+
+    /// Records `ev` as live ingest does: judged, then applied.
+    fn ingest(d: &mut Data, ev: &Event, s: &StoreSettings) -> Verdict {
+        let found = d.lookup(&ev.article);
+        let v = d.judge(ev, found, s);
+        d.apply_event(ev, v, found);
+        v
+    }
+
+    fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
+        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Dedupe retention a shard per call, with ingest between the calls,
+    /// leaves the entries and verdicts a whole sweep before (or after)
+    /// that ingest leaves: events after the horizon are kept wherever
+    /// their shard is in the sweep.
+    #[test]
+    fn chunked_dedupe_retention_equals_a_whole_sweep() {
+        let s = StoreSettings {
+            visitor_limit_per_minute: 0,
+            ip_limit_per_minute: 0,
+            ..StoreSettings::default()
+        };
+        let t0 = 1_800_000_000;
+        let now = t0 + 2 * 3600;
+        let horizon = dedupe_horizon(now, &s);
+        let mut chunked = Data::new(&s);
+        // Old entries (before the horizon) and recent ones.
+        for i in 0..20_000u64 {
+            let ts = if i % 2 == 0 { t0 } else { now - 60 };
+            ingest(&mut chunked, &view(i % 50 + 1, u128::from(i), ts), &s);
+        }
+        let mut whole = chunked.clone();
+        whole.expire(now, &s);
+        let mut late = Vec::new();
+        let (mut shard, mut calls) = (0, 0u64);
+        // A deadline already past: one shard per call.
+        while !chunked.expire_sharded(now, &s, &mut shard, Some(std::time::Instant::now())) {
+            calls += 1;
+            if calls % 64 == 0 {
+                // New and raised pairs, after the horizon, mid-sweep.
+                let ev = view(calls % 50 + 1, u128::from(calls * 7), now);
+                late.push(ev.clone());
+                ingest(&mut chunked, &ev, &s);
+            }
+        }
+        assert_eq!(calls as usize + 1, SHARDS);
+        chunked.expire_gate(now, &s);
+        assert!(chunked.dedupe.iter().all(|(_, t)| t > horizon));
+        for ev in &late {
+            ingest(&mut whole, ev, &s);
+        }
+        assert_eq!(entries(&chunked), entries(&whole));
+        // Half the pairs were old; 63 late events, some on a swept shard.
+        assert_eq!(late.len(), 63);
+        assert!((10_000..10_100).contains(&whole.dedupe.len()));
+        // The same verdicts for every pair, swept or not.
+        for i in 0..20_000u64 {
+            let ev = view(i % 50 + 1, u128::from(i), now);
+            let found = whole.lookup(&ev.article);
+            assert_eq!(
+                chunked.judge(&ev, found, &s),
+                whole.judge(&ev, found, &s),
+                "pair {i}"
+            );
+        }
     }
 }
 
