@@ -31,8 +31,12 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 ratio() { python3 -c "a,b=$1,$2; print(f'{a/b:.2f}x' if b else 'n/a')"; }
 field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
 
-cargo build --release --quiet
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/hotrank
+# BIN=path/to/hotrank runs that binary (an A/B of two builds) instead of
+# building this checkout.
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/hotrank
+fi
 gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
 
 start_redis() { # port [extra redis-server args] -> pid in PIDS
