@@ -23,6 +23,7 @@
 //! On-disk encodings and their versions: [`persist`].
 
 mod compact;
+mod index;
 pub mod persist;
 mod ranking;
 mod state;

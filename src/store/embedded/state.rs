@@ -6,12 +6,13 @@
 //! Every change goes through [`Data::apply`], which is also what replaying
 //! the write-ahead log calls, so a replayed log rebuilds the same state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use super::compact::{Meta, Sparse};
+use super::index::Index;
 use crate::gate::{KeyedMap, KeyedSet, SlidingLimiter};
 use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
@@ -490,7 +491,7 @@ pub struct Data {
     #[serde(default)]
     pub(super) next_post_id: u64,
     #[serde(skip)]
-    index: HashMap<ArticleId, Idx>,
+    index: Index,
     /// The behaviour rule's per-visitor state (derived, not snapshotted).
     #[serde(skip)]
     behaviour: KeyedMap<u128, Behaviour>,
@@ -538,7 +539,7 @@ impl Data {
             quarantine: Quarantine::default(),
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
-            index: HashMap::new(),
+            index: Index::default(),
             behaviour: KeyedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
         }
@@ -547,19 +548,14 @@ impl Data {
     /// After loading a snapshot: rebuild indexes and take the current
     /// limits (the configuration may have changed since).
     pub fn restore(&mut self, s: &StoreSettings) {
-        self.index = self
-            .articles
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (a.id.clone(), i as Idx))
-            .collect();
+        self.index = Index::build(&self.articles);
         self.visitor_limits.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
     }
 
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
-        self.index.get(id).copied()
+        self.index.get(&self.articles, id)
     }
 
     pub fn article(&self, idx: Idx) -> &Article {
@@ -713,8 +709,8 @@ impl Data {
 
     fn insert_article(&mut self, a: Article) -> Idx {
         let idx = self.articles.len() as Idx;
-        self.index.insert(a.id.clone(), idx);
         self.articles.push(a);
+        self.index.insert(&self.articles, idx);
         idx
     }
 
@@ -1168,7 +1164,7 @@ mod layout {
             ("WindowAgg", size_of::<WindowAgg>(), 144),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
             ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
-            ("index slot", size_of::<(ArticleId, Idx)>(), 32),
+            ("index slot", size_of::<Idx>(), 4),
             ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
             (
                 "rate-log slot",
