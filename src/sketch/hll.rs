@@ -99,7 +99,9 @@ impl Hll {
 
     /// Like [`Hll::new`] with a custom `hll-sparse-max-bytes`.
     pub fn with_sparse_max_bytes(max: usize) -> Self {
-        let mut bytes = Vec::with_capacity(64);
+        // Room for the 18-byte empty image and its first few registers in
+        // a 48-byte heap block (64 took an 80-byte one); three per article.
+        let mut bytes = Vec::with_capacity(32);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&[ENC_SPARSE, 0, 0, 0]);
         bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x80]);
