@@ -40,8 +40,8 @@ pub fn de_opt_integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<
 ///
 /// 24 bytes; ids up to [`INLINE_ID_LEN`] characters are held inline (no
 /// heap block per id or per copy of it), longer ones in an exact-size box.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Clone, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ArticleId(IdRepr);
 
 /// The longest id held inline.
@@ -127,9 +127,19 @@ impl PartialOrd for ArticleId {
     }
 }
 
+/// As `str` hashes (its bytes, then the 0xff no UTF-8 text holds), without
+/// re-checking the text.
 impl std::hash::Hash for ArticleId {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
+        state.write(self.as_bytes());
+        state.write_u8(0xff);
+    }
+}
+
+/// As the text (a `String` field before), without a copy of it.
+impl Serialize for ArticleId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -588,6 +598,10 @@ mod tests {
             assert_eq!(id.to_string(), *t);
             assert_eq!(String::from(id.clone()), *t);
             assert_eq!(serde_json::to_string(id).unwrap(), format!("\"{t}\""));
+            assert_eq!(
+                postcard::to_stdvec(id).unwrap(),
+                postcard::to_stdvec(t).unwrap()
+            );
             assert_eq!(hasher.hash_one(id), hasher.hash_one(t), "{t}");
             for (u, other) in texts.iter().zip(&ids) {
                 assert_eq!(id == other, t == u, "{t} == {u}");
