@@ -37,9 +37,21 @@ pub fn de_opt_integral<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<
 }
 
 /// A validated article id: 1–64 characters of `[A-Za-z0-9_-]`.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ArticleId(String);
+///
+/// 24 bytes; ids up to [`INLINE_ID_LEN`] characters are held inline (no
+/// heap block per id or per copy of it), longer ones in an exact-size box.
+#[derive(Clone, Deserialize)]
+#[serde(try_from = "String")]
+pub struct ArticleId(IdRepr);
+
+/// The longest id held inline.
+pub const INLINE_ID_LEN: usize = 22;
+
+#[derive(Clone)]
+enum IdRepr {
+    Inline { len: u8, bytes: [u8; INLINE_ID_LEN] },
+    Heap(Box<str>),
+}
 
 pub const MAX_ARTICLE_ID_LEN: usize = 64;
 
@@ -54,28 +66,92 @@ impl ArticleId {
         {
             return Err(InvalidArticleId);
         }
-        Ok(ArticleId(s.to_owned()))
+        Ok(ArticleId::new(s))
     }
 
     /// A numeric id, normalised to its decimal string.
     pub fn from_number(n: u64) -> Self {
-        ArticleId(n.to_string())
+        ArticleId::new(&n.to_string())
+    }
+
+    /// `s` is valid (checked by the callers above).
+    fn new(s: &str) -> Self {
+        ArticleId(match s.len() {
+            len @ ..=INLINE_ID_LEN => {
+                let mut bytes = [0; INLINE_ID_LEN];
+                bytes[..len].copy_from_slice(s.as_bytes());
+                IdRepr::Inline {
+                    len: len as u8,
+                    bytes,
+                }
+            }
+            _ => IdRepr::Heap(s.into()),
+        })
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            IdRepr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            IdRepr::Heap(s) => s.as_bytes(),
+        }
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            IdRepr::Inline { .. } => {
+                std::str::from_utf8(self.as_bytes()).expect("ids are ASCII by construction")
+            }
+            IdRepr::Heap(s) => s,
+        }
+    }
+}
+
+/// Equality, order and hash are the text's (byte order is `str` order).
+impl PartialEq for ArticleId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for ArticleId {}
+
+impl Ord for ArticleId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl PartialOrd for ArticleId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// As `str` hashes (its bytes, then the 0xff no UTF-8 text holds), without
+/// re-checking the text.
+impl std::hash::Hash for ArticleId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(self.as_bytes());
+        state.write_u8(0xff);
+    }
+}
+
+/// As the text (a `String` field before), without a copy of it.
+impl Serialize for ArticleId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
 impl fmt::Debug for ArticleId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl fmt::Display for ArticleId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -88,7 +164,7 @@ impl TryFrom<String> for ArticleId {
 
 impl From<ArticleId> for String {
     fn from(id: ArticleId) -> String {
-        id.0
+        id.as_str().to_owned()
     }
 }
 
@@ -504,6 +580,35 @@ mod tests {
             assert!(ArticleId::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(ArticleId::from_number(12345).as_str(), "12345");
+    }
+
+    /// Ids inline (up to 22 characters) and boxed (longer) read back as
+    /// their text, compare and order as their text, and serialize as it.
+    #[test]
+    fn inline_and_boxed_ids_behave_as_their_text() {
+        use std::hash::BuildHasher;
+        let texts: Vec<String> = [1, 21, 22, 23, 64]
+            .into_iter()
+            .flat_map(|n| ["a".repeat(n), format!("{}b", "a".repeat(n - 1))])
+            .collect();
+        let ids: Vec<ArticleId> = texts.iter().map(|t| ArticleId::parse(t).unwrap()).collect();
+        let hasher = std::hash::RandomState::new();
+        for (t, id) in texts.iter().zip(&ids) {
+            assert_eq!(id.as_str(), t);
+            assert_eq!(id.to_string(), *t);
+            assert_eq!(String::from(id.clone()), *t);
+            assert_eq!(serde_json::to_string(id).unwrap(), format!("\"{t}\""));
+            assert_eq!(
+                postcard::to_stdvec(id).unwrap(),
+                postcard::to_stdvec(t).unwrap()
+            );
+            assert_eq!(hasher.hash_one(id), hasher.hash_one(t), "{t}");
+            for (u, other) in texts.iter().zip(&ids) {
+                assert_eq!(id == other, t == u, "{t} == {u}");
+                assert_eq!(id.cmp(other), t.cmp(u), "{t} cmp {u}");
+            }
+        }
+        assert_eq!(std::mem::size_of::<ArticleId>(), 24);
     }
 
     #[test]

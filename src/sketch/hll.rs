@@ -99,7 +99,11 @@ impl Hll {
 
     /// Like [`Hll::new`] with a custom `hll-sparse-max-bytes`.
     pub fn with_sparse_max_bytes(max: usize) -> Self {
-        let mut bytes = Vec::with_capacity(64);
+        // Room for the 18-byte empty image and its first two registers (3
+        // bytes each at most) in a 32-byte heap block, where 64 took an
+        // 80-byte one: most sketches see one or two visitors, and an
+        // article has three (hour, lifetime, cached window).
+        let mut bytes = Vec::with_capacity(24);
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&[ENC_SPARSE, 0, 0, 0]);
         bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x80]);

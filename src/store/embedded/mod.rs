@@ -22,7 +22,9 @@
 //!
 //! On-disk encodings and their versions: [`persist`].
 
+mod compact;
 pub mod dedupe;
+mod index;
 pub mod persist;
 mod ranking;
 pub mod sharded;
@@ -508,7 +510,7 @@ impl Inner {
         // of articles would spend seconds inserting one by one).
         let live = (inner.data.articles.iter().enumerate())
             .filter(|(_, a)| !a.deleted)
-            .map(|(i, a)| (i as Idx, a.meta.published_at, &a.id));
+            .map(|(i, a)| (i as Idx, a.meta.published_at(), &a.id));
         let mut newest = Vec::new();
         inner.published.reserve(inner.data.articles.len());
         for (idx, p, id) in live {
@@ -540,7 +542,7 @@ impl Inner {
 
     fn track_newest(&mut self, idx: Idx) {
         let a = self.data.article(idx);
-        let want = (!a.deleted).then_some(a.meta.published_at);
+        let want = (!a.deleted).then_some(a.meta.published_at());
         let had = self.published.get(&idx).copied();
         if had == want {
             return;
@@ -591,7 +593,7 @@ impl Inner {
                 let meta = self
                     .data
                     .lookup(&s.id)
-                    .map(|idx| self.data.article(idx).meta.clone())
+                    .map(|idx| self.data.article(idx).meta.get().into_owned())
                     .unwrap_or_default();
                 RankedItem {
                     rank: first_rank + i,
@@ -1421,14 +1423,14 @@ impl Store for EmbeddedStore {
             .into_iter()
             .map(|m| {
                 let c = a.window(m.default_range(), now);
-                (m, models.score(m, &c, &a.meta, now))
+                (m, models.score(m, &c, &a.meta.get(), now))
             })
             .collect();
         Ok(Some(ArticleView {
             id: a.id.clone(),
-            meta: a.meta.clone(),
+            meta: a.meta.get().into_owned(),
             lifetime,
-            quarantined: a.quarantine,
+            quarantined: a.quarantine.value(),
             deleted: a.deleted,
             scores,
         }))
@@ -1490,10 +1492,10 @@ impl Store for EmbeddedStore {
         for (_, id) in iter {
             let idx = inner.data.lookup(id).expect("indexed");
             let a = inner.data.article(idx);
-            if !key.filter.matches(&a.meta) {
+            if !key.filter.matches(&a.meta.get()) {
                 continue;
             }
-            match picker.offer(a.meta.author.as_deref()) {
+            match picker.offer(a.meta.author()) {
                 Pick::Skip => {}
                 Pick::Take => picked.push(idx),
                 Pick::Full => {
@@ -1508,16 +1510,17 @@ impl Store for EmbeddedStore {
             .map(|(i, &idx)| {
                 let a = inner.data.article_mut(idx);
                 let counters = a.window(q.range, now);
-                let score = models.score(q.model, &counters, &a.meta, now);
+                let meta = a.meta.get().into_owned();
+                let score = models.score(q.model, &counters, &meta, now);
                 RankedItem {
                     rank: skip + i + 1,
                     id: a.id.clone(),
                     score,
                     counters,
-                    meta: a.meta.clone(),
                     explain: q
                         .explain
-                        .then(|| models.explain(q.model, &counters, &a.meta, now)),
+                        .then(|| models.explain(q.model, &counters, &meta, now)),
+                    meta,
                 }
             })
             .collect();
@@ -1617,7 +1620,7 @@ impl Store for EmbeddedStore {
                     let seq = self.log_and_apply(&mut inner, &rec, &mut Vec::new());
                     let a = inner.data.article(idx);
                     let c = a.lifetime;
-                    let score = self.settings.models.votes.score(&c, a.meta.published_at);
+                    let score = self.settings.models.votes.score(&c, a.meta.published_at());
                     (
                         seq,
                         VoteOutcome::Counted {

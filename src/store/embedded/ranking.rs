@@ -75,16 +75,17 @@ pub fn exact(
     now: Timestamp,
 ) -> Option<Exact> {
     let a = data.article_mut(idx);
-    if a.deleted || !key.filter.matches(&a.meta) {
+    if a.deleted || !key.filter.matches(&a.meta.get()) {
         return None;
     }
     let c = a.window(key.range, now);
     if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
         return None;
     }
+    let meta = a.meta.get();
     Some(Exact {
-        score: models.score(key.model, &c, &a.meta, now),
-        bound: models.upper_bound(key.model, &c, &a.meta, now),
+        score: models.score(key.model, &c, &meta, now),
+        bound: models.upper_bound(key.model, &c, &meta, now),
         counters: c,
     })
 }
@@ -95,7 +96,7 @@ fn listed(data: &Data, idx: Idx, ex: &Exact, at: Timestamp) -> SnapItem {
         id: a.id.clone(),
         score: ex.score,
         counters: ex.counters,
-        author: a.meta.author.clone(),
+        author: a.meta.author().map(str::to_owned),
         at,
     }
 }
@@ -356,9 +357,9 @@ impl Rankings {
         match change {
             Change::None => {}
             Change::Counted(idx) => {
-                let meta = &data.article(idx).meta;
+                let meta = data.article(idx).meta.get();
                 for r in self.map.values_mut() {
-                    if r.key.filter.matches(meta) {
+                    if r.key.filter.matches(&meta) {
                         r.dirty.insert(idx);
                     }
                 }

@@ -6,11 +6,13 @@
 //! Every change goes through [`Data::apply`], which is also what replaying
 //! the write-ahead log calls, so a replayed log rebuilds the same state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
+use super::compact::{Meta, Sparse};
+use super::index::Index;
 use crate::gate::{KeyedMap, KeyedSet, SlidingLimiter};
 use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
@@ -105,7 +107,7 @@ pub struct Bucket {
     pub dwell_reports: u32,
     pub dwell_seconds: u64,
     pub uv: Hll,
-    pub quarantine: Quarantine,
+    pub quarantine: Sparse<Quarantine>,
 }
 
 impl Bucket {
@@ -120,7 +122,7 @@ impl Bucket {
             dwell_reports: 0,
             dwell_seconds: 0,
             uv: Hll::new(),
-            quarantine: Quarantine::default(),
+            quarantine: Sparse::default(),
         }
     }
 
@@ -155,24 +157,24 @@ struct WindowAgg {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Article {
     pub id: ArticleId,
-    pub meta: ArticleMeta,
+    pub meta: Meta,
     /// Created by `PUT` rather than by a first event.
     pub known: bool,
     pub deleted: bool,
     pub lifetime: Counters,
     pub lifetime_uv: Hll,
-    pub quarantine: Quarantine,
+    pub quarantine: Sparse<Quarantine>,
     /// Sorted by hour, oldest first.
     pub buckets: Vec<Bucket>,
     /// Who voted (seed 003's `voted:<id>`), emptied once voting closes.
     #[serde(default)]
-    pub voters: KeyedSet<u128>,
+    pub voters: Sparse<KeyedSet<u128>>,
     #[serde(skip)]
     windows: Vec<WindowAgg>,
 }
 
 impl Article {
-    fn new(id: ArticleId, meta: ArticleMeta, known: bool) -> Self {
+    fn new(id: ArticleId, meta: Meta, known: bool) -> Self {
         Article {
             id,
             meta,
@@ -180,9 +182,9 @@ impl Article {
             deleted: false,
             lifetime: Counters::default(),
             lifetime_uv: Hll::new(),
-            quarantine: Quarantine::default(),
+            quarantine: Sparse::default(),
             buckets: Vec::new(),
-            voters: KeyedSet::default(),
+            voters: Sparse::default(),
             windows: Vec::new(),
         }
     }
@@ -196,6 +198,10 @@ impl Article {
                 self.buckets.len() - 1
             }
             None => {
+                // One slot, not the four a first push reserves: most
+                // articles see one hour (320 -> 80 bytes); later hours
+                // grow it by doubling.
+                self.buckets.reserve_exact(1);
                 self.buckets.push(Bucket::new(hour));
                 0
             }
@@ -228,8 +234,8 @@ impl Article {
     }
 
     fn quarantine(&mut self, v: Verdict, ts: Timestamp) {
-        self.quarantine.add(v, 1);
-        self.bucket_mut(hour_of(ts)).quarantine.add(v, 1);
+        self.quarantine.get_mut().add(v, 1);
+        self.bucket_mut(hour_of(ts)).quarantine.get_mut().add(v, 1);
     }
 
     /// Bytes held by this article's window caches (counters and sketches).
@@ -317,7 +323,7 @@ impl Article {
                 hour: b.hour,
                 pv: u64::from(b.pv),
                 uv: b.uv.estimate(),
-                quarantined: b.quarantine,
+                quarantined: b.quarantine.value(),
             })
             .collect()
     }
@@ -408,7 +414,7 @@ pub struct Data {
     #[serde(default)]
     pub(super) next_post_id: u64,
     #[serde(skip)]
-    index: HashMap<ArticleId, Idx>,
+    index: Index,
     /// The behaviour rule's per-visitor state (derived, not snapshotted):
     /// one entry per viewing visitor of the last minute, sharded like the
     /// dedupe table, as it grows with the traffic.
@@ -458,7 +464,7 @@ impl Data {
             quarantine: Quarantine::default(),
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
-            index: HashMap::new(),
+            index: Index::default(),
             behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
         }
@@ -467,19 +473,14 @@ impl Data {
     /// After loading a snapshot: rebuild indexes and take the current
     /// limits (the configuration may have changed since).
     pub fn restore(&mut self, s: &StoreSettings) {
-        self.index = self
-            .articles
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (a.id.clone(), i as Idx))
-            .collect();
+        self.index = Index::build(&self.articles);
         self.visitor_limits.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
     }
 
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
-        self.index.get(id).copied()
+        self.index.get(&self.articles, id)
     }
 
     pub fn article(&self, idx: Idx) -> &Article {
@@ -609,13 +610,7 @@ impl Data {
         }
         let idx = match found {
             Some(idx) => idx,
-            None => {
-                let meta = ArticleMeta {
-                    published_at: ev.ts,
-                    ..ArticleMeta::default()
-                };
-                self.insert_article(Article::new(ev.article.clone(), meta, false))
-            }
+            None => self.insert_article(Article::new(ev.article.clone(), Meta::Bare(ev.ts), false)),
         };
         if ev.kind.deduplicated() {
             (self.dedupe).raise(DedupeKey::new(idx, ev.visitor, ev.kind as u8), ev.ts);
@@ -635,8 +630,8 @@ impl Data {
 
     fn insert_article(&mut self, a: Article) -> Idx {
         let idx = self.articles.len() as Idx;
-        self.index.insert(a.id.clone(), idx);
         self.articles.push(a);
+        self.index.insert(&self.articles, idx);
         idx
     }
 
@@ -646,13 +641,13 @@ impl Data {
             Some(idx) => {
                 let a = self.article_mut(idx);
                 let created = a.deleted || !a.known;
-                a.meta = meta;
+                a.meta = meta.into();
                 a.known = true;
                 a.deleted = false;
                 (idx, created)
             }
             None => (
-                self.insert_article(Article::new(id.clone(), meta, true)),
+                self.insert_article(Article::new(id.clone(), meta.into(), true)),
                 true,
             ),
         }
@@ -679,7 +674,7 @@ impl Data {
                 let idx = self.put(id, meta.clone()).0;
                 self.next_post_id = self.next_post_id.max(id.as_str().parse().unwrap_or(0));
                 let a = self.article_mut(idx);
-                a.voters.insert(*poster);
+                a.voters.get_mut().insert(*poster);
                 if matches!(rec, LogRecord::PostVoted { .. }) {
                     a.lifetime.ups += 1;
                 }
@@ -692,7 +687,7 @@ impl Data {
             } => match self.lookup(id) {
                 Some(idx) => {
                     let a = self.article_mut(idx);
-                    a.voters.insert(*user);
+                    a.voters.get_mut().insert(*user);
                     match direction {
                         VoteDirection::Up => a.lifetime.ups += 1,
                         VoteDirection::Down => a.lifetime.downs += 1,
@@ -734,10 +729,10 @@ impl Data {
             return Err(VoteOutcome::DownVotesDisabled);
         }
         let a = self.article(idx);
-        if now - a.meta.published_at >= votes.window_secs() {
+        if now - a.meta.published_at() >= votes.window_secs() {
             return Err(VoteOutcome::Closed);
         }
-        if a.voters.contains(&user) {
+        if a.voters.get().is_some_and(|v| v.contains(&user)) {
             return Err(VoteOutcome::AlreadyVoted);
         }
         Ok(idx)
@@ -793,8 +788,8 @@ impl Data {
         for (n, a) in self.articles[sweep.next..end].iter_mut().enumerate() {
             a.expire(first_hour);
             // Seed 003: once voting closes the voter set is freed.
-            if !a.voters.is_empty() && now - a.meta.published_at >= voting {
-                a.voters = KeyedSet::default();
+            if a.voters.get().is_some() && now - a.meta.published_at() >= voting {
+                a.voters = Sparse::default();
             }
             sweep.live += usize::from(!a.deleted);
             sweep.window_cache_bytes += a.window_cache_bytes();
@@ -852,7 +847,7 @@ mod dumping {
             shares: u64::from(b.shares),
             dwell_seconds: b.dwell_seconds,
             dwell_reports: u64::from(b.dwell_reports),
-            quarantine: b.quarantine.0,
+            quarantine: b.quarantine.value().0,
             uv: hll_to_b64(&b.uv),
         }
     }
@@ -869,7 +864,7 @@ mod dumping {
             dwell_reports: n(c.dwell_reports)?,
             dwell_seconds: c.dwell_seconds,
             uv: hll_from_b64(&c.uv)?,
-            quarantine: Quarantine(c.quarantine),
+            quarantine: Quarantine(c.quarantine).into(),
         })
     }
 
@@ -879,8 +874,9 @@ mod dumping {
             let mut out = Vec::new();
             for a in &self.articles {
                 let l = &a.lifetime;
-                let mut voters: Vec<String> =
-                    a.voters.iter().map(|v| format!("{v:032x}")).collect();
+                let mut voters: Vec<String> = (a.voters.get().into_iter().flatten())
+                    .map(|v| format!("{v:032x}"))
+                    .collect();
                 voters.sort();
                 out.push(Record::Article {
                     votes: DumpVotes {
@@ -889,7 +885,7 @@ mod dumping {
                         voters,
                     },
                     id: a.id.clone(),
-                    meta: a.meta.clone(),
+                    meta: a.meta.get().into_owned(),
                     known: a.known,
                     deleted: a.deleted,
                     lifetime: DumpCounters {
@@ -900,7 +896,7 @@ mod dumping {
                         shares: l.shares,
                         dwell_seconds: l.dwell_seconds,
                         dwell_reports: l.dwell_reports,
-                        quarantine: a.quarantine.0,
+                        quarantine: a.quarantine.value().0,
                         uv: hll_to_b64(&a.lifetime_uv),
                     },
                     hours: a
@@ -977,7 +973,7 @@ mod dumping {
                         if d.lookup(id).is_some() {
                             return Err(format!("article {id} appears twice"));
                         }
-                        let mut a = Article::new(id.clone(), meta.clone(), *known);
+                        let mut a = Article::new(id.clone(), meta.clone().into(), *known);
                         a.deleted = *deleted;
                         a.lifetime = Counters {
                             pv: lifetime.pv,
@@ -995,10 +991,10 @@ mod dumping {
                             let user = u128::from_str_radix(v, 16).map_err(|_| {
                                 format!("article {id}: voter {v:?} is not 32 hex digits")
                             })?;
-                            a.voters.insert(user);
+                            a.voters.get_mut().insert(user);
                         }
                         a.lifetime_uv = hll_from_b64(&lifetime.uv)?;
-                        a.quarantine = Quarantine(lifetime.quarantine);
+                        a.quarantine = Quarantine(lifetime.quarantine).into();
                         for b in hours {
                             a.buckets.push(bucket_from(b.at, &b.c)?);
                         }
@@ -1079,7 +1075,10 @@ mod tests {
             d.apply(&post(n, voted));
             let a = d.article(d.lookup(&ArticleId::parse(n).unwrap()).unwrap());
             assert_eq!(a.lifetime.ups, u64::from(voted), "post {n}");
-            assert!(a.voters.contains(&7), "the poster cannot vote again");
+            assert!(
+                a.voters.get().is_some_and(|v| v.contains(&7)),
+                "the poster cannot vote again"
+            );
         }
         assert_eq!(d.next_post_id().as_str(), "3");
     }
@@ -1180,15 +1179,22 @@ mod layout {
     #[test]
     fn per_article_structs_stay_within_the_accounted_sizes() {
         let sizes = [
-            ("Article", size_of::<Article>(), 464),
+            ("Article", size_of::<Article>(), 224),
+            ("Meta", size_of::<Meta>(), 16),
+            ("Sparse<Quarantine>", size_of::<Sparse<Quarantine>>(), 8),
+            (
+                "Sparse<KeyedSet<u128>>",
+                size_of::<Sparse<KeyedSet<u128>>>(),
+                8,
+            ),
             ("ArticleMeta", size_of::<ArticleMeta>(), 200),
             ("Counters", size_of::<Counters>(), 80),
             ("Hll", size_of::<Hll>(), 32),
-            ("Bucket", size_of::<Bucket>(), 104),
+            ("Bucket", size_of::<Bucket>(), 80),
             ("WindowAgg", size_of::<WindowAgg>(), 144),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
             ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
-            ("index slot", size_of::<(ArticleId, Idx)>(), 32),
+            ("index slot", size_of::<Idx>(), 4),
             ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
             (
                 "rate-log slot",
