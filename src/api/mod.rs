@@ -9,6 +9,7 @@ mod around;
 mod articles;
 pub mod budget;
 mod error;
+mod event_json;
 mod extract;
 mod guard;
 pub use guard::head_refusal;
