@@ -324,6 +324,24 @@ pub struct Event {
 }
 
 impl Event {
+    /// A view of `article` by `visitor` at `ts`, arriving then, from IP key
+    /// 1, no eventId, not a bot, untrusted: the shape tests, benches and
+    /// tools start from (`Event { trusted: true, ..Event::view(..) }`).
+    pub fn view(article: ArticleId, visitor: u128, ts: Timestamp) -> Self {
+        Event {
+            kind: EventType::View,
+            article,
+            visitor,
+            ip: 1,
+            ts,
+            arrival_ms: ts * 1000,
+            event_id: None,
+            seconds: 0,
+            bot: false,
+            trusted: false,
+        }
+    }
+
     /// The bytes added to UV sketches for this visitor. Every store adds the
     /// same bytes, so sketches move between stores unchanged.
     pub fn visitor_element(&self) -> [u8; 16] {

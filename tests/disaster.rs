@@ -417,16 +417,8 @@ async fn entries_in_flight_at_the_archive_cut_count_once() {
     pipe.ensure_groups().await.unwrap();
     let batch_len = site.config.pipeline.batch as u64;
     let view = |i: u64, visitor: u128| Event {
-        kind: EventType::View,
-        article: ArticleId::from_number(i % ARTICLES),
-        visitor,
-        ip: 1,
-        ts: T0,
         arrival_ms: T0 * 1000 + i as i64,
-        event_id: None,
-        seconds: 0,
-        bot: false,
-        trusted: false,
+        ..Event::view(ArticleId::from_number(i % ARTICLES), visitor, T0)
     };
     let first: Vec<Event> = (0..batch_len).map(|i| view(i, u128::from(i))).collect();
     let copies = first.clone();

@@ -1085,16 +1085,8 @@ mod tests {
 
     fn view(article: u64, visitor: u128, ts: Timestamp) -> Event {
         Event {
-            kind: EventType::View,
-            article: ArticleId::from_number(article),
-            visitor,
-            ip: 1,
-            ts,
-            arrival_ms: ts * 1000,
-            event_id: None,
-            seconds: 0,
-            bot: false,
             trusted: true,
+            ..Event::view(ArticleId::from_number(article), visitor, ts)
         }
     }
 
