@@ -30,22 +30,17 @@ SCHEMA="bench_journal_$$"
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
 TMP=$(mktemp -d)
 PIDS=()
+. bench/lib.sh
 cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
-  redis-cli -p "$LPORT" shutdown nosave >/dev/null 2>&1 || true
+  bench_stop_all
+  bench_redis_stop "$RPORT" "$LPORT"
   psql -q "$PG" -c "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 [ -x "$BIN" ] || cargo build --release --quiet
-for port in "$RPORT" "$LPORT"; do
-  mkdir -p "$TMP/$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --daemonize yes --dir "$TMP/$port" --logfile "$TMP/$port/redis.log"
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-done
+bench_redis "$RPORT"
+bench_redis "$LPORT"
 cat > "$TMP/bench.toml" <<TOML
 listen = "127.0.0.1:$HPORT"
 data_dir = "$TMP/data"
@@ -72,11 +67,6 @@ cpu_redis() {
     awk -F: '/^used_cpu_(user|sys):/ {s += $2} END {print s}'
 }
 us_per() { python3 -c "print(f'{($2 - $1) * 1e6 / $3:.2f}')"; }
-stop_all() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
 for mode in plain journal; do
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   redis-cli -p "$RPORT" flushall >/dev/null
@@ -94,7 +84,7 @@ for mode in plain journal; do
   line="$mode: $ev events/s appended ($n queued); CPU per event: API $(us_per "$a0" "$a1" "$n") us, main Redis $(us_per "$r0" "$r1" "$n") us"
   [ "$mode" = journal ] && line="$line, log Redis $(us_per "$l0" "$l1" "$n") us"
   echo "$line"
-  stop_all
+  bench_stop_all
 done
 # The position script at its worst: every entry gated, none applied.
 RUST_LOG=warn "$BIN" worker filter & PIDS+=($!)
@@ -106,7 +96,7 @@ flagged() {
   echo "$t"
 }
 until [ "$(flagged)" -ge "$n" ]; do sleep 0.2; done
-stop_all
+bench_stop_all
 cat src/store/redis/declared.lua src/store/redis/pipe_ids.lua \
   src/store/redis/pipe_position.lua > "$TMP/position.lua"
 keys=()

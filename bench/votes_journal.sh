@@ -29,26 +29,17 @@ BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
 export ADMIN="bench-admin-token"
 TMP=$(mktemp -d)
 PIDS=()
-stop_all() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
+. bench/lib.sh
 cleanup() {
-  stop_all
-  redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
-  redis-cli -p "$LPORT" shutdown nosave >/dev/null 2>&1 || true
+  bench_stop_all
+  bench_redis_stop "$RPORT" "$LPORT"
   psql -q "$PG" -c "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT
 [ -x "$BIN" ] || cargo build --release --quiet
-for port in "$RPORT" "$LPORT"; do
-  mkdir -p "$TMP/$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --daemonize yes --dir "$TMP/$port" --logfile "$TMP/$port/redis.log"
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
-done
+bench_redis "$RPORT"
+bench_redis "$LPORT"
 cat > "$TMP/bench.toml" <<TOML
 listen = "127.0.0.1:$HPORT"
 data_dir = "$TMP/data"
@@ -108,7 +99,7 @@ for mode in plain journal; do
   line="$line; CPU per vote: API $(us_per "$a0" "$a1" "$n") us, main Redis $(us_per "$r0" "$r1" "$n") us"
   [ "$mode" = journal ] && line="$line, log Redis $(us_per "$l0" "$l1" "$n") us"
   echo "$line"
-  stop_all
+  bench_stop_all
 done
 # The journal run's votes: lost with the main Redis, run again from the journal.
 ops=$(redis-cli -p "$LPORT" xlen pipe:journal:ops)
