@@ -21,7 +21,7 @@ use sqlx::Connection;
 
 use hotrank::archive::{Archive, ArchiveOptions, ArchiveWriter, Flushed};
 use hotrank::clock::ManualClock;
-use hotrank::model::{ArticleId, Event, EventType};
+use hotrank::model::{ArticleId, Event};
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 
@@ -41,16 +41,14 @@ fn views(arts: std::ops::Range<usize>, hours: usize, salt: u128) -> Vec<Event> {
             for v in 0..4u128 {
                 let ts = T0 - (h as i64) * 3600 - 10;
                 out.push(Event {
-                    kind: EventType::View,
-                    article: ArticleId::from_number(a as u64),
-                    visitor: salt << 64 | (a as u128) << 16 | (h as u128) << 4 | v,
                     ip: (a * 31 + h) as u64,
-                    ts,
-                    arrival_ms: T0 * 1000,
-                    event_id: None,
-                    seconds: 0,
-                    bot: false,
                     trusted: true,
+                    arrival_ms: T0 * 1000,
+                    ..Event::view(
+                        ArticleId::from_number(a as u64),
+                        salt << 64 | (a as u128) << 16 | (h as u128) << 4 | v,
+                        ts,
+                    )
                 });
             }
         }

@@ -75,15 +75,8 @@ async fn main() {
                     } else {
                         EventType::View
                     },
-                    article: ArticleId::from_number(a as u64),
-                    visitor,
                     ip: visitor as u64,
-                    ts,
-                    arrival_ms: ts * 1000,
-                    event_id: None,
-                    seconds: 0,
-                    bot: false,
-                    trusted: false,
+                    ..Event::view(ArticleId::from_number(a as u64), visitor, ts)
                 });
                 if events.len() == 1000 {
                     n_events += events.len() as u64;

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use hotrank::loadgen::stream::Rng;
-use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, hour_of};
+use hotrank::model::{ArticleId, ArticleMeta, Event, HotQuery, RangeSpec, hour_of};
 use hotrank::score::{GravityParams, ModelKind};
 use hotrank::sketch::Hll;
 use hotrank::store::embedded::EmbeddedStore;
@@ -141,16 +141,9 @@ async fn main() {
             next += 1;
             let visitor = u128::from(v) << 64 | 0x5eed;
             batch.push(Event {
-                kind: EventType::View,
-                article: ArticleId::from_number(a as u64),
-                visitor,
                 ip: v,
-                ts,
-                arrival_ms: ts * 1000,
-                event_id: None,
-                seconds: 0,
-                bot: false,
                 trusted: true,
+                ..Event::view(ArticleId::from_number(a as u64), visitor, ts)
             });
             // The seed's Lua script: PV and UV at write time, score stored.
             // It has no dedupe; count what hotrank counts, to compare the

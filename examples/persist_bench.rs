@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hotrank::model::{ArticleId, Event, EventType, HotQuery, RangeSpec};
+use hotrank::model::{ArticleId, Event, HotQuery, RangeSpec};
 use hotrank::score::ModelKind;
 use hotrank::store::embedded::{Durability, EmbeddedStore, SnapshotPhase};
 use hotrank::store::storage::{DirLock, Disk, ReadFile, Storage, StorageFile};
@@ -93,17 +93,11 @@ impl Stream {
         let article = self.cdf.partition_point(|&c| c < u) as u64;
         // Ten events a second, in time order, ending at NOW.
         let ts = NOW - (48 * 3600 - (self.n as i64 / 10) % (48 * 3600));
+        let visitor = u128::from(self.rng.next()) << 64 | u128::from(self.n);
         Event {
-            kind: EventType::View,
-            article: ArticleId::from_number(article + 1),
-            visitor: u128::from(self.rng.next()) << 64 | u128::from(self.n),
             ip: self.rng.next(),
-            ts,
-            arrival_ms: ts * 1000,
-            event_id: None,
-            seconds: 0,
-            bot: false,
             trusted: true,
+            ..Event::view(ArticleId::from_number(article + 1), visitor, ts)
         }
     }
 

@@ -39,17 +39,14 @@ fn events(n: usize, seed: u64, articles: u64) -> Vec<Event> {
                 _ => EventType::View,
             };
             let ts = T0 + (i as i64) / 500;
+            let article = ArticleId::parse(&format!("a{}", rnd(articles))).unwrap();
+            let visitor = u128::from(rnd(1_000_000_000));
             Event {
                 kind,
-                article: ArticleId::parse(&format!("a{}", rnd(articles))).unwrap(),
-                visitor: u128::from(rnd(1_000_000_000)),
                 ip: rnd(1 << 20),
-                ts,
-                arrival_ms: ts * 1000,
-                event_id: None,
                 seconds: if kind == EventType::Dwell { 30 } else { 0 },
-                bot: false,
                 trusted: true,
+                ..Event::view(article, visitor, ts)
             }
         })
         .collect()

@@ -474,16 +474,9 @@ async fn one_article_upserts_and_restores() {
     let target = id("art3");
     let events: Vec<Event> = (0..20u64)
         .map(|v| Event {
-            kind: EventType::View,
-            article: target.clone(),
-            visitor: 10_000 + u128::from(v),
             ip: 100 + v,
-            ts: T0 + 10,
             arrival_ms: (T0 + 10) * 1000 + v as i64,
-            event_id: None,
-            seconds: 0,
-            bot: false,
-            trusted: false,
+            ..Event::view(target.clone(), 10_000 + u128::from(v), T0 + 10)
         })
         .collect();
     e.ingest(events, T0 + 10).await.expect("ingest");
@@ -706,15 +699,14 @@ fn counted_events(arts: &[&str], n: u64, salt: u64) -> Vec<Event> {
             let ts = T0 - 5 * HOUR + (i as i64 * 997) % (5 * HOUR);
             Event {
                 kind,
-                article: id(arts[i as usize % arts.len()]),
-                visitor: u128::from(salt * 1_000_000 + i),
                 ip: salt * 1000 + i % 500,
-                ts,
-                arrival_ms: T0 * 1000 + i as i64,
-                event_id: None,
                 seconds: if kind == EventType::Dwell { 30 } else { 0 },
-                bot: false,
-                trusted: false,
+                arrival_ms: T0 * 1000 + i as i64,
+                ..Event::view(
+                    id(arts[i as usize % arts.len()]),
+                    u128::from(salt * 1_000_000 + i),
+                    ts,
+                )
             }
         })
         .collect()
@@ -1295,16 +1287,13 @@ async fn changed_or_unarchived_articles_stay() {
 fn views(arts: &[&str], n: u64, salt: u64, now: Timestamp) -> Vec<Event> {
     (0..n * arts.len() as u64)
         .map(|i| Event {
-            kind: EventType::View,
-            article: id(arts[i as usize % arts.len()]),
-            visitor: u128::from(salt * 1_000_000 + i),
             ip: salt * 1_000_000 + i,
-            ts: now - 60,
             arrival_ms: now * 1000 + i as i64,
-            event_id: None,
-            seconds: 0,
-            bot: false,
-            trusted: false,
+            ..Event::view(
+                id(arts[i as usize % arts.len()]),
+                u128::from(salt * 1_000_000 + i),
+                now - 60,
+            )
         })
         .collect()
 }

@@ -9,26 +9,19 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec};
+use hotrank::model::{ArticleId, ArticleMeta, Event, HotQuery, RangeSpec};
 use hotrank::score::ModelKind;
-use hotrank::store::embedded::{BuildPhase, EmbeddedStore, WINDOW_CACHES};
+use hotrank::store::embedded::{BuildPhase, EmbeddedStore, UPKEEP_DIRTY, WINDOW_CACHES};
 use hotrank::store::{Store, StoreSettings};
 
 const NOW: i64 = 1_763_760_000;
 
 fn view(article: usize, visitor: u128) -> Event {
-    Event {
-        kind: EventType::View,
-        article: ArticleId::parse(&format!("a{article}")).unwrap(),
+    Event::view(
+        ArticleId::parse(&format!("a{article}")).unwrap(),
         visitor,
-        ip: 1,
-        ts: NOW,
-        arrival_ms: NOW * 1000,
-        event_id: None,
-        seconds: 0,
-        bot: false,
-        trusted: false,
-    }
+        NOW,
+    )
 }
 
 fn query(range: RangeSpec, category: Option<String>) -> HotQuery {
@@ -281,11 +274,16 @@ async fn views_now(store: &EmbeddedStore, article: &str, views: u128, first_visi
 
 /// The exact top `k` by brute force: every article's gravity score over
 /// 72 h at `now`, as `GET /api/articles/{id}` computes it, sorted.
-async fn brute_force_top(store: &EmbeddedStore, ids: &[String], k: usize) -> Vec<(String, f64)> {
+async fn brute_force_top(
+    store: &EmbeddedStore,
+    ids: &[String],
+    k: usize,
+    now: i64,
+) -> Vec<(String, f64)> {
     let mut all = Vec::new();
     for id in ids {
         let id = ArticleId::parse(id).unwrap();
-        if let Some(a) = store.article(&id, NOW).await.unwrap() {
+        if let Some(a) = store.article(&id, now).await.unwrap() {
             let (_, score) = *a
                 .scores
                 .iter()
@@ -359,7 +357,7 @@ async fn a_build_held_off_the_lock_lets_ingest_through_and_stays_exact() {
     );
     let mut ids: Vec<String> = (0..20_000).map(|a| format!("a{a}")).collect();
     ids.extend(["n1".to_string(), "n2".to_string()]);
-    let want = brute_force_top(&store, &ids, 20).await;
+    let want = brute_force_top(&store, &ids, 20, NOW).await;
     assert_eq!(
         &want[..4].iter().map(|w| w.0.as_str()).collect::<Vec<_>>(),
         &["n2", "a5", "a7", "n1"]
@@ -447,4 +445,99 @@ async fn readyz_waits_for_the_default_ranking_after_a_restart() {
         "the first query found the ranking built"
     );
     s.stop().await;
+}
+
+/// Counts the ranking builds that assembled an index from now on, without
+/// holding them.
+fn count_builds(store: &EmbeddedStore) -> Arc<AtomicU64> {
+    let builds = Arc::new(AtomicU64::new(0));
+    let count = builds.clone();
+    store.set_build_hook(Some(Arc::new(move |phase| {
+        if phase == BuildPhase::Assembled {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    })));
+    builds
+}
+
+/// The exact default page by brute force, as the store must answer it.
+async fn default_page_is_exact(store: &EmbeddedStore, ids: &[String], now: i64) {
+    let default = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+    let page = store.hot(&default, now).await.unwrap();
+    let got: Vec<(String, f64)> = (page.items.iter())
+        .map(|i| (i.id.to_string(), i.score))
+        .collect();
+    assert_eq!(got, brute_force_top(store, ids, 20, now).await);
+}
+
+/// Regression (issue 12, `bench/run.sh 3`): a server started on an empty
+/// store skipped the warm-up, so the first `/api/hot` after a bulk load of
+/// 1 M articles built the default ranking while queries and ingest were
+/// measured (a 0.8–2.4 s first query, 1,000+ build holds of the state
+/// lock). The default ranking now exists from the start and follows the
+/// load: the upkeep re-scores every loaded article, and the first query
+/// finds the ranking built and answers exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_load_into_an_empty_store_needs_no_build_at_the_first_query() {
+    let store = EmbeddedStore::in_memory(settings(64, 512));
+    store.warm(NOW);
+    let builds = count_builds(&store);
+    load(&store, 20_000).await;
+    views_now(&store, "a77", 5, 10_000_000).await;
+    // It stops with at most `UPKEEP_DIRTY` left for the query's own hold.
+    let rescored = store.upkeep_rankings();
+    assert!(
+        (20_000 - UPKEEP_DIRTY..=20_000).contains(&rescored),
+        "{rescored} re-scored: each loaded article at most once"
+    );
+    assert_eq!(store.upkeep_rankings(), 0, "nothing left");
+    let ids: Vec<String> = (0..20_000).map(|a| format!("a{a}")).collect();
+    default_page_is_exact(&store, &ids, NOW).await;
+    assert_eq!(
+        builds.load(Ordering::SeqCst),
+        0,
+        "no build on the query's path"
+    );
+
+    // Without the upkeep, the first query re-scores the load itself (in
+    // short holds of the lock) and is exact all the same.
+    let store = EmbeddedStore::in_memory(settings(64, 512));
+    store.warm(NOW);
+    let builds = count_builds(&store);
+    load(&store, 20_000).await;
+    views_now(&store, "a123", 3, 10_000_000).await;
+    default_page_is_exact(&store, &ids, NOW).await;
+    assert_eq!(
+        builds.load(Ordering::SeqCst),
+        0,
+        "no build on the query's path"
+    );
+}
+
+/// The default ranking, once warmed, is never evicted: neither by other
+/// rankings past `max_rankings` nor after an hour without queries (the
+/// idle eviction in maintenance), either of which made the next default
+/// query rebuild it over every article.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_ranking_is_never_evicted() {
+    let store = EmbeddedStore::in_memory(settings(2, 512));
+    load(&store, 5_000).await;
+    store.warm(NOW);
+    let builds = count_builds(&store);
+    for h in [1, 2, 3, 4] {
+        store
+            .hot(&query(RangeSpec::Hours(h), None), NOW)
+            .await
+            .unwrap();
+    }
+    assert_eq!(builds.load(Ordering::SeqCst), 4, "one build per new range");
+    let later = NOW + 2 * 3600;
+    store.maintain(later).await.unwrap();
+    let ids: Vec<String> = (0..5_000).map(|a| format!("a{a}")).collect();
+    default_page_is_exact(&store, &ids, later).await;
+    assert_eq!(
+        builds.load(Ordering::SeqCst),
+        4,
+        "the default ranking was kept"
+    );
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use hotrank::model::{ArticleId, ArticleMeta, Event, EventType};
+use hotrank::model::{ArticleId, ArticleMeta, Event};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
 use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{Store, StoreSettings};
@@ -305,16 +305,9 @@ fn replay_data_dir_two_models() {
                 for r in 0..(1 + (a as i64 + hour) % 6) * 3 {
                     let ts = T0 + hour * 3600 + r * 10;
                     batch.push(Event {
-                        kind: EventType::View,
-                        article: ArticleId::from_number(a),
-                        visitor: (hour * 1000 + r) as u128 + 1,
                         ip: (hour * 1000 + r) as u64,
-                        ts,
-                        arrival_ms: ts * 1000,
-                        event_id: None,
-                        seconds: 0,
-                        bot: false,
                         trusted: true,
+                        ..Event::view(ArticleId::from_number(a), (hour * 1000 + r) as u128 + 1, ts)
                     });
                 }
             }

@@ -168,16 +168,8 @@ fn id(s: &str) -> ArticleId {
 /// A view by `visitor` at `ts`, from an IP of its own.
 fn view(article: &str, visitor: u128, ts: Timestamp) -> Event {
     Event {
-        kind: EventType::View,
-        article: id(article),
-        visitor,
         ip: visitor as u64 ^ 0x5555,
-        ts,
-        arrival_ms: ts * 1000,
-        event_id: None,
-        seconds: 0,
-        bot: false,
-        trusted: false,
+        ..Event::view(id(article), visitor, ts)
     }
 }
 

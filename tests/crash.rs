@@ -20,7 +20,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-use hotrank::model::{ArticleId, Event, EventType, Verdict};
+use hotrank::model::{ArticleId, Event, Verdict};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
 use hotrank::store::storage::sim::SimDisk;
 use hotrank::store::wal::FsyncPolicy;
@@ -59,16 +59,13 @@ fn durability(disk: &SimDisk, fsync: FsyncPolicy) -> Durability {
 /// Event `n`: a view with an event id of its own.
 fn event(n: u64) -> Event {
     Event {
-        kind: EventType::View,
-        article: ArticleId::parse(&format!("a{}", n % 37)).unwrap(),
-        visitor: u128::from(n) + 1,
         ip: n,
-        ts: T0,
-        arrival_ms: T0 * 1000,
         event_id: Some(u128::from(n) + 7),
-        seconds: 0,
-        bot: false,
-        trusted: false,
+        ..Event::view(
+            ArticleId::parse(&format!("a{}", n % 37)).unwrap(),
+            u128::from(n) + 1,
+            T0,
+        )
     }
 }
 

@@ -254,21 +254,17 @@ fn batch(rng: &mut StdRng, i: u64) -> Vec<Event> {
     (0..rng.random_range(1..6))
         .map(|k| {
             let comment = rng.random_range(0..5) == 0;
+            let article = ArticleId::from_number(rng.random_range(0..ARTICLES));
+            let visitor = rng.random_range(0..400u128);
             Event {
                 kind: if comment {
                     EventType::Comment
                 } else {
                     EventType::View
                 },
-                article: ArticleId::from_number(rng.random_range(0..ARTICLES)),
-                visitor: rng.random_range(0..400u128),
                 ip: rng.random_range(0..50u64),
-                ts: T0,
                 arrival_ms: T0 * 1000 + (i * 10 + k) as i64,
-                event_id: None,
-                seconds: 0,
-                bot: false,
-                trusted: false,
+                ..Event::view(article, visitor, T0)
             }
         })
         .collect()

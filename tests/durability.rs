@@ -5,7 +5,9 @@
 //! on the same data directory is refused; a damaged log is refused with the
 //! file and offset named, and `hotrank repair` keeps every intact record; a
 //! full disk answers 503 for writes, keeps serving reads and recovers by
-//! itself; the snapshot seq race is gone.
+//! itself; a batch whose log fails part-way keeps what it applied and its
+//! retry counts the rest once; the snapshot seq race is gone, and ingest
+//! does not wait for the log trim that follows a snapshot.
 //!
 //! What the SIGKILL test does *not* prove: a killed process leaves its
 //! writes in the page cache, so it would pass with no fsync at all. Power
@@ -459,21 +461,29 @@ async fn a_flipped_byte_mid_log_refuses_to_start_and_repair_keeps_every_intact_r
     server.child.wait().unwrap();
 }
 
+/// The embedded store's durability on a simulated disk: fsync `always`,
+/// segments of `segment_bytes`, no snapshot unless asked for.
+fn on_sim_disk(
+    disk: &hotrank::store::storage::sim::SimDisk,
+    segment_bytes: u64,
+) -> hotrank::store::embedded::Durability {
+    hotrank::store::embedded::Durability {
+        dir: "/data".into(),
+        fsync: hotrank::store::wal::FsyncPolicy::Always,
+        segment_bytes,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+        storage: Arc::new(disk.clone()),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_by_itself() {
     use hotrank::store::embedded::{Durability, EmbeddedStore};
     use hotrank::store::storage::sim::SimDisk;
-    use hotrank::store::wal::FsyncPolicy;
 
     let disk = SimDisk::new();
-    let durability = || Durability {
-        dir: "/data".into(),
-        fsync: FsyncPolicy::Always,
-        segment_bytes: 4096,
-        snapshot_interval_secs: 3600,
-        snapshot_every_records: 1 << 40,
-        storage: Arc::new(disk.clone()),
-    };
+    let durability = || on_sim_disk(&disk, 4096);
     let tmp = Arc::new(tempfile::tempdir().unwrap());
     let mut config = test_config(tmp.path());
     config.gate.visitor_limit_per_minute = 0;
@@ -738,4 +748,230 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
     assert_eq!(dump(&reopened), live);
     let again = reopened.stats(T0, 24).await.unwrap().counted;
     assert_eq!(again, counted, "every counted event is back");
+}
+
+/// A batch whose log fails part-way through (the disk fills while the
+/// batch is applied 64 events per hold of the state lock): what was applied
+/// before the failure was logged and is kept, the batch is not acknowledged
+/// (503), and the client's retry of the same batch counts every event
+/// exactly once. Where the writer stalls (before the batch, between its
+/// chunks or after its last one) depends on the round's free space and the
+/// writer's timing; every round checks the same thing whichever it was:
+/// the counted total the server shows equals the events sent, and a power
+/// loss once the disk has room again leaves exactly that total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_failure_mid_batch_keeps_what_it_applied_and_the_retry_counts_the_rest_once() {
+    use hotrank::store::embedded::{Durability, EmbeddedStore};
+    use hotrank::store::storage::sim::SimDisk;
+
+    const EVENTS: usize = 1000;
+    let rounds: usize = std::env::var("HOTRANK_MIDBATCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let mut partial = 0;
+    for round in 0..rounds {
+        let disk = SimDisk::new();
+        let durability = |disk: &SimDisk| on_sim_disk(disk, 16 * 1024);
+        let tmp = Arc::new(tempfile::tempdir().unwrap());
+        let mut config = test_config(tmp.path());
+        config.gate.visitor_limit_per_minute = 0;
+        config.gate.ip_limit_per_minute = 0;
+        config.gate.bot_articles_per_minute = 0;
+        let settings = hotrank::store::StoreSettings::from_config(&config);
+        let (store, _) = EmbeddedStore::open(durability(&disk), settings.clone()).unwrap();
+        let s = TestServer::start_with_store(Arc::clone(&tmp), config, Arc::new(store), T0).await;
+        let counted = |stats: &Value| stats["counted"].as_u64().unwrap();
+        let events: Vec<Value> = (0..EVENTS)
+            .map(|i| {
+                json!({"type": "view", "articleId": format!("a{}", i % 40),
+                       "visitorId": format!("v{round}-{i}"), "eventId": format!("e{round}-{i}")})
+            })
+            .collect();
+        let batch = json!({ "events": events });
+
+        // Room for a varying part of the batch's records: the writer stalls
+        // at a different point of it each round.
+        disk.set_capacity(Some(disk.used_bytes() + (round as u64 % 4) * 12_000));
+        let (first, _) = s.post("/api/events", &batch).await;
+        let (_, during) = s.get("/api/stats").await;
+        let applied = counted(&during) as usize;
+        match first {
+            StatusCode::OK => assert_eq!(applied, EVENTS, "round {round}"),
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert!(applied <= EVENTS, "round {round}: {applied}");
+                partial += usize::from(applied > 0 && applied < EVENTS);
+            }
+            other => panic!("round {round}: {other}"),
+        }
+
+        disk.set_capacity(None);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let retry = loop {
+            let (status, body) = s.post("/api/events", &batch).await;
+            if status == StatusCode::OK {
+                break body;
+            }
+            assert!(Instant::now() < deadline, "round {round}: never recovered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // What the first attempt applied is replayed, the rest counted now.
+        assert_eq!(
+            retry["verdicts"]["replayed"], applied,
+            "round {round}: {retry}"
+        );
+        assert_eq!(
+            retry["verdicts"]["counted"],
+            EVENTS - applied,
+            "round {round}"
+        );
+        let (_, live) = s.get("/api/stats").await;
+        assert_eq!(counted(&live), EVENTS as u64, "round {round}");
+
+        // A power loss now (no shutdown, no snapshot) leaves what the
+        // server showed.
+        let after = disk.reboot();
+        drop(s);
+        let (store, _) = EmbeddedStore::open(
+            Durability {
+                storage: Arc::new(after),
+                ..durability(&disk)
+            },
+            settings,
+        )
+        .unwrap();
+        let stats = hotrank::store::Store::stats(&store, T0, 24).await.unwrap();
+        assert_eq!(
+            stats.counted, EVENTS as u64,
+            "round {round}: after a power loss"
+        );
+        eprintln!("round {round}: first attempt {first}, {applied} of {EVENTS} applied");
+    }
+    eprintln!("{partial} of {rounds} rounds stalled inside the batch");
+}
+
+/// The real disk, except that once armed, the first removal of a log
+/// segment (the trim after a snapshot) waits until the test lets it go,
+/// or 10 s (then `timed_out` is set).
+#[derive(Debug, Default)]
+struct HeldTrim {
+    armed: std::sync::atomic::AtomicBool,
+    entered: std::sync::atomic::AtomicBool,
+    timed_out: std::sync::atomic::AtomicBool,
+    release: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl hotrank::store::storage::Storage for HeldTrim {
+    fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        hotrank::store::storage::Disk.create_dir_all(dir)
+    }
+    fn list(&self, dir: &std::path::Path) -> std::io::Result<Vec<String>> {
+        hotrank::store::storage::Disk.list(dir)
+    }
+    fn len(&self, path: &std::path::Path) -> std::io::Result<u64> {
+        hotrank::store::storage::Disk.len(path)
+    }
+    fn open_read(
+        &self,
+        path: &std::path::Path,
+    ) -> std::io::Result<Box<dyn hotrank::store::storage::ReadFile>> {
+        hotrank::store::storage::Disk.open_read(path)
+    }
+    fn create(
+        &self,
+        path: &std::path::Path,
+    ) -> std::io::Result<Box<dyn hotrank::store::storage::StorageFile>> {
+        hotrank::store::storage::Disk.create(path)
+    }
+    fn open_append(
+        &self,
+        path: &std::path::Path,
+    ) -> std::io::Result<Box<dyn hotrank::store::storage::StorageFile>> {
+        hotrank::store::storage::Disk.open_append(path)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        hotrank::store::storage::Disk.rename(from, to)
+    }
+    fn remove(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        let segment = path.parent().is_some_and(|p| p.ends_with("wal"));
+        if segment && self.armed.swap(false, Ordering::SeqCst) {
+            self.entered.store(true, Ordering::SeqCst);
+            let release = self.release.lock().unwrap().take().unwrap();
+            if release.recv_timeout(Duration::from_secs(10)).is_err() {
+                self.timed_out.store(true, Ordering::SeqCst);
+            }
+        }
+        hotrank::store::storage::Disk.remove(path)
+    }
+    fn truncate(&self, path: &std::path::Path, len: u64) -> std::io::Result<()> {
+        hotrank::store::storage::Disk.truncate(path, len)
+    }
+    fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        hotrank::store::storage::Disk.sync_dir(dir)
+    }
+    fn lock(&self, path: &std::path::Path) -> std::io::Result<hotrank::store::storage::DirLock> {
+        hotrank::store::storage::Disk.lock(path)
+    }
+}
+
+/// Regression (issue 12, snapshots' last phase): the log trim after a
+/// snapshot (segment unlinks and a directory sync, tens of ms on a busy
+/// disk) ran on the async runtime's worker, so every request that worker
+/// ran waited for it. On a one-thread runtime, ingest must complete while
+/// a trim is held; before the fix the held trim blocked the runtime itself.
+#[tokio::test]
+async fn ingest_completes_while_a_snapshot_trims_the_log() {
+    use hotrank::model::{ArticleId, Event};
+    use hotrank::store::Store;
+    use hotrank::store::embedded::{Durability, EmbeddedStore};
+    use hotrank::store::wal::FsyncPolicy;
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage = Arc::new(HeldTrim::default());
+    let d = Durability {
+        dir: dir.path().to_path_buf(),
+        fsync: FsyncPolicy::Always,
+        segment_bytes: 256,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+        storage: storage.clone(),
+    };
+    let settings = hotrank::store::StoreSettings {
+        visitor_limit_per_minute: 0,
+        ip_limit_per_minute: 0,
+        ..Default::default()
+    };
+    let ev = |i: u64| {
+        let article = ArticleId::parse(&format!("s{}", i % 5)).unwrap();
+        Event::view(article, u128::from(i) + 1, T0)
+    };
+    let (store, _) = EmbeddedStore::open(d, settings).unwrap();
+    let store = Arc::new(store);
+    for i in 0..40 {
+        store.ingest(vec![ev(i)], T0).await.unwrap();
+    }
+    store.snapshot().await.unwrap(); // A: nothing trimmed (one snapshot kept)
+    for i in 40..80 {
+        store.ingest(vec![ev(i)], T0).await.unwrap();
+    }
+    let (release, held) = std::sync::mpsc::channel();
+    *storage.release.lock().unwrap() = Some(held);
+    storage.armed.store(true, Ordering::SeqCst);
+    let snapshot = tokio::spawn({
+        let store = Arc::clone(&store);
+        async move { store.snapshot().await } // B: trims A's log
+    });
+    while !storage.entered.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    store.ingest(vec![ev(80)], T0).await.unwrap();
+    assert!(
+        !storage.timed_out.load(Ordering::SeqCst),
+        "ingest waited for the held log trim"
+    );
+    release.send(()).unwrap();
+    snapshot.await.unwrap().unwrap();
+    assert_eq!(store.stats(T0, 24).await.unwrap().counted, 81);
 }

@@ -114,15 +114,14 @@ fn meta(i: u64) -> ArticleMeta {
 fn event(kind: EventType, article: &str, n: u64, ts: i64) -> Event {
     Event {
         kind,
-        article: ArticleId::parse(article).unwrap(),
-        visitor: u128::from(n % 40) + 1,
         ip: n,
-        ts,
-        arrival_ms: ts * 1000,
         event_id: Some(u128::from(n) + 1000),
         seconds: if kind == EventType::Dwell { 30 } else { 0 },
-        bot: false,
-        trusted: false,
+        ..Event::view(
+            ArticleId::parse(article).unwrap(),
+            u128::from(n % 40) + 1,
+            ts,
+        )
     }
 }
 

@@ -219,17 +219,11 @@ fn events(seed: u64, n: usize) -> Vec<Event> {
         .map(|i| {
             let r = rng.random_range(0..10);
             let article = ArticleId::from_number(rng.random_range(0..ARTICLES));
+            let visitor = rng.random_range(0..40u128);
             let mut ev = Event {
-                kind: EventType::View,
-                article,
-                visitor: rng.random_range(0..40u128),
                 ip: rng.random_range(0..5u64),
-                ts: T0,
                 arrival_ms: T0 * 1000 + i as i64,
-                event_id: None,
-                seconds: 0,
-                bot: false,
-                trusted: false,
+                ..Event::view(article, visitor, T0)
             };
             match r {
                 0 => {
@@ -618,16 +612,8 @@ async fn refusals_are_tallied_by_reason() {
         .unwrap();
     let events: Vec<Event> = (0..30u64)
         .map(|i| Event {
-            kind: EventType::View,
-            article: ArticleId::from_number(i % 3),
-            visitor: u128::from(i),
             ip: i,
-            ts: T0,
-            arrival_ms: T0 * 1000,
-            event_id: None,
-            seconds: 0,
-            bot: false,
-            trusted: false,
+            ..Event::view(ArticleId::from_number(i % 3), u128::from(i), T0)
         })
         .collect();
     store.enqueue(events, T0).await.unwrap();

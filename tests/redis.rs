@@ -79,15 +79,12 @@ fn stream() -> (Vec<(ArticleId, ArticleMeta)>, Vec<Vec<Event>>) {
             let visitor = u128::from(rnd(60));
             events.push(Event {
                 kind,
-                article,
-                visitor,
                 ip: rnd(5),
-                ts: ts + (e as i64) % 50,
-                arrival_ms: (ts + 60) * 1000 + e as i64,
                 event_id: (rnd(4) == 0).then(|| u128::from(rnd(200))),
                 seconds: if kind == EventType::Dwell { 30 } else { 0 },
                 bot: rnd(25) == 0,
-                trusted: false,
+                arrival_ms: (ts + 60) * 1000 + e as i64,
+                ..Event::view(article, visitor, ts + (e as i64) % 50)
             });
         }
         batches.push(events);
@@ -697,16 +694,9 @@ async fn every_key(server: &Backend, prefix: &str) {
     // A visitor that views 5 articles in a minute: quarantined.
     let crawl: Vec<Event> = (0..5)
         .map(|a| Event {
-            kind: EventType::View,
-            article: id(&format!("art{a}")),
-            visitor: 999_999,
             ip: 77,
-            ts: T0,
-            arrival_ms: T0 * 1000,
             event_id: Some(0xfeed + a as u128),
-            seconds: 0,
-            bot: false,
-            trusted: false,
+            ..Event::view(id(&format!("art{a}")), 999_999, T0)
         })
         .collect();
     let v: Vec<Verdict> = store
@@ -984,16 +974,10 @@ async fn windows_at_midnight(server: &Backend, prefix: &str) {
     // One view an hour, by a new visitor each, from 10 days back.
     let events: Vec<Event> = (0..240)
         .map(|k| Event {
-            kind: EventType::View,
-            article: id("a"),
-            visitor: k as u128 + 1,
             ip: k as u64,
-            ts: midnight - k * hour - 1800,
-            arrival_ms: (midnight + 6 * hour) * 1000,
-            event_id: None,
-            seconds: 0,
-            bot: false,
             trusted: true,
+            arrival_ms: (midnight + 6 * hour) * 1000,
+            ..Event::view(id("a"), k as u128 + 1, midnight - k * hour - 1800)
         })
         .collect();
     let ts: Vec<i64> = events.iter().map(|e| e.ts).collect();

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec};
+use hotrank::model::{ArticleId, ArticleMeta, Event, HotQuery, RangeSpec};
 use hotrank::score::ModelKind;
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
@@ -80,18 +80,7 @@ fn query() -> HotQuery {
 }
 
 fn view(article: &str, visitor: u128) -> Event {
-    Event {
-        kind: EventType::View,
-        article: ArticleId::parse(article).unwrap(),
-        visitor,
-        ip: 1,
-        ts: T,
-        arrival_ms: T * 1000,
-        event_id: None,
-        seconds: 0,
-        bot: false,
-        trusted: false,
-    }
+    Event::view(ArticleId::parse(article).unwrap(), visitor, T)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

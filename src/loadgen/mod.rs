@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// Send one view to each article once, in order, then stop.
     #[arg(long)]
     pub preload: bool,
+    /// With --preload: views per article, each from a visitor of its own
+    /// (article `a` gets visitors `a * N .. a * N + N`).
+    #[arg(long, default_value_t = 1)]
+    pub preload_visitors: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write the result as JSON to this file.
@@ -159,6 +163,14 @@ fn unix_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
+}
+
+/// The `k`-th preload view as (article, visitor): `--preload-visitors`
+/// views per article in article order, every one from a new visitor;
+/// `None` past the last.
+fn preload_view(args: &BenchArgs, k: u64) -> Option<(u64, u64)> {
+    let per = args.preload_visitors.max(1);
+    (k < args.articles * per).then_some((k / per, k))
 }
 
 /// Writes one event as `POST /api/events` JSON.
@@ -411,13 +423,13 @@ async fn http_worker(
             for i in 0..per_request {
                 let mut g = stream.next_event();
                 if args.preload {
-                    if preload_next >= args.articles {
+                    let Some((article, visitor)) = preload_view(args, preload_next) else {
                         break;
-                    }
+                    };
                     g = Gen {
                         kind: Kind::View,
-                        article: preload_next,
-                        visitor: preload_next,
+                        article,
+                        visitor,
                         bot: false,
                         flood: false,
                         ..g
@@ -499,8 +511,9 @@ async fn seed_worker(
         let t0 = pace.wait().await;
         let mut events: Vec<Gen> = Vec::with_capacity(p);
         if args.preload {
-            while events.len() < p && preload_next < args.articles {
-                let (article, visitor) = (preload_next, preload_next);
+            while events.len() < p
+                && let Some((article, visitor)) = preload_view(args, preload_next)
+            {
                 events.push(Gen {
                     kind: Kind::View,
                     article,

@@ -12,6 +12,13 @@ pub const HLL_DENSE_SIZE: usize = HLL_HDR_SIZE + dense::DENSE_REGISTER_BYTES;
 /// Default `hll-sparse-max-bytes` of Redis.
 pub const DEFAULT_SPARSE_MAX_BYTES: usize = 3000;
 
+/// Image bytes held inside the sketch itself: the empty image (18 bytes)
+/// and one or two registers (21–24), what most of an article's sketches
+/// hold (one per hour, one for its lifetime). Longer images are on the
+/// heap, as a `Vec` would hold them.
+pub(crate) const INLINE_IMAGE: usize = 24;
+pub(crate) type Image = smallvec::SmallVec<[u8; INLINE_IMAGE]>;
+
 const MAGIC: &[u8; 4] = b"HYLL";
 const ENC_DENSE: u8 = 0;
 const ENC_SPARSE: u8 = 1;
@@ -69,8 +76,9 @@ pub enum HllError {
 /// with equal images but different limits may evolve differently).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hll {
-    /// The Redis string value: header + sparse opcodes or dense registers.
-    bytes: Vec<u8>,
+    /// The Redis string value: header + sparse opcodes or dense registers;
+    /// inline up to [`INLINE_IMAGE`] bytes.
+    bytes: Image,
     /// `hll-sparse-max-bytes`: sparse images never grow beyond this.
     sparse_max: usize,
 }
@@ -99,11 +107,9 @@ impl Hll {
 
     /// Like [`Hll::new`] with a custom `hll-sparse-max-bytes`.
     pub fn with_sparse_max_bytes(max: usize) -> Self {
-        // Room for the 18-byte empty image and its first two registers (3
-        // bytes each at most) in a 32-byte heap block, where 64 took an
-        // 80-byte one: most sketches see one or two visitors, and an
-        // article has three (hour, lifetime, cached window).
-        let mut bytes = Vec::with_capacity(24);
+        // The 18-byte empty image and its first two registers (3 bytes each
+        // at most) fit inline: no heap block for most sketches.
+        let mut bytes = Image::new();
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&[ENC_SPARSE, 0, 0, 0]);
         bytes.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x80]);
@@ -169,7 +175,7 @@ impl Hll {
         dense_img[..HLL_HDR_SIZE].copy_from_slice(&self.bytes[..HLL_HDR_SIZE]);
         dense_img[4] = ENC_DENSE;
         sparse::to_dense_registers(&self.bytes[HLL_HDR_SIZE..], &mut dense_img[HLL_HDR_SIZE..]);
-        self.bytes = dense_img;
+        self.bytes = Image::from_vec(dense_img);
     }
 
     #[inline]
@@ -405,12 +411,12 @@ impl Hll {
 
     /// Owned copy of [`Hll::as_bytes`].
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.bytes.clone()
+        self.bytes.to_vec()
     }
 
     /// Consumes the sketch, returning its byte image.
     pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
+        self.bytes.into_vec()
     }
 
     /// Parses a Redis HyperLogLog string value, with the default sparse limit.
@@ -457,7 +463,7 @@ impl Hll {
             other => return Err(HllError::BadEncoding(other)),
         }
         Ok(Hll {
-            bytes: bytes.to_vec(),
+            bytes: Image::from_slice(bytes),
             sparse_max: max,
         })
     }
@@ -504,5 +510,35 @@ impl<'de> serde::Deserialize<'de> for Hll {
             }
         }
         deserializer.deserialize_bytes(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sketches of up to two registers hold their image inline; longer
+    /// ones move it to the heap, and every image reads back (and parses)
+    /// the same whichever way it is held.
+    #[test]
+    fn small_images_stay_inline_and_read_back_the_same() {
+        assert_eq!(std::mem::size_of::<Hll>(), 40);
+        let mut h = Hll::new();
+        assert!(!h.bytes.spilled());
+        let mut n = 0u64;
+        for i in 0..2000u64 {
+            if h.add(&i.to_le_bytes()) {
+                n += 1;
+            }
+            if n <= 2 {
+                assert!(!h.bytes.spilled(), "{n} registers: {} bytes", h.byte_len());
+            }
+            let back = Hll::from_bytes(h.as_bytes()).unwrap();
+            assert_eq!(back.as_bytes(), h.as_bytes());
+            assert_eq!(back.bytes.spilled(), h.byte_len() > INLINE_IMAGE);
+            assert_eq!(h.clone().into_bytes(), h.to_bytes());
+        }
+        assert!(!h.is_sparse() && h.bytes.spilled());
+        assert!((1900..2100).contains(&h.count()));
     }
 }

@@ -250,7 +250,7 @@ pub(crate) enum SetOutcome {
 /// image used the same cursor with a lower `index` (and the image was not
 /// modified in between).
 pub(crate) fn set(
-    img: &mut Vec<u8>,
+    img: &mut super::hll::Image,
     sparse_max: usize,
     index: usize,
     count: u8,
@@ -432,8 +432,10 @@ pub(crate) fn set(
 mod tests {
     use super::*;
 
-    fn empty_image() -> Vec<u8> {
-        let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+    use crate::sketch::hll::Image;
+
+    fn empty_image() -> Image {
+        let mut v = Image::from_slice(b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0");
         v.extend_from_slice(&EMPTY_OPCODES);
         v
     }
@@ -527,7 +529,7 @@ mod tests {
     #[test]
     fn shrinking_replacement_of_short_xzero() {
         // A non-canonical XZERO of length 1 replaced by a single VAL.
-        let mut img = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+        let mut img = Image::from_slice(b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0");
         img.extend_from_slice(&[0x40, 0x00, 0x7f, 0xfe]);
         assert_eq!(validate(&img[HLL_HDR_SIZE..]), Ok(()));
         assert_eq!(

@@ -60,6 +60,7 @@ use crate::store::{
     cursor,
 };
 
+pub use ranking::UPKEEP_DIRTY;
 use ranking::{Build, Join, RankKey, Rankings, Step};
 use state::{Change, Data, Idx};
 
@@ -137,7 +138,10 @@ fn record_hold(what: &'static str, held: Instant) {
 }
 
 /// [`EmbeddedStore::warm`]: builds the default ranking (sharing a build a
-/// query started) and walks its first page.
+/// query started), pins it (it is never evicted) and walks its first page.
+/// On an empty store the build is instant, and from then on the ranking
+/// follows every article as it arrives: a bulk load is indexed as it is
+/// ingested, not by a build on the first query after it.
 fn warm_default(
     inner: &Mutex<Inner>,
     settings: &StoreSettings,
@@ -148,12 +152,10 @@ fn warm_default(
     let key = EmbeddedStore::rank_key(&q);
     loop {
         let mut guard = inner.lock();
-        if guard.data.articles.is_empty() {
-            return 0;
-        }
         match guard.rankings.join(&key, now) {
             Join::Built => {
                 let i = &mut *guard;
+                i.rankings.pin(&key);
                 let walk = pages::first_walk(&q, settings.ranking_cap);
                 let (models, newest) = (&settings.models, i.newest_event);
                 (i.rankings).top(&key, walk, &mut i.data, models, now, newest);
@@ -249,6 +251,46 @@ fn run_build(
         ms = started.elapsed().as_millis() as u64,
         "ranking built"
     );
+}
+
+/// How often the ranking upkeep thread looks for rankings with many
+/// changed articles ([`Rankings::upkeep`]). Between two looks the
+/// articles changed are re-scored once each however often they changed.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// The ranking upkeep thread's loop ([`EmbeddedStore::warm_in_background`]):
+/// every [`UPKEEP_EVERY`], re-scores what changed in the built rankings in
+/// holds of about [`ranking::BUILD_HOLD`]. Ends once the store is dropped.
+fn upkeep_rankings(inner: &std::sync::Weak<Mutex<Inner>>, models: &Models, chunk: usize) {
+    loop {
+        std::thread::sleep(UPKEEP_EVERY);
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        upkeep_pass(&inner, models, chunk);
+    }
+}
+
+/// One pass of [`upkeep_rankings`]: until no built ranking has more than
+/// [`ranking::UPKEEP_DIRTY`] changed articles. Returns the articles re-scored.
+fn upkeep_pass(inner: &Mutex<Inner>, models: &Models, chunk: usize) -> usize {
+    let mut total = 0;
+    loop {
+        let mut guard = inner.lock();
+        let held = Instant::now();
+        let i = &mut *guard;
+        let (step, done) = i
+            .rankings
+            .upkeep(&mut i.data, models, i.newest_event, chunk);
+        parking_lot::MutexGuard::unlock_fair(guard);
+        if done > 0 {
+            record_hold("upkeep", held);
+        }
+        total += done;
+        if step != Step::More {
+            return total;
+        }
+    }
 }
 
 /// How the embedded store persists.
@@ -622,7 +664,8 @@ pub struct EmbeddedStore {
     /// While the default ranking is built after open ([`Self::warm_in_background`]).
     warming: Arc<std::sync::atomic::AtomicBool>,
     build_hook: Arc<Mutex<Option<BuildHook>>>,
-    wal: Option<Wal>,
+    /// Shared with the snapshot's blocking task, which trims it.
+    wal: Option<Arc<Wal>>,
     durability: Option<Durability>,
     /// The data directory's lock, held for the store's lifetime.
     _lock: Option<DirLock>,
@@ -736,31 +779,54 @@ impl EmbeddedStore {
 
     /// [`Self::warm`] on a thread of its own: the server calls this after
     /// opening the store and listens at once; [`Store::warming`] (and so
-    /// `/readyz`, 503) says so until the ranking is built.
+    /// `/readyz`, 503) says so until the ranking is built (at once on an
+    /// empty store). The thread then stays as the rankings' upkeep
+    /// ([`Rankings::upkeep`], every [`UPKEEP_EVERY`]) until the store is
+    /// dropped.
     pub fn warm_in_background(&self, now: Timestamp) {
         use std::sync::atomic::Ordering;
-        if self.inner.lock().data.articles.is_empty() {
-            return;
+        let empty = self.inner.lock().data.articles.is_empty();
+        if empty {
+            // Nothing to score: built before the server listens.
+            self.warm(now);
+        } else {
+            self.warming.store(true, Ordering::SeqCst);
         }
-        self.warming.store(true, Ordering::SeqCst);
         let (inner, settings, hook) = (self.inner.clone(), self.settings.clone(), self.hook());
         let warming = self.warming.clone();
         let spawned = std::thread::Builder::new()
-            .name("hotrank-warm".into())
+            .name("hotrank-rankings".into())
             .spawn(move || {
-                let started = Instant::now();
-                let indexed = warm_default(&inner, &settings, hook, now);
-                warming.store(false, Ordering::SeqCst);
-                tracing::info!(
-                    indexed,
-                    ms = started.elapsed().as_millis() as u64,
-                    "default ranking built: ready"
-                );
+                if !empty {
+                    let started = Instant::now();
+                    let indexed = warm_default(&inner, &settings, hook, now);
+                    warming.store(false, Ordering::SeqCst);
+                    tracing::info!(
+                        indexed,
+                        ms = started.elapsed().as_millis() as u64,
+                        "default ranking built: ready"
+                    );
+                }
+                let weak = Arc::downgrade(&inner);
+                drop(inner);
+                upkeep_rankings(&weak, &settings.models, settings.build_chunk);
             });
         if let Err(e) = spawned {
-            tracing::warn!(error = %e, "cannot start the warm-up thread; the first query builds the default ranking");
+            tracing::warn!(error = %e, "cannot start the rankings thread; the first query builds the default ranking");
             self.warming.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// One pass of the rankings' background upkeep ([`Rankings::upkeep`]),
+    /// as the thread [`Self::warm_in_background`] starts runs it: returns
+    /// the articles re-scored. For tests.
+    #[doc(hidden)]
+    pub fn upkeep_rankings(&self) -> usize {
+        upkeep_pass(
+            &self.inner,
+            &self.settings.models,
+            self.settings.build_chunk,
+        )
     }
 
     /// Sets (or clears) the hook ranking builds call between their holds
@@ -887,7 +953,7 @@ impl EmbeddedStore {
             inner: Arc::new(Mutex::new(Inner::new(data, settings.max_rankings))),
             warming: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             build_hook: Arc::new(Mutex::new(None)),
-            wal,
+            wal: wal.map(Arc::new),
             durability,
             _lock: lock,
             settings,
@@ -1110,7 +1176,7 @@ impl EmbeddedStore {
             Ok(written) => {
                 let kept = written
                     .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
-                self.snapshot_written(wal, seq, kept, started)
+                self.snapshot_written(wal, seq, kept, started).await
             }
             Err::<_, String>(e) => {
                 tracing::warn!(seq, error = %e, "snapshot: rebuilding from the log failed; snapshotting under the state lock instead");
@@ -1134,7 +1200,11 @@ impl EmbeddedStore {
     }
 
     /// [`Self::snapshot_in_place`] with `snapshot_lock` held.
-    async fn snapshot_in_place_locked(&self, wal: &Wal, d: &Durability) -> Result<(), StoreError> {
+    async fn snapshot_in_place_locked(
+        &self,
+        wal: &Arc<Wal>,
+        d: &Durability,
+    ) -> Result<(), StoreError> {
         self.snapshot_phase.set(SnapshotPhase::Locked);
         let (seq, bytes) = {
             let inner = self.inner.lock();
@@ -1169,7 +1239,7 @@ impl EmbeddedStore {
         .await
         .map_err(|e| StoreError::Internal(format!("snapshot task: {e}")))?
         .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
-        self.snapshot_written(wal, seq, kept, started)
+        self.snapshot_written(wal, seq, kept, started).await
     }
 
     /// Runs `step` under the state lock, one hold of about
@@ -1194,9 +1264,12 @@ impl EmbeddedStore {
     }
 
     /// After a snapshot at `seq` is on disk: trims the log and records it.
-    fn snapshot_written(
+    /// The trim deletes segment files and syncs the log's directory on a
+    /// blocking thread: on a runtime worker it would hold up every request
+    /// that worker runs (a directory sync on a busy disk takes tens of ms).
+    async fn snapshot_written(
         &self,
-        wal: &Wal,
+        wal: &Arc<Wal>,
         seq: u64,
         kept: Vec<(u64, PathBuf)>,
         started: Instant,
@@ -1207,7 +1280,10 @@ impl EmbeddedStore {
         if kept.len() >= SNAPSHOTS_KEPT
             && let Some(&(oldest, _)) = kept.last()
         {
-            wal.remove_through(oldest)
+            let wal = Arc::clone(wal);
+            tokio::task::spawn_blocking(move || wal.remove_through(oldest))
+                .await
+                .map_err(|e| StoreError::Internal(format!("log trim task: {e}")))?
                 .map_err(|e| StoreError::Unavailable(format!("trimming the log: {e}")))?;
         }
         *self.last_snapshot.lock() = Instant::now();
@@ -1291,6 +1367,28 @@ impl EmbeddedStore {
         };
         inner.cursors.insert(snap_id, c);
         Ok(page)
+    }
+
+    /// Before a query walks the built ranking `key`: the lock back if few
+    /// of its articles changed, or `None` after one hold of re-scoring them
+    /// ([`Rankings::catch_up_query`], the lock released: ask again).
+    fn caught_up<'a>(
+        &self,
+        mut guard: parking_lot::MutexGuard<'a, Inner>,
+        key: &RankKey,
+        now: Timestamp,
+    ) -> Option<parking_lot::MutexGuard<'a, Inner>> {
+        let held = Instant::now();
+        let i = &mut *guard;
+        let (models, chunk) = (&self.settings.models, self.settings.build_chunk);
+        let step =
+            (i.rankings).catch_up_query(key, &mut i.data, models, now, i.newest_event, chunk);
+        if step != Step::More {
+            return Some(guard);
+        }
+        parking_lot::MutexGuard::unlock_fair(guard);
+        record_hold("query_catch_up", held);
+        None
     }
 
     fn rank_key(q: &HotQuery) -> RankKey {
@@ -1456,7 +1554,14 @@ impl Store for EmbeddedStore {
         // A ranking asked for the first time is built off the lock (one
         // build however many queries wait for it); then this hold of the
         // lock walks it.
-        let mut guard = self.built(&key, now).await;
+        // Many changed articles (a bulk load nobody queried meanwhile) are
+        // re-scored in short holds first, never in the walk's one hold.
+        let mut guard = loop {
+            if let Some(guard) = self.caught_up(self.built(&key, now).await, &key, now) {
+                break guard;
+            }
+            tokio::task::yield_now().await;
+        };
         let page = self.hot_page(&mut guard, q, &key, now);
         // Rankings evicted meanwhile are freed with the lock released.
         let evicted = guard.rankings.take_evicted();

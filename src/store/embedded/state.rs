@@ -108,6 +108,39 @@ pub struct Bucket {
     pub dwell_seconds: u64,
     pub uv: Hll,
     pub quarantine: Sparse<Quarantine>,
+    /// `uv`'s count while the sketch is unchanged, for the windows that
+    /// hold this bucket alone (they keep no cache of their own).
+    #[serde(skip)]
+    uv_count: UvCount,
+}
+
+/// A sketch's count, remembered until the sketch changes: derived, never
+/// serialized, and equal to any other (two buckets with the same counters
+/// and sketch are equal whether or not one was counted).
+#[derive(Debug, Clone, Copy)]
+struct UvCount(u64);
+
+impl UvCount {
+    const STALE: UvCount = UvCount(u64::MAX);
+
+    fn get_or(&mut self, count: impl FnOnce() -> u64) -> u64 {
+        if self.0 == u64::MAX {
+            self.0 = count();
+        }
+        self.0
+    }
+}
+
+impl Default for UvCount {
+    fn default() -> Self {
+        UvCount::STALE
+    }
+}
+
+impl PartialEq for UvCount {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl Bucket {
@@ -123,6 +156,7 @@ impl Bucket {
             dwell_seconds: 0,
             uv: Hll::new(),
             quarantine: Sparse::default(),
+            uv_count: UvCount::STALE,
         }
     }
 
@@ -253,8 +287,33 @@ impl Article {
             return c;
         };
         let end_hour = hour_of(now);
+        let cached = self.windows.iter().position(|w| w.hours == hours);
+        let fresh = cached.is_some_and(|i| self.windows[i].end_hour == end_hour);
+        if !fresh && let Some(one) = self.single_bucket(hours, end_hour) {
+            // A window over one bucket at most is that bucket: nothing to
+            // cache (a `WindowAgg` and its sketch took 192 bytes per
+            // article, and most articles see one hour). The bucket keeps
+            // its sketch's count while the sketch is unchanged.
+            if let Some(i) = cached {
+                self.windows.remove(i);
+                if self.windows.is_empty() {
+                    self.windows = Vec::new();
+                }
+            }
+            let mut c = Counters::default();
+            if let Some(i) = one {
+                let b = &mut self.buckets[i];
+                b.add_to(&mut c);
+                c.uv = b.uv_count.get_or(|| b.uv.estimate());
+            }
+            return Counters {
+                ups: self.lifetime.ups,
+                downs: self.lifetime.downs,
+                ..c
+            };
+        }
         // Most recently used first; at most WINDOW_CACHES per article.
-        match self.windows.iter().position(|w| w.hours == hours) {
+        match cached {
             Some(i) => {
                 self.windows[..=i].rotate_right(1);
                 if self.windows[0].end_hour != end_hour {
@@ -278,6 +337,19 @@ impl Article {
             ups: self.lifetime.ups,
             downs: self.lifetime.downs,
             ..w.counters
+        }
+    }
+
+    /// `Some(Some(i))` if the window of `hours` ending at `end_hour` holds
+    /// one bucket (`buckets[i]`), `Some(None)` if none, `None` if more.
+    fn single_bucket(&self, hours: u32, end_hour: i64) -> Option<Option<usize>> {
+        let first = *crate::time::last_hours(end_hour, hours).start();
+        let start = self.buckets.partition_point(|b| b.hour < first);
+        let end = self.buckets.partition_point(|b| b.hour <= end_hour);
+        match end.saturating_sub(start) {
+            0 => Some(None),
+            1 => Some(Some(start)),
+            _ => None,
         }
     }
 
@@ -371,7 +443,9 @@ fn bump(ev: &Event, hash: u64, target: BucketRef<'_>) {
     }
     match target {
         BucketRef::Bucket(b) => {
-            let _ = apply!(b, b.uv);
+            if apply!(b, b.uv) {
+                b.uv_count = UvCount::STALE;
+            }
         }
         BucketRef::Counters(c, uv) => {
             let _ = apply!(c, uv);
@@ -865,6 +939,7 @@ mod dumping {
             dwell_seconds: c.dwell_seconds,
             uv: hll_from_b64(&c.uv)?,
             quarantine: Quarantine(c.quarantine).into(),
+            uv_count: UvCount::STALE,
         })
     }
 
@@ -1104,6 +1179,58 @@ mod tests {
         v
     }
 
+    /// A window over one bucket keeps no cache and answers what a cache
+    /// built from the buckets answers, through new visitors (the bucket's
+    /// remembered count follows its sketch), new hours (two buckets: a
+    /// cache) and the hour after (one bucket again: the cache goes).
+    #[test]
+    fn one_bucket_windows_answer_as_cached_ones_without_a_cache() {
+        let s = StoreSettings {
+            visitor_limit_per_minute: 0,
+            ip_limit_per_minute: 0,
+            ..StoreSettings::default()
+        };
+        let t0 = 1_800_000_000; // the start of an hour
+        let mut d = Data::new(&s);
+        let range = RangeSpec::Hours(1);
+        // What a cache rebuilt from the buckets says.
+        let built = |d: &Data, now: Timestamp| {
+            let a = d.article(0);
+            let w = a.build_window(1, hour_of(now));
+            Counters {
+                uv: w.sketch.estimate(),
+                ..w.counters
+            }
+        };
+        let events = [
+            (0, t0),
+            (1, t0 + 10),
+            (1, t0 + 20),
+            (2, t0 + 3600),
+            (3, t0 + 3601),
+            (4, t0 + 7200),
+        ];
+        for (i, &(visitor, ts)) in events.iter().enumerate() {
+            // Visitor 1's second view is a duplicate.
+            ingest(&mut d, &view(1, visitor, ts), &s);
+            for now in [ts, ts + 3600] {
+                let got = d.article_mut(0).window(range, now);
+                assert_eq!(got, built(&d, now), "event {i}, now {now}");
+                assert_eq!(d.article(0).window_cache_bytes(), 0, "event {i}");
+            }
+        }
+        assert_eq!(d.article_mut(0).window(range, t0 + 1).uv, 2);
+        // Two hours in a two-hour window: cached, and equal.
+        let two = RangeSpec::Hours(2);
+        let c = d.article_mut(0).window(two, t0 + 3601);
+        assert!(d.article(0).window_cache_bytes() > 0);
+        assert_eq!((c.pv, c.uv), (4, 4));
+        // An hour later it holds one bucket: the cache goes.
+        let c = d.article_mut(0).window(two, t0 + 7200 + 3600);
+        assert_eq!((c.pv, c.uv), (1, 1));
+        assert_eq!(d.article(0).window_cache_bytes(), 0);
+    }
+
     /// Dedupe retention a shard per call, with ingest between the calls,
     /// leaves the entries and verdicts a whole sweep before (or after)
     /// that ingest leaves: events after the horizon are kept wherever
@@ -1172,7 +1299,7 @@ mod layout {
     #[test]
     fn per_article_structs_stay_within_the_accounted_sizes() {
         let sizes = [
-            ("Article", size_of::<Article>(), 224),
+            ("Article", size_of::<Article>(), 232),
             ("Meta", size_of::<Meta>(), 16),
             ("Sparse<Quarantine>", size_of::<Sparse<Quarantine>>(), 8),
             (
@@ -1182,13 +1309,13 @@ mod layout {
             ),
             ("ArticleMeta", size_of::<ArticleMeta>(), 200),
             ("Counters", size_of::<Counters>(), 80),
-            ("Hll", size_of::<Hll>(), 32),
-            ("Bucket", size_of::<Bucket>(), 80),
-            ("WindowAgg", size_of::<WindowAgg>(), 144),
+            ("Hll", size_of::<Hll>(), 40),
+            ("Bucket", size_of::<Bucket>(), 96),
+            ("WindowAgg", size_of::<WindowAgg>(), 152),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
             ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
             ("index slot", size_of::<Idx>(), 4),
-            ("behaviour slot", size_of::<(u128, Behaviour)>(), 64),
+            ("behaviour slot", size_of::<(u128, Behaviour)>(), 48),
             (
                 "rate-log slot",
                 size_of::<(u128, crate::gate::AdmissionLog)>(),

@@ -6,7 +6,8 @@
 //! - [`reader`]: the one loop over segments, used by recovery, read-only
 //!   reading ([`read_records`]) and [`salvage`];
 //! - [`recovery`]: what [`Wal::open`] does with what the loop found;
-//! - [`writer`]: the writer thread (group commit, fsync, rotation, retry);
+//! - [`writer`]: the writer (group commit, fsync, rotation, retry), run by
+//!   its thread or, for a small write, by the waiter itself;
 //! - [`syncer`]: the background sync thread of [`FsyncPolicy::Interval`].
 //!
 //! All file I/O goes through a [`Storage`] ([`WalConfig::storage`]).
@@ -27,6 +28,19 @@
 //! publishes the new durable seq and wakes the waiters it covers. While it is
 //! busy, new appends form the next group, so one `fdatasync` covers many
 //! records. It also wakes on its own at least every 10 ms.
+//!
+//! Under [`FsyncPolicy::Interval`] and [`FsyncPolicy::Never`] a waiter that
+//! finds no write in progress does that write itself (leader/follower group
+//! commit): under the writer's lock it takes everything appended so far,
+//! writes it and publishes it durable, without waking the writer thread or
+//! being woken by it. A waiter first yields once to the runtime, so that
+//! the other requests ready on that thread append their records too and
+//! one `write(2)` covers them all. The waiter writes only one `write(2)` of
+//! at most 64 KiB into the open segment (no rotation) while the log is not
+//! stalled; anything else — rotation, retries, the interval's timer, close,
+//! every write under `Always` — stays with the writer thread. Writes are
+//! serialized by that lock and take the buffer whole, so records reach the
+//! file in seq order whoever writes them.
 //!
 //! # Recovery
 //!
@@ -237,6 +251,10 @@ pub(crate) struct Shared {
     segments: Mutex<Vec<SegmentMeta>>,
     total_bytes: AtomicU64,
     fsyncs: AtomicU64,
+    /// The writer's state: held by the writer thread while it works, tried
+    /// by [`Shared::write_inline`]; `None` once the writer thread has ended.
+    /// Lock order: `core`, then `state`.
+    core: Mutex<Option<writer::Writer>>,
 }
 
 pub(crate) struct AppendState {
@@ -291,13 +309,25 @@ impl Wal {
             total_bytes: AtomicU64::new(rec.segments.iter().map(|s| s.bytes).sum()),
             segments: Mutex::new(rec.segments),
             fsyncs: AtomicU64::new(0),
+            core: Mutex::new(None),
             cfg,
         });
         metrics::gauge!(METRIC_STALLED).set(0.0);
         let writer = writer::Writer::new(Arc::clone(&shared), rec.active, durable)?;
-        let handle = thread::Builder::new()
+        *shared.core.lock() = Some(writer);
+        let theirs = Arc::clone(&shared);
+        let handle = match thread::Builder::new()
             .name("hotrank-wal".into())
-            .spawn(move || writer.run())?;
+            .spawn(move || writer::run(theirs))
+        {
+            Ok(handle) => handle,
+            Err(e) => {
+                // The writer holds a handle on `shared`: drop it here.
+                let core = shared.core.lock().take();
+                drop(core);
+                return Err(e.into());
+            }
+        };
         Ok((
             Wal {
                 shared,
@@ -308,8 +338,9 @@ impl Wal {
     }
 
     /// Appends one record and returns its seq. Cheap and non-blocking: the
-    /// payload is copied into memory and written by the writer thread. While
-    /// the log is stalled the record is kept and written once it recovers.
+    /// payload is copied into memory and written by the writer (see
+    /// [`Wal::wait_durable`]). While the log is stalled the record is kept
+    /// and written once it recovers.
     ///
     /// After the log was closed or has failed, the seq is still consumed but the
     /// record is dropped, and `wait_durable` for it returns an error.
@@ -370,9 +401,26 @@ impl Wal {
 
     /// Resolves once record `seq` is durable per the policy; errors if the
     /// log is stalled, failed or was closed before that.
+    ///
+    /// Under [`FsyncPolicy::Interval`] and [`FsyncPolicy::Never`] the caller
+    /// first tries to write what is appended itself
+    /// ([`Shared::write_inline`]), which spares it the wake-ups of a
+    /// hand-off to the writer thread and back.
     pub async fn wait_durable(&self, seq: u64) -> Result<(), WalError> {
         if let Some(done) = self.shared.poll_durable(seq) {
             return done;
+        }
+        if self.shared.cfg.fsync != FsyncPolicy::Always {
+            // Let the runtime's other ready tasks append first: the one that
+            // writes then writes them all in one `write(2)`.
+            tokio::task::yield_now().await;
+            if let Some(done) = self.shared.poll_durable(seq) {
+                return done;
+            }
+            self.shared.write_inline();
+            if let Some(done) = self.shared.poll_durable(seq) {
+                return done;
+            }
         }
         let mut rx = self.shared.progress.subscribe();
         self.shared.kick_writer();
@@ -540,6 +588,26 @@ impl Shared {
         None
     }
 
+    /// Leader/follower group commit for the policies that acknowledge
+    /// once written: if no write is in progress (the writer's state is
+    /// free), the caller writes everything appended so far itself, under
+    /// that state's lock, and publishes it durable; see
+    /// [`writer::Writer::write_inline`] for when it leaves the bytes to the
+    /// writer thread. A caller that finds a write in progress waits for the
+    /// writer thread instead. Under [`FsyncPolicy::Always`] the writer
+    /// thread does every write (an `fdatasync` must not block the caller):
+    /// this is not called.
+    fn write_inline(&self) {
+        debug_assert_ne!(self.cfg.fsync, FsyncPolicy::Always);
+        let Some(mut core) = self.core.try_lock() else {
+            return;
+        };
+        if let Some(writer) = core.as_mut() {
+            let _guard = InlineGuard(self);
+            writer.write_inline();
+        }
+    }
+
     fn status_error(&self) -> WalError {
         let msg = || self.failure.lock().clone().unwrap_or_default();
         match self.status.load(Ordering::Acquire) {
@@ -598,6 +666,19 @@ impl Shared {
         }
         self.status.store(STATUS_FAILED, Ordering::Release);
         self.progress.send_modify(|_| {});
+    }
+}
+
+/// Fails the log if an inline write panics: the batch it took may be lost,
+/// so no later record may be written after it.
+struct InlineGuard<'a>(&'a Shared);
+
+impl Drop for InlineGuard<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0
+                .fail("wal: a write on the caller's thread panicked".to_string());
+        }
     }
 }
 

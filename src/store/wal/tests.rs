@@ -461,3 +461,256 @@ fn interval_acknowledges_while_a_sync_hangs() {
     assert!(wal.synced_seq() >= one);
     wal.close().unwrap();
 }
+
+/// A [`SimDisk`](crate::store::storage::sim::SimDisk) that notes which
+/// thread makes each write to a log file (failed attempts included).
+#[derive(Debug, Clone)]
+struct WhoWrites {
+    disk: crate::store::storage::sim::SimDisk,
+    writers: Arc<Mutex<Vec<String>>>,
+}
+
+struct WhoWritesFile {
+    file: Box<dyn crate::store::storage::StorageFile>,
+    writers: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::io::Write for WhoWritesFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let name = std::thread::current().name().unwrap_or("").to_string();
+        self.writers.lock().push(name);
+        self.file.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl crate::store::storage::StorageFile for WhoWritesFile {
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn try_clone(&self) -> io::Result<Box<dyn crate::store::storage::StorageFile>> {
+        self.file.try_clone()
+    }
+}
+
+impl WhoWrites {
+    fn new() -> Self {
+        WhoWrites {
+            disk: crate::store::storage::sim::SimDisk::new(),
+            writers: Arc::default(),
+        }
+    }
+
+    fn wrap(
+        &self,
+        file: io::Result<Box<dyn crate::store::storage::StorageFile>>,
+    ) -> io::Result<Box<dyn crate::store::storage::StorageFile>> {
+        Ok(Box::new(WhoWritesFile {
+            file: file?,
+            writers: Arc::clone(&self.writers),
+        }))
+    }
+
+    /// Names of the threads that wrote since the last call.
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.writers.lock())
+    }
+}
+
+impl Storage for WhoWrites {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.disk.create_dir_all(dir)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.disk.list(dir)
+    }
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        self.disk.len(path)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn crate::store::storage::ReadFile>> {
+        self.disk.open_read(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn crate::store::storage::StorageFile>> {
+        self.wrap(self.disk.create(path))
+    }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn crate::store::storage::StorageFile>> {
+        self.wrap(self.disk.open_append(path))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.disk.remove(path)
+    }
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        self.disk.truncate(path, len)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.disk.sync_dir(dir)
+    }
+    fn lock(&self, path: &Path) -> io::Result<crate::store::storage::DirLock> {
+        self.disk.lock(path)
+    }
+}
+
+fn who_writes_wal(disk: &WhoWrites, fsync: FsyncPolicy, segment_bytes: u64) -> Arc<Wal> {
+    let cfg = WalConfig {
+        fsync,
+        segment_bytes,
+        storage: Arc::new(disk.clone()),
+        ..WalConfig::new("/data/wal")
+    };
+    Arc::new(Wal::open(cfg, 0, |_, _, _| Ok(())).unwrap().0)
+}
+
+/// Every record in the log at `/data/wal` of `disk`, read back by a new
+/// instance.
+fn reopen_records(disk: &WhoWrites) -> Records {
+    let cfg = WalConfig {
+        storage: Arc::new(disk.disk.clone()),
+        ..WalConfig::new("/data/wal")
+    };
+    open_collect(cfg, 0).unwrap().2
+}
+
+/// Runs `f` on a thread named `appender` and returns its result.
+fn on_appender<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .name("appender".into())
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn interval_and_never_write_on_the_waiting_thread_always_on_the_writer_thread() {
+    for policy in [
+        FsyncPolicy::Interval(Duration::from_secs(60)),
+        FsyncPolicy::Never,
+        FsyncPolicy::Always,
+    ] {
+        let disk = WhoWrites::new();
+        let wal = who_writes_wal(&disk, policy, DEFAULT_SEGMENT_BYTES);
+        // The first record creates the segment: the writer thread's job.
+        let seq = wal.append(b"zero");
+        wal.wait_durable_blocking(seq).unwrap();
+        disk.take();
+        let theirs = Arc::clone(&wal);
+        on_appender(move || {
+            for i in 0..20u32 {
+                let seq = theirs.append(&i.to_le_bytes());
+                theirs.wait_durable_blocking(seq).unwrap();
+            }
+        });
+        let writers = disk.take();
+        let inline = writers.iter().filter(|w| *w == "appender").count();
+        // The writer thread wakes every 10 ms and may take a record first.
+        if policy == FsyncPolicy::Always {
+            assert_eq!(inline, 0, "{policy:?}: {writers:?}");
+        } else {
+            assert!(inline >= 10, "{policy:?}: {writers:?}");
+        }
+        wal.close().unwrap();
+        let got = reopen_records(&disk);
+        assert_eq!(got.len(), 21, "{policy:?}");
+        for (i, (seq, payload)) in got[1..].iter().enumerate() {
+            assert_eq!(
+                (*seq, payload.as_slice()),
+                (i as u64 + 2, &(i as u32).to_le_bytes()[..])
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failed_inline_write_stalls_as_the_writer_threads_does() {
+    let disk = WhoWrites::new();
+    let wal = who_writes_wal(&disk, FsyncPolicy::Never, DEFAULT_SEGMENT_BYTES);
+    for i in 1..=5u64 {
+        let seq = wal.append(&i.to_le_bytes());
+        wal.wait_durable_blocking(seq).unwrap();
+    }
+    disk.take();
+    // The disk fills up: the appender's own write fails.
+    disk.disk.set_capacity(Some(disk.disk.used_bytes()));
+    let theirs = Arc::clone(&wal);
+    let err = on_appender(move || {
+        let seq = theirs.append(&6u64.to_le_bytes());
+        theirs.wait_durable_blocking(seq)
+    })
+    .unwrap_err();
+    assert!(matches!(err, WalError::Stalled(_)), "{err}");
+    assert_eq!(disk.take().first().map(String::as_str), Some("appender"));
+    assert!(matches!(wal.writable(), Err(WalError::Stalled(_))));
+    assert!(matches!(wal.try_append(b"x"), Err(WalError::Stalled(_))));
+    assert_eq!(wal.durable_seq(), 5, "records durable before stay durable");
+    // Appended while stalled: kept, not written by the waiter (it gets the
+    // error at once), written by the writer thread once the disk has room.
+    let seven = wal.append(&7u64.to_le_bytes());
+    assert!(matches!(
+        wal.wait_durable_blocking(seven),
+        Err(WalError::Stalled(_))
+    ));
+    disk.disk.set_capacity(None);
+    eventually("the log writes again", || wal.writable().is_ok());
+    wal.wait_durable_blocking(seven).unwrap();
+    let eight = wal.append(&8u64.to_le_bytes());
+    wal.wait_durable_blocking(eight).unwrap();
+    wal.close().unwrap();
+    let got = reopen_records(&disk);
+    let want: Records = (1..=8u64).map(|i| (i, i.to_le_bytes().to_vec())).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn concurrent_inline_writers_never_interleave_or_reorder_records() {
+    // Small segments: rotations (the writer thread's) mix with inline writes.
+    for policy in [
+        FsyncPolicy::Interval(Duration::from_millis(1)),
+        FsyncPolicy::Never,
+    ] {
+        let disk = WhoWrites::new();
+        let wal = who_writes_wal(&disk, policy, 2048);
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let wal = Arc::clone(&wal);
+                std::thread::Builder::new()
+                    .name("appender".into())
+                    .spawn(move || {
+                        let mut mine = Vec::new();
+                        for i in 0..300u64 {
+                            // Lengths vary so that a torn or interleaved
+                            // write cannot line up by chance.
+                            let payload = vec![t as u8; 1 + ((t * 300 + i) % 37) as usize];
+                            let seq = wal.append(&payload);
+                            wal.wait_durable_blocking(seq).unwrap();
+                            mine.push((seq, payload));
+                        }
+                        mine
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let mut want: Records = threads
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        want.sort();
+        let writers = disk.take();
+        assert!(
+            writers.iter().any(|w| w == "appender"),
+            "{policy:?}: no inline write"
+        );
+        assert!(
+            writers.iter().any(|w| w == "hotrank-wal"),
+            "{policy:?}: no rotation"
+        );
+        wal.close().unwrap();
+        let got = reopen_records(&disk);
+        assert_eq!(got.len(), 2400, "{policy:?}");
+        assert_eq!(got, want, "{policy:?}");
+    }
+}

@@ -1,6 +1,8 @@
-//! The writer thread: group commit, sync per policy, segment rotation, and
-//! the stall-and-retry path after a failed write (see the module docs of
-//! [`super`]).
+//! The writer: group commit, sync per policy, segment rotation, and the
+//! stall-and-retry path after a failed write (see the module docs of
+//! [`super`]). Its state lives in [`Shared::core`]; the writer thread
+//! ([`run`]) holds it except while idle, and an appender that finds it free
+//! may write a small batch itself ([`Writer::write_inline`]).
 
 use std::io;
 use std::path::PathBuf;
@@ -27,6 +29,20 @@ const INITIAL_BUFFER_CAPACITY: usize = 64 << 10;
 /// Delays between attempts to write again after a failure.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const MAX_RETRY: Duration = Duration::from_secs(2);
+/// Most bytes an appender writes itself ([`Writer::write_inline`]): one
+/// `write(2)` of this much to the page cache takes microseconds, which a
+/// runtime thread can afford; larger batches go to the writer thread.
+pub(super) const INLINE_MAX_BYTES: usize = 64 << 10;
+
+/// What the writer thread does after a [`Writer::turn`].
+enum Turn {
+    /// Take another turn at once.
+    Again,
+    /// Nothing to do: sleep until then, new records or a kick.
+    Idle(Instant),
+    /// The log is closed (or failed while closing): the thread ends.
+    Closed,
+}
 
 /// The segment being appended to.
 pub(crate) struct Active {
@@ -55,7 +71,9 @@ pub(super) struct Writer {
     syncer: Option<Syncer>,
 }
 
-/// Fails the log if the writer thread ends without closing (i.e. panics).
+/// Fails the log if the writer thread ends without closing (i.e. panics),
+/// and drops the writer's state (its files, its sync thread and its
+/// handle on [`Shared`]) when the thread ends.
 struct ExitGuard(Arc<Shared>);
 
 impl Drop for ExitGuard {
@@ -65,6 +83,36 @@ impl Drop for ExitGuard {
             self.0
                 .fail("wal writer thread exited unexpectedly".to_string());
         }
+        let core = self.0.core.lock().take();
+        drop(core);
+    }
+}
+
+/// The writer thread (`hotrank-wal`): turns of the writer, holding its
+/// state, until the log is closed; idle waits without it.
+pub(super) fn run(shared: Arc<Shared>) {
+    let _guard = ExitGuard(Arc::clone(&shared));
+    loop {
+        let turn = match shared.core.lock().as_mut() {
+            Some(writer) => writer.turn(),
+            None => return,
+        };
+        match turn {
+            Turn::Again => {}
+            Turn::Idle(until) => idle(&shared, until),
+            Turn::Closed => return,
+        }
+    }
+}
+
+/// Sleeps until `until`, a kick, or records an appender has not written
+/// itself (or closing); any wake-up ends it, the next turn looks again.
+fn idle(shared: &Shared, until: Instant) {
+    let mut st = shared.state.lock();
+    if st.buf.is_empty() && !st.closing {
+        shared.writer_parked.store(true, Ordering::SeqCst);
+        shared.writer_cv.wait_until(&mut st, until);
+        shared.writer_parked.store(false, Ordering::SeqCst);
     }
 }
 
@@ -105,125 +153,178 @@ impl Writer {
             || self.shared.status.load(Ordering::Acquire) == super::STATUS_STALLED
     }
 
-    pub(super) fn run(mut self) {
-        let _guard = ExitGuard(Arc::clone(&self.shared));
+    /// One turn of the writer thread: a retry while stalled, or the
+    /// outcome of a background sync, the next batch written and the sync
+    /// the policy asks for.
+    fn turn(&mut self) -> Turn {
         let policy = self.shared.cfg.fsync;
-        loop {
-            if self.stalled() {
-                let closing = self.wait_for_retry();
-                match self.write_again() {
-                    Ok(()) => {
-                        let seq = self
-                            .written_seq
-                            .max(self.shared.durable.load(Ordering::Relaxed));
-                        self.shared.publish_durable(seq);
-                        self.shared.unstall();
-                    }
-                    Err(e) if closing => {
-                        self.shared.fail(format!(
-                            "closed while unable to write ({e}); records not yet durable are lost"
-                        ));
-                        return;
-                    }
-                    Err(e) => {
-                        self.shared.stall(format!("write failed again: {e}"));
-                        self.retry_delay = (self.retry_delay * 2).min(MAX_RETRY);
-                        self.next_retry = Instant::now() + self.retry_delay;
-                    }
+        if self.stalled() {
+            let closing = self.wait_for_retry();
+            match self.write_again() {
+                Ok(()) => {
+                    let seq = self
+                        .written_seq
+                        .max(self.shared.durable.load(Ordering::Relaxed));
+                    self.shared.publish_durable(seq);
+                    self.shared.unstall();
                 }
-                continue;
-            }
-            if let Err(e) = self.collect_sync() {
-                self.stall(e, &[]);
-                continue;
-            }
-            let (mut batch, records, closing) = self.next_batch();
-            if !batch.is_empty() {
-                seal_all(&mut batch);
-                match self.write_sealed(&batch) {
-                    Ok(start) => {
-                        metrics::counter!(METRIC_BYTES_WRITTEN).increment(batch.len() as u64);
-                        metrics::counter!(METRIC_RECORDS).increment(records);
-                        self.unsynced.push((batch, start));
-                    }
-                    Err((e, from)) => {
-                        self.stall(e, &batch[from..]);
-                        continue;
-                    }
+                Err(e) if closing => {
+                    self.shared.fail(format!(
+                        "closed while unable to write ({e}); records not yet durable are lost"
+                    ));
+                    return Turn::Closed;
+                }
+                Err(e) => {
+                    self.shared.stall(format!("write failed again: {e}"));
+                    self.retry_delay = (self.retry_delay * 2).min(MAX_RETRY);
+                    self.next_retry = Instant::now() + self.retry_delay;
                 }
             }
-            if policy != FsyncPolicy::Always
-                && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
-            {
-                self.shared.publish_durable(self.written_seq);
-            }
-            let sync = closing
-                || match policy {
-                    FsyncPolicy::Always => true,
-                    FsyncPolicy::Interval(d) => self.last_sync.elapsed() >= d,
-                    FsyncPolicy::Never => false,
-                };
-            let result = if !sync || self.unsynced.is_empty() {
-                Ok(())
-            } else if !closing && self.syncer.is_some() {
-                self.sync_in_background()
-            } else {
-                self.sync_active()
+            return Turn::Again;
+        }
+        if let Err(e) = self.collect_sync() {
+            self.stall(e, &[]);
+            return Turn::Again;
+        }
+        let (batch, records, closing) = match self.next_batch() {
+            Ok(next) => next,
+            Err(until) => return Turn::Idle(until),
+        };
+        if !batch.is_empty() && !self.write_batch(batch, records) {
+            return Turn::Again;
+        }
+        if policy != FsyncPolicy::Always
+            && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
+        {
+            self.shared.publish_durable(self.written_seq);
+        }
+        let sync = closing
+            || match policy {
+                FsyncPolicy::Always => true,
+                FsyncPolicy::Interval(d) => self.last_sync.elapsed() >= d,
+                FsyncPolicy::Never => false,
             };
-            if let Err(e) = result {
-                self.stall(e, &[]);
-                continue;
+        let result = if !sync || self.unsynced.is_empty() {
+            Ok(())
+        } else if !closing && self.syncer.is_some() {
+            self.sync_in_background()
+        } else {
+            self.sync_active()
+        };
+        if let Err(e) = result {
+            self.stall(e, &[]);
+            return Turn::Again;
+        }
+        if policy == FsyncPolicy::Always
+            && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
+        {
+            self.shared.publish_durable(self.written_seq);
+        }
+        if closing {
+            self.active = None;
+            self.shared.status.store(STATUS_CLOSED, Ordering::Release);
+            self.shared.progress.send_modify(|_| {});
+            return Turn::Closed;
+        }
+        Turn::Again
+    }
+
+    /// Seals a batch taken from the appenders, writes it and keeps it until
+    /// it is synced; stalls if that fails. Returns whether it was written.
+    fn write_batch(&mut self, mut batch: Vec<u8>, records: u64) -> bool {
+        seal_all(&mut batch);
+        match self.write_sealed(&batch) {
+            Ok(start) => {
+                metrics::counter!(METRIC_BYTES_WRITTEN).increment(batch.len() as u64);
+                metrics::counter!(METRIC_RECORDS).increment(records);
+                self.unsynced.push((batch, start));
+                true
             }
-            if policy == FsyncPolicy::Always
-                && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
-            {
-                self.shared.publish_durable(self.written_seq);
-            }
-            if closing {
-                self.active = None;
-                self.shared.status.store(STATUS_CLOSED, Ordering::Release);
-                self.shared.progress.send_modify(|_| {});
-                return;
+            Err((e, from)) => {
+                self.stall(e, &batch[from..]);
+                false
             }
         }
     }
 
-    /// Waits for appended records (or closing, or a due interval sync) and takes
-    /// the whole buffer. Returns (bytes, record count, closing).
-    fn next_batch(&mut self) -> (Vec<u8>, u64, bool) {
+    /// The leader's write of [`Shared::write_inline`]: everything appended
+    /// so far, written on the caller's thread and published durable, if
+    /// that is one quick `write(2)`: the log is not stalled or closing, a
+    /// segment is open and the bytes fit in it (no rotation), and they are
+    /// at most [`INLINE_MAX_BYTES`]. Otherwise the writer thread takes them.
+    /// Under [`FsyncPolicy::Interval`] a sync that is due is handed to the
+    /// sync thread, as the writer thread does. A failed write stalls the
+    /// log exactly as the writer thread's does (and, like it, first waits
+    /// for a background sync that is out).
+    pub(super) fn write_inline(&mut self) {
+        if self.stalled() {
+            return;
+        }
+        let Some(active) = &self.active else {
+            return;
+        };
+        let room = self.shared.cfg.segment_bytes.saturating_sub(active.bytes);
+        let (batch, records) = {
+            let mut st = self.shared.state.lock();
+            let len = st.buf.len();
+            if len == 0 || st.closing || len > INLINE_MAX_BYTES || len as u64 > room {
+                return;
+            }
+            // A copy of just these bytes: the appenders keep their buffer,
+            // and the batch held until the next sync is no larger than it.
+            let batch = st.buf.clone();
+            st.buf.clear();
+            (batch, std::mem::take(&mut st.records))
+        };
+        if !self.write_batch(batch, records) {
+            return;
+        }
+        if self.written_seq > self.shared.durable.load(Ordering::Relaxed) {
+            self.shared.publish_durable(self.written_seq);
+        }
+        if let FsyncPolicy::Interval(d) = self.shared.cfg.fsync
+            && self.last_sync.elapsed() >= d
+            && let Err(e) = self.sync_in_background()
+        {
+            self.stall(e, &[]);
+        }
+    }
+
+    /// Takes the whole buffer if records were appended (or the log is
+    /// closing): (bytes, record count, closing); an empty batch if a
+    /// background sync's outcome or an interval sync is due; otherwise
+    /// `Err` with when to look again at the latest.
+    fn next_batch(&mut self) -> Result<(Vec<u8>, u64, bool), Instant> {
         // The appenders' next buffer: the spare, or a fresh one while the
         // spare is still held unsynced (allocated here, outside their lock,
         // so they do not grow it record by record).
         if self.spare.capacity() == 0 {
             self.spare = Vec::with_capacity(INITIAL_BUFFER_CAPACITY);
         }
-        let shared = &*self.shared;
-        let mut st = shared.state.lock();
-        while st.buf.is_empty() && !st.closing {
+        let mut st = self.shared.state.lock();
+        if st.buf.is_empty() && !st.closing {
             let now = Instant::now();
             let mut wake_at = now + IDLE_POLL;
             if self.syncer.as_ref().is_some_and(Syncer::finished) {
                 // The background sync's outcome, to collect.
-                return (Vec::new(), 0, false);
+                return Ok((Vec::new(), 0, false));
             }
-            if let FsyncPolicy::Interval(d) = shared.cfg.fsync
+            if let FsyncPolicy::Interval(d) = self.shared.cfg.fsync
                 && !self.unsynced.is_empty()
                 && !self.syncer.as_ref().is_some_and(Syncer::pending)
             {
                 let due = self.last_sync + d;
                 if due <= now {
-                    return (Vec::new(), 0, false);
+                    return Ok((Vec::new(), 0, false));
                 }
                 wake_at = wake_at.min(due);
             }
-            shared.writer_parked.store(true, Ordering::SeqCst);
-            shared.writer_cv.wait_until(&mut st, wake_at);
-            shared.writer_parked.store(false, Ordering::SeqCst);
+            return Err(wake_at);
         }
         let spare = std::mem::take(&mut self.spare);
         let batch = std::mem::replace(&mut st.buf, spare);
         let records = std::mem::take(&mut st.records);
-        (batch, records, st.closing)
+        Ok((batch, records, st.closing))
     }
 
     /// Sleeps until the next retry is due or the log is closing; returns
@@ -428,7 +529,9 @@ impl Writer {
     fn recycle_unsynced(&mut self, n: usize) {
         let n = n.min(self.unsynced.len());
         for (mut batch, _) in self.unsynced.drain(..n) {
-            if self.spare.capacity() == 0 && batch.capacity() <= MAX_SPARE_CAPACITY {
+            if self.spare.capacity() == 0
+                && (INITIAL_BUFFER_CAPACITY..=MAX_SPARE_CAPACITY).contains(&batch.capacity())
+            {
                 batch.clear();
                 self.spare = batch;
             }
