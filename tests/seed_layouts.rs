@@ -259,6 +259,11 @@ async fn delete_api(s: &TestServer, id: &str) -> StatusCode {
 }
 
 /// Every key under `prefix` is one KEY_TABLE documents, of its type.
+///
+/// The server keeps working while this looks: the ranking upkeep drains
+/// the change log, so a key listed by `KEYS` may be gone by the time its
+/// `TYPE` is asked. A key that vanished is not a leak; one that exists
+/// must have its documented type.
 async fn every_key_documented(con: &mut redis::aio::MultiplexedConnection, prefix: &str) {
     let keys: Vec<String> = con.keys(format!("{prefix}*")).await.unwrap();
     assert!(!keys.is_empty());
@@ -267,7 +272,9 @@ async fn every_key_documented(con: &mut redis::aio::MultiplexedConnection, prefi
         let spec = hotrank::store::redis::key_spec_of(rest)
             .unwrap_or_else(|| panic!("{rest} is not in KEY_TABLE"));
         let ty: String = redis::cmd("TYPE").arg(&k).query_async(con).await.unwrap();
-        assert_eq!(ty, spec.kind, "{rest}");
+        if ty != "none" {
+            assert_eq!(ty, spec.kind, "{rest}");
+        }
     }
 }
 
