@@ -144,7 +144,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_lock_hold_seconds",
         Histogram,
         SECONDS,
-        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables).",
+        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; upkeep: the background re-scoring of changed articles; query_catch_up: a query re-scoring many changed articles before its walk; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables).",
+    ),
+    family(
+        "hotrank_ingest_lock_wait_seconds",
+        Histogram,
+        SECONDS,
+        "Embedded store: how long one ingest call waited for the state lock before applying its first event (a ranking build, upkeep, retention or query holding it; the log write and fsync come after and are not in it).",
     ),
     family(
         "hotrank_dedupe_entries",

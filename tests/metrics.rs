@@ -275,7 +275,15 @@ async fn embedded_metrics_pass_promtool() {
     drive(&server.base).await;
     let text = scrape(
         &server.base,
-        &[SHARED, &["hotrank_articles", "hotrank_wal_bytes"]].concat(),
+        &[
+            SHARED,
+            &[
+                "hotrank_articles",
+                "hotrank_wal_bytes",
+                "hotrank_ingest_lock_wait_seconds",
+            ],
+        ]
+        .concat(),
     )
     .await;
     let types = families(&text);

@@ -1424,7 +1424,10 @@ impl Store for EmbeddedStore {
         let mut buf = Vec::with_capacity(128);
         let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
         {
+            let asked = Instant::now();
             let mut inner = self.inner.lock();
+            metrics::histogram!("hotrank_ingest_lock_wait_seconds")
+                .record(asked.elapsed().as_secs_f64());
             self.writable()?;
             for (i, mut ev) in events.into_iter().enumerate() {
                 if i > 0 && i % INGEST_HOLD_EVENTS == 0 {
