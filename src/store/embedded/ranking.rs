@@ -250,7 +250,14 @@ impl Ranking {
             }
         }
         self.bounds_at = Some(self.bounds_at.map_or(at, |b| b.max(at)));
-        walk.finish()
+        let mut items = walk.finish();
+        // The walk keeps every article it offered until it finishes: after
+        // a bulk load whose bounds all tie (each article's, computed while
+        // it arrived, above its score now) that is every indexed article,
+        // and the page cache held the grown buffer (47 bytes an article
+        // at 200,000 one-view articles: BENCHMARKS.md, branch mem2).
+        items.shrink_to_fit();
+        items
     }
 }
 
