@@ -1462,7 +1462,7 @@ impl Store for EmbeddedStore {
                 let (pv, uv) = match article {
                     Some(idx) if with_counts => {
                         let a = inner.data.article_mut(idx);
-                        (a.lifetime.pv, a.lifetime_uv.count())
+                        (a.lifetime.get().pv, a.lifetime_uv.count())
                     }
                     _ => (0, 0),
                 };
@@ -1515,7 +1515,7 @@ impl Store for EmbeddedStore {
         if a.deleted {
             return Ok(None);
         }
-        let mut lifetime = a.lifetime;
+        let mut lifetime = a.lifetime.get();
         lifetime.uv = a.lifetime_uv.count();
         let scores = ModelKind::ALL
             .into_iter()
@@ -1724,7 +1724,7 @@ impl Store for EmbeddedStore {
                     };
                     let seq = self.log_and_apply(&mut inner, &rec, &mut Vec::new());
                     let a = inner.data.article(idx);
-                    let c = a.lifetime;
+                    let c = a.lifetime.get();
                     let score = self.settings.models.votes.score(&c, a.meta.published_at());
                     (
                         seq,

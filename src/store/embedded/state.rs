@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-use super::compact::{Meta, Sparse};
+use super::compact::{Lifetime, Meta, Sparse};
 use super::index::Index;
 use crate::gate::{KeyedMap, KeyedSet, SlidingLimiter};
 use crate::model::{
@@ -195,7 +195,8 @@ pub struct Article {
     /// Created by `PUT` rather than by a first event.
     pub known: bool,
     pub deleted: bool,
-    pub lifetime: Counters,
+    /// Lifetime counters but UV (`lifetime_uv` counts it).
+    pub lifetime: Lifetime,
     pub lifetime_uv: Hll,
     pub quarantine: Sparse<Quarantine>,
     /// Sorted by hour, oldest first.
@@ -214,7 +215,7 @@ impl Article {
             meta,
             known,
             deleted: false,
-            lifetime: Counters::default(),
+            lifetime: Lifetime::default(),
             lifetime_uv: Hll::new(),
             quarantine: Sparse::default(),
             buckets: Vec::new(),
@@ -255,11 +256,8 @@ impl Article {
         let hour = hour_of(ev.ts);
         let b = self.bucket_mut(hour);
         bump(ev, hash, BucketRef::Bucket(b));
-        bump(
-            ev,
-            hash,
-            BucketRef::Counters(&mut self.lifetime, &mut self.lifetime_uv),
-        );
+        let uv = &mut self.lifetime_uv;
+        (self.lifetime).update(|c| bump(ev, hash, BucketRef::Counters(c, uv)));
         for w in &mut self.windows {
             if crate::time::last_hours(w.end_hour, w.hours).contains(&hour) {
                 bump(ev, hash, BucketRef::Window(w));
@@ -282,7 +280,7 @@ impl Article {
     /// Counters inside `range` at `now`, UV included.
     pub fn window(&mut self, range: RangeSpec, now: Timestamp) -> Counters {
         let RangeSpec::Hours(hours) = range else {
-            let mut c = self.lifetime;
+            let mut c = self.lifetime.get();
             c.uv = self.lifetime_uv.count();
             return c;
         };
@@ -306,9 +304,10 @@ impl Article {
                 b.add_to(&mut c);
                 c.uv = b.uv_count.get_or(|| b.uv.estimate());
             }
+            let l = self.lifetime.get();
             return Counters {
-                ups: self.lifetime.ups,
-                downs: self.lifetime.downs,
+                ups: l.ups,
+                downs: l.downs,
                 ..c
             };
         }
@@ -332,10 +331,11 @@ impl Article {
         let pos = 0;
         let w = &mut self.windows[pos];
         let uv = *w.uv.get_or_insert_with(|| w.sketch.count());
+        let l = self.lifetime.get();
         Counters {
             uv,
-            ups: self.lifetime.ups,
-            downs: self.lifetime.downs,
+            ups: l.ups,
+            downs: l.downs,
             ..w.counters
         }
     }
@@ -750,7 +750,7 @@ impl Data {
                 let a = self.article_mut(idx);
                 a.voters.get_mut().insert(*poster);
                 if matches!(rec, LogRecord::PostVoted { .. }) {
-                    a.lifetime.ups += 1;
+                    a.lifetime.update(|c| c.ups += 1);
                 }
                 Change::Meta(idx)
             }
@@ -762,10 +762,10 @@ impl Data {
                 Some(idx) => {
                     let a = self.article_mut(idx);
                     a.voters.get_mut().insert(*user);
-                    match direction {
-                        VoteDirection::Up => a.lifetime.ups += 1,
-                        VoteDirection::Down => a.lifetime.downs += 1,
-                    }
+                    a.lifetime.update(|c| match direction {
+                        VoteDirection::Up => c.ups += 1,
+                        VoteDirection::Down => c.downs += 1,
+                    });
                     Change::Counted(idx)
                 }
                 None => Change::None,
@@ -948,7 +948,7 @@ mod dumping {
         pub fn export(&self) -> Vec<Record> {
             let mut out = Vec::new();
             for a in &self.articles {
-                let l = &a.lifetime;
+                let l = a.lifetime.get();
                 let mut voters: Vec<String> = (a.voters.get().into_iter().flatten())
                     .map(|v| format!("{v:032x}"))
                     .collect();
@@ -1050,7 +1050,7 @@ mod dumping {
                         }
                         let mut a = Article::new(id.clone(), meta.clone().into(), *known);
                         a.deleted = *deleted;
-                        a.lifetime = Counters {
+                        a.lifetime = Lifetime::from(Counters {
                             pv: lifetime.pv,
                             likes: lifetime.likes,
                             comments: lifetime.comments,
@@ -1061,7 +1061,7 @@ mod dumping {
                             ups: votes.ups,
                             downs: votes.downs,
                             ..Counters::default()
-                        };
+                        });
                         for v in &votes.voters {
                             let user = u128::from_str_radix(v, 16).map_err(|_| {
                                 format!("article {id}: voter {v:?} is not 32 hex digits")
@@ -1149,7 +1149,7 @@ mod tests {
         for (n, voted) in [("1", false), ("2", true)] {
             d.apply(&post(n, voted));
             let a = d.article(d.lookup(&ArticleId::parse(n).unwrap()).unwrap());
-            assert_eq!(a.lifetime.ups, u64::from(voted), "post {n}");
+            assert_eq!(a.lifetime.get().ups, u64::from(voted), "post {n}");
             assert!(
                 a.voters.get().is_some_and(|v| v.contains(&7)),
                 "the poster cannot vote again"
@@ -1299,7 +1299,8 @@ mod layout {
     #[test]
     fn per_article_structs_stay_within_the_accounted_sizes() {
         let sizes = [
-            ("Article", size_of::<Article>(), 232),
+            ("Article", size_of::<Article>(), 192),
+            ("Lifetime", size_of::<Lifetime>(), 40),
             ("Meta", size_of::<Meta>(), 16),
             ("Sparse<Quarantine>", size_of::<Sparse<Quarantine>>(), 8),
             (
