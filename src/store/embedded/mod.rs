@@ -545,7 +545,7 @@ impl Inner {
         // After a restart: the start of the newest hour holding anything.
         inner.newest_event = (inner.data.articles.iter())
             .filter_map(|a| a.buckets.last())
-            .map(|b| b.hour * 3600)
+            .map(|b| b.hour() * 3600)
             .max()
             .unwrap_or(0);
         // What `track_newest` keeps, built in bulk (a restart of millions

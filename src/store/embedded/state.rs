@@ -96,9 +96,20 @@ pub enum LogRecord {
 }
 
 /// One hour of one article's activity.
+///
+/// 88 bytes, so that the one bucket most articles hold is a 96-byte heap
+/// block (glibc rounds a request up to 16 bytes with 8 of its own: at 96
+/// bytes it took 112). Hence the hour and the remembered count as 4 bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
-    pub hour: i64,
+    /// The hour ([`hour_of`]) as i32 (245,000 years either side of 1970):
+    /// postcard writes an i32 as the zigzag varint it writes an i64 as,
+    /// so snapshots keep their bytes. Read through [`Bucket::hour`].
+    hour: i32,
+    /// `uv`'s count while the sketch is unchanged, for the windows that
+    /// hold this bucket alone (they keep no cache of their own).
+    #[serde(skip)]
+    uv_count: UvCount,
     pub pv: u32,
     pub likes: u32,
     pub comments: u32,
@@ -108,26 +119,25 @@ pub struct Bucket {
     pub dwell_seconds: u64,
     pub uv: Hll,
     pub quarantine: Sparse<Quarantine>,
-    /// `uv`'s count while the sketch is unchanged, for the windows that
-    /// hold this bucket alone (they keep no cache of their own).
-    #[serde(skip)]
-    uv_count: UvCount,
 }
 
 /// A sketch's count, remembered until the sketch changes: derived, never
 /// serialized, and equal to any other (two buckets with the same counters
-/// and sketch are equal whether or not one was counted).
+/// and sketch are equal whether or not one was counted). A count of
+/// `u32::MAX` or more is not remembered (it is computed each time).
 #[derive(Debug, Clone, Copy)]
-struct UvCount(u64);
+struct UvCount(u32);
 
 impl UvCount {
-    const STALE: UvCount = UvCount(u64::MAX);
+    const STALE: UvCount = UvCount(u32::MAX);
 
     fn get_or(&mut self, count: impl FnOnce() -> u64) -> u64 {
-        if self.0 == u64::MAX {
-            self.0 = count();
+        if self.0 != u32::MAX {
+            return u64::from(self.0);
         }
-        self.0
+        let n = count();
+        self.0 = u32::try_from(n).unwrap_or(u32::MAX);
+        n
     }
 }
 
@@ -144,9 +154,11 @@ impl PartialEq for UvCount {
 }
 
 impl Bucket {
+    /// `hour` saturates at the i32 range, which no timestamp the API takes
+    /// (at most `max_future_secs` past its arrival) reaches.
     fn new(hour: i64) -> Self {
         Bucket {
-            hour,
+            hour: hour.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
             pv: 0,
             likes: 0,
             comments: 0,
@@ -158,6 +170,10 @@ impl Bucket {
             quarantine: Sparse::default(),
             uv_count: UvCount::STALE,
         }
+    }
+
+    pub fn hour(&self) -> i64 {
+        self.hour.into()
     }
 
     fn add_to(&self, c: &mut Counters) {
@@ -227,8 +243,8 @@ impl Article {
     fn bucket_mut(&mut self, hour: i64) -> &mut Bucket {
         // Almost every event lands in the newest bucket.
         let pos = match self.buckets.last() {
-            Some(b) if b.hour == hour => self.buckets.len() - 1,
-            Some(b) if b.hour < hour => {
+            Some(b) if b.hour() == hour => self.buckets.len() - 1,
+            Some(b) if b.hour() < hour => {
                 self.buckets.push(Bucket::new(hour));
                 self.buckets.len() - 1
             }
@@ -240,7 +256,7 @@ impl Article {
                 self.buckets.push(Bucket::new(hour));
                 0
             }
-            Some(_) => match self.buckets.binary_search_by_key(&hour, |b| b.hour) {
+            Some(_) => match self.buckets.binary_search_by_key(&hour, |b| b.hour()) {
                 Ok(i) => i,
                 Err(i) => {
                     self.buckets.insert(i, Bucket::new(hour));
@@ -344,8 +360,8 @@ impl Article {
     /// one bucket (`buckets[i]`), `Some(None)` if none, `None` if more.
     fn single_bucket(&self, hours: u32, end_hour: i64) -> Option<Option<usize>> {
         let first = *crate::time::last_hours(end_hour, hours).start();
-        let start = self.buckets.partition_point(|b| b.hour < first);
-        let end = self.buckets.partition_point(|b| b.hour <= end_hour);
+        let start = self.buckets.partition_point(|b| b.hour() < first);
+        let end = self.buckets.partition_point(|b| b.hour() <= end_hour);
         match end.saturating_sub(start) {
             0 => Some(None),
             1 => Some(Some(start)),
@@ -355,13 +371,13 @@ impl Article {
 
     fn build_window(&self, hours: u32, end_hour: i64) -> WindowAgg {
         let first = *crate::time::last_hours(end_hour, hours).start();
-        let start = self.buckets.partition_point(|b| b.hour < first);
+        let start = self.buckets.partition_point(|b| b.hour() < first);
         let mut counters = Counters::default();
         let mut sketch = Hll::new();
         let mut sketches = SmallVec::<[&Hll; 8]>::new();
         for b in self.buckets[start..]
             .iter()
-            .take_while(|b| b.hour <= end_hour)
+            .take_while(|b| b.hour() <= end_hour)
         {
             b.add_to(&mut counters);
             if b.pv > 0 {
@@ -380,19 +396,19 @@ impl Article {
 
     /// Drops buckets that end before `first_hour`.
     fn expire(&mut self, first_hour: i64) {
-        let keep_from = self.buckets.partition_point(|b| b.hour < first_hour);
+        let keep_from = self.buckets.partition_point(|b| b.hour() < first_hour);
         if keep_from > 0 {
             self.buckets.drain(..keep_from);
         }
     }
 
     pub fn hourly(&self, first_hour: i64, last_hour: i64) -> Vec<HourlyRow> {
-        let start = self.buckets.partition_point(|b| b.hour < first_hour);
+        let start = self.buckets.partition_point(|b| b.hour() < first_hour);
         self.buckets[start..]
             .iter()
-            .take_while(|b| b.hour <= last_hour)
+            .take_while(|b| b.hour() <= last_hour)
             .map(|b| HourlyRow {
-                hour: b.hour,
+                hour: b.hour(),
                 pv: u64::from(b.pv),
                 uv: b.uv.estimate(),
                 quarantined: b.quarantine.value(),
@@ -929,7 +945,7 @@ mod dumping {
     fn bucket_from(hour: i64, c: &DumpCounters) -> Result<Bucket, String> {
         let n = |v: u64| u32::try_from(v).map_err(|_| format!("bucket {hour}: count too large"));
         Ok(Bucket {
-            hour,
+            hour: i32::try_from(hour).map_err(|_| format!("bucket {hour}: hour out of range"))?,
             pv: n(c.pv)?,
             likes: n(c.likes)?,
             comments: n(c.comments)?,
@@ -978,7 +994,7 @@ mod dumping {
                         .buckets
                         .iter()
                         .map(|b| DumpBucket {
-                            at: b.hour,
+                            at: b.hour(),
                             c: bucket_counters(b),
                         })
                         .collect(),
@@ -1075,12 +1091,12 @@ mod dumping {
                         }
                         for b in days {
                             let first = b.at * 24;
-                            if !a.buckets.iter().any(|x| x.hour.div_euclid(24) == b.at) {
+                            if !a.buckets.iter().any(|x| x.hour().div_euclid(24) == b.at) {
                                 a.buckets.push(bucket_from(first, &b.c)?);
                             }
                         }
-                        a.buckets.sort_by_key(|b| b.hour);
-                        a.buckets.dedup_by_key(|b| b.hour);
+                        a.buckets.sort_by_key(|b| b.hour());
+                        a.buckets.dedup_by_key(|b| b.hour());
                         d.insert_article(a);
                     }
                     Record::Totals {
@@ -1311,7 +1327,7 @@ mod layout {
             ("ArticleMeta", size_of::<ArticleMeta>(), 200),
             ("Counters", size_of::<Counters>(), 80),
             ("Hll", size_of::<Hll>(), 40),
-            ("Bucket", size_of::<Bucket>(), 96),
+            ("Bucket", size_of::<Bucket>(), 88),
             ("WindowAgg", size_of::<WindowAgg>(), 152),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
             ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
