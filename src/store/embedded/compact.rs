@@ -145,8 +145,17 @@ impl Lifetime {
     pub fn get(&self) -> Counters {
         match self {
             Lifetime::Small(s) => {
-                let [pv, likes, comments, favorites, shares, dwell_seconds, dwell_reports, ups, downs] =
-                    s.map(u64::from);
+                let [
+                    pv,
+                    likes,
+                    comments,
+                    favorites,
+                    shares,
+                    dwell_seconds,
+                    dwell_reports,
+                    ups,
+                    downs,
+                ] = s.map(u64::from);
                 Counters {
                     pv,
                     uv: 0,

@@ -243,7 +243,10 @@ impl Ranking {
                 }
             }
         }
-        debug_assert!(rescored.next().is_none(), "re-scored entries in index order");
+        debug_assert!(
+            rescored.next().is_none(),
+            "re-scored entries in index order"
+        );
         self.order = BTreeSet::from_iter(entries);
     }
 
@@ -774,7 +777,10 @@ mod tests {
             panic!("a new ranking is built")
         };
         let mut b = Build::new(key.clone(), signal, t0);
-        assert_eq!(rankings.build_chunk(&mut b, &mut data, models, t0, 64), Step::Done);
+        assert_eq!(
+            rankings.build_chunk(&mut b, &mut data, models, t0, 64),
+            Step::Done
+        );
         b.assemble();
         rankings.install(&mut b);
         assert_eq!(rankings.catch_up(&b, &mut data, models, t0, 64), Step::Done);
