@@ -221,12 +221,15 @@ impl Ranking {
 
     /// Writes back the new bounds of `rescored` (entries of the index in
     /// its order, each with its new bound or `None` to leave) in one pass
-    /// that builds the index anew, where a walk re-scored most of it (the
-    /// first query after a bulk load whose bounds all tie). Removing and
-    /// re-inserting entry by entry would cost more, and leave the tree's
-    /// nodes 55–70 % full: 64 bytes an entry at 200,000 articles against
-    /// the 46 of a tree built from sorted entries (BENCHMARKS.md, branch
-    /// mem2).
+    /// that builds the index anew, where a walk re-scored more than an
+    /// eighth of it (the first query after a bulk load, whose bounds were
+    /// computed as each article arrived and now all lie above the scores).
+    /// Entry by entry, each re-scored entry is a removal and an insertion
+    /// that walk the tree; here each entry is moved once and an almost
+    /// sorted run sorted (the cost ratio is reasoned, not measured). It
+    /// also packs the tree: one kept from an empty store through a bulk
+    /// load has nodes 55–70 % full, 64–68 bytes an entry at 200,000
+    /// articles (heaptrack, BENCHMARKS.md, branch mem2).
     fn reindex(&mut self, rescored: Vec<(Entry, Option<f64>)>) {
         let mut rescored = rescored.into_iter().peekable();
         let mut entries = Vec::with_capacity(self.order.len());
@@ -273,7 +276,7 @@ impl Ranking {
             }
             rescored.push((e.clone(), ex.map(|x| x.bound)));
         }
-        if rescored.len() > self.order.len() / 2 {
+        if rescored.len() > self.order.len() / 8 {
             self.reindex(rescored);
         } else {
             for (e, new) in rescored {
