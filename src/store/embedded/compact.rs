@@ -177,7 +177,7 @@ impl Lifetime {
     /// them to u64 if one passes `u32::MAX`.
     pub fn update<R>(&mut self, f: impl FnOnce(&mut Counters) -> R) -> R {
         if let Lifetime::Big(c) = self {
-            let r = f(&mut **c);
+            let r = f(c);
             c.uv = 0;
             return r;
         }

@@ -206,6 +206,9 @@ struct WindowAgg {
 
 /// An article's window caches, most recently used first: absent (8
 /// bytes, where an empty `Vec` took 24) for the many articles with none.
+// The box is the point: 8 bytes in every article, the `Vec` (and a heap
+// block of its own) only in those that cache a window.
+#[allow(clippy::box_collection)]
 #[derive(Debug, Clone, Default)]
 struct Windows(Option<Box<Vec<WindowAgg>>>);
 
