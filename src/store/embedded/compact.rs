@@ -3,14 +3,16 @@
 //! voters and no quarantined events. Each is boxed only when present, so an
 //! empty one costs its 8–16 inline bytes and no heap block.
 //!
-//! Both serialize exactly as the plain type they stand for (the default
+//! [`Lifetime`] packs an article's lifetime counters into u32s.
+//!
+//! Each serializes exactly as the plain type it stands for (the default
 //! when absent), so snapshots and logs keep their bytes.
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::{ArticleMeta, Timestamp};
+use crate::model::{ArticleMeta, Counters, Timestamp};
 
 /// A `T` that is usually `T::default()`: absent (8 bytes, no allocation)
 /// until it holds something else.
@@ -119,6 +121,106 @@ impl<'de> Deserialize<'de> for Meta {
     }
 }
 
+/// An article's lifetime counters: [`Counters`] without `uv` (the
+/// article's lifetime sketch counts it), nine `u32` inline (40 bytes
+/// where `Counters` takes 80), all moved to a boxed `Counters` (u64) once
+/// one of them would pass `u32::MAX`. Never moved back: counters only grow.
+///
+/// Serializes as the `Counters` it stands for with `uv` 0, which is what
+/// snapshots always held there, so snapshots keep their bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lifetime {
+    Small([u32; 9]),
+    Big(Box<Counters>),
+}
+
+impl Default for Lifetime {
+    fn default() -> Self {
+        Lifetime::Small([0; 9])
+    }
+}
+
+impl Lifetime {
+    /// The counters, `uv` 0.
+    pub fn get(&self) -> Counters {
+        match self {
+            Lifetime::Small(s) => {
+                let [
+                    pv,
+                    likes,
+                    comments,
+                    favorites,
+                    shares,
+                    dwell_seconds,
+                    dwell_reports,
+                    ups,
+                    downs,
+                ] = s.map(u64::from);
+                Counters {
+                    pv,
+                    uv: 0,
+                    likes,
+                    comments,
+                    favorites,
+                    shares,
+                    dwell_seconds,
+                    dwell_reports,
+                    ups,
+                    downs,
+                }
+            }
+            Lifetime::Big(c) => **c,
+        }
+    }
+
+    /// Changes the counters through `f` (its `uv` is dropped), promoting
+    /// them to u64 if one passes `u32::MAX`.
+    pub fn update<R>(&mut self, f: impl FnOnce(&mut Counters) -> R) -> R {
+        if let Lifetime::Big(c) = self {
+            let r = f(c);
+            c.uv = 0;
+            return r;
+        }
+        let mut c = self.get();
+        let r = f(&mut c);
+        *self = Lifetime::from(c);
+        r
+    }
+}
+
+impl From<Counters> for Lifetime {
+    fn from(c: Counters) -> Self {
+        let all = [
+            c.pv,
+            c.likes,
+            c.comments,
+            c.favorites,
+            c.shares,
+            c.dwell_seconds,
+            c.dwell_reports,
+            c.ups,
+            c.downs,
+        ];
+        if all.iter().all(|&v| v <= u64::from(u32::MAX)) {
+            Lifetime::Small(all.map(|v| v as u32))
+        } else {
+            Lifetime::Big(Box::new(Counters { uv: 0, ..c }))
+        }
+    }
+}
+
+impl Serialize for Lifetime {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.get().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Lifetime {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Counters::deserialize(d).map(Lifetime::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +272,42 @@ mod tests {
         voters.get_mut().insert(7);
         let back: Sparse<KeyedSet<u128>> = postcard::from_bytes(&bytes(&voters)).unwrap();
         assert!(back.get().is_some_and(|s| s.contains(&7)));
+    }
+
+    /// Lifetime counters write the bytes of `Counters` (`uv` 0), stay
+    /// inline while every one fits a u32, and move to u64 without losing
+    /// a count when one passes it.
+    #[test]
+    fn lifetime_counters_pack_and_promote_past_u32() {
+        let c = Counters {
+            pv: 7,
+            likes: 1,
+            dwell_seconds: 90,
+            dwell_reports: 2,
+            ups: 3,
+            downs: 4,
+            ..Counters::default()
+        };
+        let mut l = Lifetime::from(c);
+        assert!(matches!(l, Lifetime::Small(_)));
+        assert_eq!(l.get(), c);
+        assert_eq!(bytes(&l), bytes(&c));
+        assert_eq!(postcard::from_bytes::<Lifetime>(&bytes(&c)).unwrap(), l);
+        // One count past u32::MAX: promoted, every other count kept.
+        l.update(|c| c.dwell_seconds = u64::from(u32::MAX));
+        assert!(matches!(l, Lifetime::Small(_)));
+        l.update(|c| c.dwell_seconds += 1);
+        assert!(matches!(l, Lifetime::Big(_)));
+        let big = Counters {
+            dwell_seconds: u64::from(u32::MAX) + 1,
+            ..c
+        };
+        assert_eq!(l.get(), big);
+        l.update(|c| c.pv += 1);
+        assert_eq!(l.get().pv, 8);
+        assert_eq!(l.get().dwell_seconds, u64::from(u32::MAX) + 1);
+        let read: Lifetime = postcard::from_bytes(&bytes(&l)).unwrap();
+        assert_eq!(read.get(), l.get());
+        assert_eq!(bytes(&read), bytes(&Counters { pv: 8, ..big }));
     }
 }

@@ -546,7 +546,7 @@ impl Inner {
         // After a restart: the start of the newest hour holding anything.
         inner.newest_event = (inner.data.articles.iter())
             .filter_map(|a| a.buckets.last())
-            .map(|b| b.hour * 3600)
+            .map(|b| b.hour() * 3600)
             .max()
             .unwrap_or(0);
         // What `track_newest` keeps, built in bulk (a restart of millions
@@ -1470,7 +1470,7 @@ impl Store for EmbeddedStore {
                 let (pv, uv) = match article {
                     Some(idx) if with_counts => {
                         let a = inner.data.article_mut(idx);
-                        (a.lifetime.pv, a.lifetime_uv.count())
+                        (a.lifetime.get().pv, a.lifetime_uv.count())
                     }
                     _ => (0, 0),
                 };
@@ -1523,7 +1523,7 @@ impl Store for EmbeddedStore {
         if a.deleted {
             return Ok(None);
         }
-        let mut lifetime = a.lifetime;
+        let mut lifetime = a.lifetime.get();
         lifetime.uv = a.lifetime_uv.count();
         let scores = ModelKind::ALL
             .into_iter()
@@ -1732,7 +1732,7 @@ impl Store for EmbeddedStore {
                     };
                     let seq = self.log_and_apply(&mut inner, &rec, &mut Vec::new());
                     let a = inner.data.article(idx);
-                    let c = a.lifetime;
+                    let c = a.lifetime.get();
                     let score = self.settings.models.votes.score(&c, a.meta.published_at());
                     (
                         seq,

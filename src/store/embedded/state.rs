@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-use super::compact::{Meta, Sparse};
+use super::compact::{Lifetime, Meta, Sparse};
 use super::index::Index;
 use crate::gate::{KeyedMap, KeyedSet, SlidingLimiter};
 use crate::model::{
@@ -96,9 +96,20 @@ pub enum LogRecord {
 }
 
 /// One hour of one article's activity.
+///
+/// 88 bytes, so that the one bucket most articles hold is a 96-byte heap
+/// block (glibc rounds a request up to 16 bytes with 8 of its own: at 96
+/// bytes it took 112). Hence the hour and the remembered count as 4 bytes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
-    pub hour: i64,
+    /// The hour ([`hour_of`]) as i32 (245,000 years either side of 1970):
+    /// postcard writes an i32 as the zigzag varint it writes an i64 as,
+    /// so snapshots keep their bytes. Read through [`Bucket::hour`].
+    hour: i32,
+    /// `uv`'s count while the sketch is unchanged, for the windows that
+    /// hold this bucket alone (they keep no cache of their own).
+    #[serde(skip)]
+    uv_count: UvCount,
     pub pv: u32,
     pub likes: u32,
     pub comments: u32,
@@ -108,26 +119,25 @@ pub struct Bucket {
     pub dwell_seconds: u64,
     pub uv: Hll,
     pub quarantine: Sparse<Quarantine>,
-    /// `uv`'s count while the sketch is unchanged, for the windows that
-    /// hold this bucket alone (they keep no cache of their own).
-    #[serde(skip)]
-    uv_count: UvCount,
 }
 
 /// A sketch's count, remembered until the sketch changes: derived, never
 /// serialized, and equal to any other (two buckets with the same counters
-/// and sketch are equal whether or not one was counted).
+/// and sketch are equal whether or not one was counted). A count of
+/// `u32::MAX` or more is not remembered (it is computed each time).
 #[derive(Debug, Clone, Copy)]
-struct UvCount(u64);
+struct UvCount(u32);
 
 impl UvCount {
-    const STALE: UvCount = UvCount(u64::MAX);
+    const STALE: UvCount = UvCount(u32::MAX);
 
     fn get_or(&mut self, count: impl FnOnce() -> u64) -> u64 {
-        if self.0 == u64::MAX {
-            self.0 = count();
+        if self.0 != u32::MAX {
+            return u64::from(self.0);
         }
-        self.0
+        let n = count();
+        self.0 = u32::try_from(n).unwrap_or(u32::MAX);
+        n
     }
 }
 
@@ -144,9 +154,11 @@ impl PartialEq for UvCount {
 }
 
 impl Bucket {
+    /// `hour` saturates at the i32 range, which no timestamp the API takes
+    /// (at most `max_future_secs` past its arrival) reaches.
     fn new(hour: i64) -> Self {
         Bucket {
-            hour,
+            hour: hour.clamp(i32::MIN.into(), i32::MAX.into()) as i32,
             pv: 0,
             likes: 0,
             comments: 0,
@@ -158,6 +170,10 @@ impl Bucket {
             quarantine: Sparse::default(),
             uv_count: UvCount::STALE,
         }
+    }
+
+    pub fn hour(&self) -> i64 {
+        self.hour.into()
     }
 
     fn add_to(&self, c: &mut Counters) {
@@ -188,6 +204,39 @@ struct WindowAgg {
     uv: Option<u64>,
 }
 
+/// An article's window caches, most recently used first: absent (8
+/// bytes, where an empty `Vec` took 24) for the many articles with none.
+// The box is the point: 8 bytes in every article, the `Vec` (and a heap
+// block of its own) only in those that cache a window.
+#[allow(clippy::box_collection)]
+#[derive(Debug, Clone, Default)]
+struct Windows(Option<Box<Vec<WindowAgg>>>);
+
+impl Windows {
+    fn as_slice(&self) -> &[WindowAgg] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [WindowAgg] {
+        match self.0.as_deref_mut() {
+            Some(v) => v,
+            None => &mut [],
+        }
+    }
+
+    fn vec_mut(&mut self) -> &mut Vec<WindowAgg> {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    fn remove(&mut self, i: usize) {
+        let v = self.vec_mut();
+        v.remove(i);
+        if v.is_empty() {
+            self.0 = None;
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Article {
     pub id: ArticleId,
@@ -195,7 +244,8 @@ pub struct Article {
     /// Created by `PUT` rather than by a first event.
     pub known: bool,
     pub deleted: bool,
-    pub lifetime: Counters,
+    /// Lifetime counters but UV (`lifetime_uv` counts it).
+    pub lifetime: Lifetime,
     pub lifetime_uv: Hll,
     pub quarantine: Sparse<Quarantine>,
     /// Sorted by hour, oldest first.
@@ -204,7 +254,7 @@ pub struct Article {
     #[serde(default)]
     pub voters: Sparse<KeyedSet<u128>>,
     #[serde(skip)]
-    windows: Vec<WindowAgg>,
+    windows: Windows,
 }
 
 impl Article {
@@ -214,20 +264,20 @@ impl Article {
             meta,
             known,
             deleted: false,
-            lifetime: Counters::default(),
+            lifetime: Lifetime::default(),
             lifetime_uv: Hll::new(),
             quarantine: Sparse::default(),
             buckets: Vec::new(),
             voters: Sparse::default(),
-            windows: Vec::new(),
+            windows: Windows::default(),
         }
     }
 
     fn bucket_mut(&mut self, hour: i64) -> &mut Bucket {
         // Almost every event lands in the newest bucket.
         let pos = match self.buckets.last() {
-            Some(b) if b.hour == hour => self.buckets.len() - 1,
-            Some(b) if b.hour < hour => {
+            Some(b) if b.hour() == hour => self.buckets.len() - 1,
+            Some(b) if b.hour() < hour => {
                 self.buckets.push(Bucket::new(hour));
                 self.buckets.len() - 1
             }
@@ -239,7 +289,7 @@ impl Article {
                 self.buckets.push(Bucket::new(hour));
                 0
             }
-            Some(_) => match self.buckets.binary_search_by_key(&hour, |b| b.hour) {
+            Some(_) => match self.buckets.binary_search_by_key(&hour, |b| b.hour()) {
                 Ok(i) => i,
                 Err(i) => {
                     self.buckets.insert(i, Bucket::new(hour));
@@ -255,12 +305,9 @@ impl Article {
         let hour = hour_of(ev.ts);
         let b = self.bucket_mut(hour);
         bump(ev, hash, BucketRef::Bucket(b));
-        bump(
-            ev,
-            hash,
-            BucketRef::Counters(&mut self.lifetime, &mut self.lifetime_uv),
-        );
-        for w in &mut self.windows {
+        let uv = &mut self.lifetime_uv;
+        (self.lifetime).update(|c| bump(ev, hash, BucketRef::Counters(c, uv)));
+        for w in self.windows.as_mut_slice() {
             if crate::time::last_hours(w.end_hour, w.hours).contains(&hour) {
                 bump(ev, hash, BucketRef::Window(w));
             }
@@ -274,7 +321,7 @@ impl Article {
 
     /// Bytes held by this article's window caches (counters and sketches).
     pub fn window_cache_bytes(&self) -> usize {
-        (self.windows.iter())
+        (self.windows.as_slice().iter())
             .map(|w| std::mem::size_of::<WindowAgg>() + w.sketch.byte_len())
             .sum()
     }
@@ -282,13 +329,13 @@ impl Article {
     /// Counters inside `range` at `now`, UV included.
     pub fn window(&mut self, range: RangeSpec, now: Timestamp) -> Counters {
         let RangeSpec::Hours(hours) = range else {
-            let mut c = self.lifetime;
+            let mut c = self.lifetime.get();
             c.uv = self.lifetime_uv.count();
             return c;
         };
         let end_hour = hour_of(now);
-        let cached = self.windows.iter().position(|w| w.hours == hours);
-        let fresh = cached.is_some_and(|i| self.windows[i].end_hour == end_hour);
+        let cached = (self.windows.as_slice().iter()).position(|w| w.hours == hours);
+        let fresh = cached.is_some_and(|i| self.windows.as_slice()[i].end_hour == end_hour);
         if !fresh && let Some(one) = self.single_bucket(hours, end_hour) {
             // A window over one bucket at most is that bucket: nothing to
             // cache (a `WindowAgg` and its sketch took 192 bytes per
@@ -296,9 +343,6 @@ impl Article {
             // its sketch's count while the sketch is unchanged.
             if let Some(i) = cached {
                 self.windows.remove(i);
-                if self.windows.is_empty() {
-                    self.windows = Vec::new();
-                }
             }
             let mut c = Counters::default();
             if let Some(i) = one {
@@ -306,36 +350,39 @@ impl Article {
                 b.add_to(&mut c);
                 c.uv = b.uv_count.get_or(|| b.uv.estimate());
             }
+            let l = self.lifetime.get();
             return Counters {
-                ups: self.lifetime.ups,
-                downs: self.lifetime.downs,
+                ups: l.ups,
+                downs: l.downs,
                 ..c
             };
         }
         // Most recently used first; at most WINDOW_CACHES per article.
         match cached {
             Some(i) => {
-                self.windows[..=i].rotate_right(1);
-                if self.windows[0].end_hour != end_hour {
-                    self.windows[0] = self.build_window(hours, end_hour);
+                self.windows.vec_mut()[..=i].rotate_right(1);
+                if !fresh {
+                    let agg = self.build_window(hours, end_hour);
+                    self.windows.vec_mut()[0] = agg;
                 }
             }
             None => {
                 let agg = self.build_window(hours, end_hour);
-                self.windows.truncate(WINDOW_CACHES - 1);
+                let windows = self.windows.vec_mut();
+                windows.truncate(WINDOW_CACHES - 1);
                 // One slot at a time: a first push would reserve four
                 // (576 bytes) for an article that most often has one range.
-                self.windows.reserve_exact(1);
-                self.windows.insert(0, agg);
+                windows.reserve_exact(1);
+                windows.insert(0, agg);
             }
         }
-        let pos = 0;
-        let w = &mut self.windows[pos];
+        let w = &mut self.windows.vec_mut()[0];
         let uv = *w.uv.get_or_insert_with(|| w.sketch.count());
+        let l = self.lifetime.get();
         Counters {
             uv,
-            ups: self.lifetime.ups,
-            downs: self.lifetime.downs,
+            ups: l.ups,
+            downs: l.downs,
             ..w.counters
         }
     }
@@ -344,8 +391,8 @@ impl Article {
     /// one bucket (`buckets[i]`), `Some(None)` if none, `None` if more.
     fn single_bucket(&self, hours: u32, end_hour: i64) -> Option<Option<usize>> {
         let first = *crate::time::last_hours(end_hour, hours).start();
-        let start = self.buckets.partition_point(|b| b.hour < first);
-        let end = self.buckets.partition_point(|b| b.hour <= end_hour);
+        let start = self.buckets.partition_point(|b| b.hour() < first);
+        let end = self.buckets.partition_point(|b| b.hour() <= end_hour);
         match end.saturating_sub(start) {
             0 => Some(None),
             1 => Some(Some(start)),
@@ -355,13 +402,13 @@ impl Article {
 
     fn build_window(&self, hours: u32, end_hour: i64) -> WindowAgg {
         let first = *crate::time::last_hours(end_hour, hours).start();
-        let start = self.buckets.partition_point(|b| b.hour < first);
+        let start = self.buckets.partition_point(|b| b.hour() < first);
         let mut counters = Counters::default();
         let mut sketch = Hll::new();
         let mut sketches = SmallVec::<[&Hll; 8]>::new();
         for b in self.buckets[start..]
             .iter()
-            .take_while(|b| b.hour <= end_hour)
+            .take_while(|b| b.hour() <= end_hour)
         {
             b.add_to(&mut counters);
             if b.pv > 0 {
@@ -380,19 +427,19 @@ impl Article {
 
     /// Drops buckets that end before `first_hour`.
     fn expire(&mut self, first_hour: i64) {
-        let keep_from = self.buckets.partition_point(|b| b.hour < first_hour);
+        let keep_from = self.buckets.partition_point(|b| b.hour() < first_hour);
         if keep_from > 0 {
             self.buckets.drain(..keep_from);
         }
     }
 
     pub fn hourly(&self, first_hour: i64, last_hour: i64) -> Vec<HourlyRow> {
-        let start = self.buckets.partition_point(|b| b.hour < first_hour);
+        let start = self.buckets.partition_point(|b| b.hour() < first_hour);
         self.buckets[start..]
             .iter()
-            .take_while(|b| b.hour <= last_hour)
+            .take_while(|b| b.hour() <= last_hour)
             .map(|b| HourlyRow {
-                hour: b.hour,
+                hour: b.hour(),
                 pv: u64::from(b.pv),
                 uv: b.uv.estimate(),
                 quarantined: b.quarantine.value(),
@@ -750,7 +797,7 @@ impl Data {
                 let a = self.article_mut(idx);
                 a.voters.get_mut().insert(*poster);
                 if matches!(rec, LogRecord::PostVoted { .. }) {
-                    a.lifetime.ups += 1;
+                    a.lifetime.update(|c| c.ups += 1);
                 }
                 Change::Meta(idx)
             }
@@ -762,10 +809,10 @@ impl Data {
                 Some(idx) => {
                     let a = self.article_mut(idx);
                     a.voters.get_mut().insert(*user);
-                    match direction {
-                        VoteDirection::Up => a.lifetime.ups += 1,
-                        VoteDirection::Down => a.lifetime.downs += 1,
-                    }
+                    a.lifetime.update(|c| match direction {
+                        VoteDirection::Up => c.ups += 1,
+                        VoteDirection::Down => c.downs += 1,
+                    });
                     Change::Counted(idx)
                 }
                 None => Change::None,
@@ -929,7 +976,7 @@ mod dumping {
     fn bucket_from(hour: i64, c: &DumpCounters) -> Result<Bucket, String> {
         let n = |v: u64| u32::try_from(v).map_err(|_| format!("bucket {hour}: count too large"));
         Ok(Bucket {
-            hour,
+            hour: i32::try_from(hour).map_err(|_| format!("bucket {hour}: hour out of range"))?,
             pv: n(c.pv)?,
             likes: n(c.likes)?,
             comments: n(c.comments)?,
@@ -948,7 +995,7 @@ mod dumping {
         pub fn export(&self) -> Vec<Record> {
             let mut out = Vec::new();
             for a in &self.articles {
-                let l = &a.lifetime;
+                let l = a.lifetime.get();
                 let mut voters: Vec<String> = (a.voters.get().into_iter().flatten())
                     .map(|v| format!("{v:032x}"))
                     .collect();
@@ -978,7 +1025,7 @@ mod dumping {
                         .buckets
                         .iter()
                         .map(|b| DumpBucket {
-                            at: b.hour,
+                            at: b.hour(),
                             c: bucket_counters(b),
                         })
                         .collect(),
@@ -1050,7 +1097,7 @@ mod dumping {
                         }
                         let mut a = Article::new(id.clone(), meta.clone().into(), *known);
                         a.deleted = *deleted;
-                        a.lifetime = Counters {
+                        a.lifetime = Lifetime::from(Counters {
                             pv: lifetime.pv,
                             likes: lifetime.likes,
                             comments: lifetime.comments,
@@ -1061,7 +1108,7 @@ mod dumping {
                             ups: votes.ups,
                             downs: votes.downs,
                             ..Counters::default()
-                        };
+                        });
                         for v in &votes.voters {
                             let user = u128::from_str_radix(v, 16).map_err(|_| {
                                 format!("article {id}: voter {v:?} is not 32 hex digits")
@@ -1075,12 +1122,12 @@ mod dumping {
                         }
                         for b in days {
                             let first = b.at * 24;
-                            if !a.buckets.iter().any(|x| x.hour.div_euclid(24) == b.at) {
+                            if !a.buckets.iter().any(|x| x.hour().div_euclid(24) == b.at) {
                                 a.buckets.push(bucket_from(first, &b.c)?);
                             }
                         }
-                        a.buckets.sort_by_key(|b| b.hour);
-                        a.buckets.dedup_by_key(|b| b.hour);
+                        a.buckets.sort_by_key(|b| b.hour());
+                        a.buckets.dedup_by_key(|b| b.hour());
                         d.insert_article(a);
                     }
                     Record::Totals {
@@ -1149,7 +1196,7 @@ mod tests {
         for (n, voted) in [("1", false), ("2", true)] {
             d.apply(&post(n, voted));
             let a = d.article(d.lookup(&ArticleId::parse(n).unwrap()).unwrap());
-            assert_eq!(a.lifetime.ups, u64::from(voted), "post {n}");
+            assert_eq!(a.lifetime.get().ups, u64::from(voted), "post {n}");
             assert!(
                 a.voters.get().is_some_and(|v| v.contains(&7)),
                 "the poster cannot vote again"
@@ -1299,7 +1346,8 @@ mod layout {
     #[test]
     fn per_article_structs_stay_within_the_accounted_sizes() {
         let sizes = [
-            ("Article", size_of::<Article>(), 232),
+            ("Article", size_of::<Article>(), 176),
+            ("Lifetime", size_of::<Lifetime>(), 40),
             ("Meta", size_of::<Meta>(), 16),
             ("Sparse<Quarantine>", size_of::<Sparse<Quarantine>>(), 8),
             (
@@ -1310,7 +1358,7 @@ mod layout {
             ("ArticleMeta", size_of::<ArticleMeta>(), 200),
             ("Counters", size_of::<Counters>(), 80),
             ("Hll", size_of::<Hll>(), 40),
-            ("Bucket", size_of::<Bucket>(), 96),
+            ("Bucket", size_of::<Bucket>(), 88),
             ("WindowAgg", size_of::<WindowAgg>(), 152),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
             ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
