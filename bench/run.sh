@@ -7,7 +7,6 @@
 #   bench/run.sh              # all scenarios (about 12 minutes on 2 cores)
 #   bench/run.sh 1 3          # only scenarios 1 and 3
 #   SCALE=0.1 bench/run.sh    # 10x fewer articles/events, for a quick look
-#   NICE=0 bench/run.sh 3 8   # [embedded] background_nice in scenarios 3 and 8
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -121,7 +120,7 @@ fi
 if want 3; then
   ART=$(n 1000000)
   echo; echo "## 3. GET /api/hot?range=72h&limit=20 with $ART live articles and 10,000 updates/s"
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' "${NICE:+background_nice = $NICE}" '[limits]' 'queries_per_minute_per_ip = 0'
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
   bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 --label preload >/dev/null
   BASE=$(rss_kb "$HPID")
   # The server's own figures from here to the end of the queries (what
@@ -235,7 +234,7 @@ if want 8; then
   echo; echo "## 8. Ingest while a snapshot of $ART articles is written"
   # The snapshot starts when the log holds ART + 40,000 records: about 4 s
   # into a 10,000 events/s load of batches of 100 (one record per event).
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s8" 'max_articles = 0' '[gate]' 'ip_limit_per_minute = 0' '[embedded]' "snapshot_every_records = $((ART + 40000))" 'snapshot_interval_secs = 100000' "${NICE:+background_nice = $NICE}"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s8" 'max_articles = 0' '[gate]' 'ip_limit_per_minute = 0' '[embedded]' "snapshot_every_records = $((ART + 40000))" 'snapshot_interval_secs = 100000'
   bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 >/dev/null
   bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $((DUR + 8)) --token bench-ingest-token --json "$OUT/s8-updates.json" --label during-snapshot
   # (Wait for the snapshot to end, at most 60 s.)

@@ -510,13 +510,7 @@ pub struct EmbeddedConfig {
     pub snapshot_every_records: u64,
     /// Log segment size before rotation.
     pub segment_bytes: u64,
-    /// How many nice steps (0..=19) below the request threads snapshot
-    /// rebuilds and ranking upkeep run (0: the same priority).
-    pub background_nice: i32,
 }
-
-/// `[embedded] background_nice` unless configured.
-pub const DEFAULT_BACKGROUND_NICE: i32 = 10;
 
 impl Default for EmbeddedConfig {
     fn default() -> Self {
@@ -526,7 +520,6 @@ impl Default for EmbeddedConfig {
             snapshot_interval_secs: 300,
             snapshot_every_records: 5_000_000,
             segment_bytes: 64 << 20,
-            background_nice: DEFAULT_BACKGROUND_NICE,
         }
     }
 }
@@ -681,12 +674,6 @@ impl Config {
         }
         if e.segment_bytes < 4096 {
             return Err("embedded.segment_bytes must be >= 4096".into());
-        }
-        if !(0..=19).contains(&e.background_nice) {
-            return Err(format!(
-                "embedded.background_nice = {} is invalid: must be in 0..=19",
-                e.background_nice
-            ));
         }
         let rc = &self.redis;
         if !valid_redis_prefix(&rc.prefix) {

@@ -286,7 +286,6 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     let settings = StoreSettings::from_config(config);
     match config.store {
         StoreKind::Embedded => {
-            hotrank::store::embedded::background::set_nice(config.embedded.background_nice);
             let (store, report) = EmbeddedStore::open(Durability::from_config(config), settings)?;
             // `/readyz` answers 503 until the default ranking is built.
             store.warm_in_background(SystemClock.now());

@@ -22,7 +22,6 @@
 //!
 //! On-disk encodings and their versions: [`persist`].
 
-pub mod background;
 mod compact;
 pub mod dedupe;
 mod index;
@@ -810,9 +809,6 @@ impl EmbeddedStore {
                 }
                 let weak = Arc::downgrade(&inner);
                 drop(inner);
-                // Readiness waited for the build above; nothing waits for
-                // the upkeep.
-                background::lower_this_thread();
                 upkeep_rankings(&weak, &settings.models, settings.build_chunk);
             });
         if let Err(e) = spawned {
@@ -1118,8 +1114,7 @@ impl EmbeddedStore {
 
     /// Writes a snapshot as of the last record appended now, without
     /// holding the state lock while it is built: the state at that seq is
-    /// rebuilt on a background thread (`background.rs`: below the request
-    /// threads' CPU priority) from the newest snapshot on disk plus
+    /// rebuilt on a blocking thread from the newest snapshot on disk plus
     /// the log after it ([`Durability::rebuild`], the same code a restart
     /// runs), so ingest never waits for it. Then drops the log that the
     /// oldest snapshot kept no longer needs. Does nothing if no record was
@@ -1152,7 +1147,7 @@ impl EmbeddedStore {
         let last_sweep = *self.last_sweep.lock();
         let (d2, settings) = (d.clone(), self.settings.clone());
         let phase = self.snapshot_phase.clone();
-        let built = background::run("hotrank-snapshot", move || {
+        let built = tokio::task::spawn_blocking(move || {
             let (mut data, old) = d2.rebuild(&settings, seq, &phase)?;
             // Retention is not logged: drop what the live state dropped.
             let swept = last_sweep > i64::MIN / 2;
@@ -1230,7 +1225,7 @@ impl EmbeddedStore {
         let dir = d.snapshot_dir();
         let storage = Arc::clone(&d.storage);
         let started = Instant::now();
-        let kept = background::run("hotrank-snapshot", move || {
+        let kept = tokio::task::spawn_blocking(move || {
             write_snapshot(
                 &*storage,
                 &dir,
@@ -1270,7 +1265,7 @@ impl EmbeddedStore {
 
     /// After a snapshot at `seq` is on disk: trims the log and records it.
     /// The trim deletes segment files and syncs the log's directory on a
-    /// background thread: on a runtime worker it would hold up every request
+    /// blocking thread: on a runtime worker it would hold up every request
     /// that worker runs (a directory sync on a busy disk takes tens of ms).
     async fn snapshot_written(
         &self,
@@ -1286,7 +1281,7 @@ impl EmbeddedStore {
             && let Some(&(oldest, _)) = kept.last()
         {
             let wal = Arc::clone(wal);
-            background::run("hotrank-log-trim", move || wal.remove_through(oldest))
+            tokio::task::spawn_blocking(move || wal.remove_through(oldest))
                 .await
                 .map_err(|e| StoreError::Internal(format!("log trim task: {e}")))?
                 .map_err(|e| StoreError::Unavailable(format!("trimming the log: {e}")))?;
