@@ -19,7 +19,7 @@ use hotrank::model::{
 use hotrank::score::ModelKind;
 use hotrank::store::dump::{DUMP_VERSION, Record};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{RedisStore, dump_redis, load_redis};
+use hotrank::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
 use hotrank::store::wal::FsyncPolicy;
 use hotrank::store::{Store, StoreSettings};
 
@@ -251,7 +251,7 @@ async fn same_answers(server: &Backend, prefix: &str) {
         let c = answers(&r2, now).await;
         assert_same(&a, &c, &format!("second node at {now}"));
     }
-    let floor: i64 = con.get(keys.changes_floor()).await.unwrap();
+    let floor: i64 = con.get(keys.shard(0).changes_floor()).await.unwrap();
     assert!(floor > 0, "the change log was collected");
 }
 
@@ -370,7 +370,7 @@ async fn seed_keys(server: &Backend, prefix: &str) {
     let (_, hot) = s.get("/api/hot?limit=10").await;
     let mut con = redis_store(server, prefix, StoreSettings::default()).con();
     let z: Vec<(String, f64)> = con
-        .zrevrange_withscores(keys.ranking_default(), 0, 9)
+        .zrevrange_withscores(keys.shard(0).ranking_default(), 0, 9)
         .await
         .unwrap();
     let items = hot["items"].as_array().unwrap();
@@ -678,16 +678,27 @@ fn docs_render_the_key_table() {
 /// exactly when the table says so.
 #[tokio::test]
 async fn every_key_matches_the_table() {
-    every_key(&Backend::One(RedisServer::start()), "site:").await;
+    every_key(&Backend::One(RedisServer::start()), "site:", 1).await;
 }
 
-async fn every_key(server: &Backend, prefix: &str) {
+/// The same over 4 article shards: the shard keys (`s<k>:…`) are in the
+/// table too, and none of the one-shard index keys is written.
+#[tokio::test]
+async fn every_key_matches_the_table_with_shards() {
+    every_key(&Backend::One(RedisServer::start()), "site4s:", 4).await;
+}
+
+async fn every_key(server: &Backend, prefix: &str, shards: u32) {
     use hotrank::store::redis::{Ttl, key_spec_of};
     let s = StoreSettings {
         bot_articles_per_minute: 3,
         ..StoreSettings::default()
     };
-    let store = redis_store(server, prefix, s);
+    let opts = RedisOptions {
+        shards,
+        ..server.options(prefix)
+    };
+    let store = RedisStore::connect(opts, s).expect("redis store");
     let site = server.keys(prefix).prefix;
     let (metas, batches) = stream();
     feed(&store, &metas, &batches).await;
@@ -731,12 +742,7 @@ async fn every_key(server: &Backend, prefix: &str) {
     let mut cursor = 0;
     loop {
         let (next, batch) = con
-            .scan(
-                &store.keys().changes_seq(),
-                cursor,
-                &format!("{site}*"),
-                1000,
-            )
+            .scan(&store.keys().clock(), cursor, &format!("{site}*"), 1000)
             .await
             .unwrap();
         keys.extend(batch);
@@ -800,6 +806,39 @@ async fn every_key(server: &Backend, prefix: &str) {
         "stats:articles",
     ] {
         assert!(seen.contains(must), "the load wrote no {must}");
+    }
+    let sharded = [
+        "s<k>:changes",
+        "s<k>:changes:seq",
+        "s<k>:active:h:<hour>",
+        "s<k>:active:d:<day>",
+        "s<k>:articles:new",
+        "s<k>:hot:score",
+        "s<k>:hot:score:state",
+        "s<k>:hot:<model>:<range>:<filter>",
+        "s<k>:hot:index",
+    ];
+    let one = [
+        "changes",
+        "changes:seq",
+        "active:h:<hour>",
+        "active:d:<day>",
+        "articles:new",
+        "hot:score",
+        "hot:score:state",
+        "hot:<model>:<range>:<filter>",
+        "hot:index",
+    ];
+    let (written, absent) = if shards > 1 {
+        (sharded, one)
+    } else {
+        (one, sharded)
+    };
+    for k in written {
+        assert!(seen.contains(k), "{shards} shard(s): the load wrote no {k}");
+    }
+    for k in absent {
+        assert!(!seen.contains(k), "{shards} shard(s): the load wrote {k}");
     }
 }
 
@@ -1100,7 +1139,7 @@ async fn load_node(url: &str, prefix: &str) -> TestServer {
 
 /// The slot of a site's keys.
 fn site_slot(cluster: &RedisCluster, b: &Backend, prefix: &str) -> u16 {
-    let key = b.keys(prefix).changes_seq();
+    let key = b.keys(prefix).clock();
     cluster
         .cli(cluster.nodes[0].port(), &["CLUSTER", "KEYSLOT", &key])
         .trim()
@@ -1241,10 +1280,305 @@ fn cluster_runs_the_same_suites() {
         two_nodes(&cluster, "c2:").await;
         seed_keys(&cluster, "").await;
         export_import(&cluster, "c4:").await;
-        every_key(&cluster, "c5:").await;
+        every_key(&cluster, "c5:", 1).await;
         windows_at_midnight(&cluster, "c6:").await;
         reshard_under_load(&cluster).await;
         // Last: it kills a primary.
         failover_under_load(&mut cluster, "c7:").await;
     });
+}
+
+/// `[redis] shards`: Lua (`shard.lua`) and Rust (`keys::shard_of`) put
+/// every id in the same shard, for several shard counts; with more than
+/// one, ids spread over all of them.
+#[tokio::test]
+async fn shard_of_is_the_same_in_lua_and_rust() {
+    use hotrank::store::redis::{shard_chunk, shard_of};
+    let server = RedisServer::start();
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut ids: Vec<String> = (0..1000).map(|i| format!("a{i}")).collect();
+    for _ in 0..1000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = 1 + (x % 64) as usize;
+        let id: String = (0..len)
+            .map(|j| alphabet[((x >> (j % 58)) as usize + j * 7) % alphabet.len()] as char)
+            .collect();
+        ids.push(id);
+    }
+    ids.push("z".repeat(64));
+    ids.push("_".repeat(64));
+    for n in [1u32, 2, 3, 4, 7, 16, 256] {
+        let script = redis::Script::new(&format!(
+            "{}\nlocal out = {{}}\nfor i, id in ipairs(ARGV) do out[i] = shard_of(id) end\nreturn out",
+            shard_chunk(n)
+        ));
+        let mut inv = script.prepare_invoke();
+        for id in &ids {
+            inv.arg(id.as_str());
+        }
+        let lua: Vec<u32> = inv.invoke_async(&mut con).await.unwrap();
+        let rust: Vec<u32> = ids.iter().map(|i| shard_of(i, n)).collect();
+        assert_eq!(lua, rust, "{n} shards");
+        assert!(rust.iter().all(|k| *k < n));
+        if n <= 16 {
+            assert!((0..n).all(|k| rust.contains(&k)), "{n} shards: one unused");
+        }
+    }
+}
+
+/// A stream over `n` articles with many distinct scores: views by
+/// article-dependent numbers of visitors over a few hours.
+fn wide_stream(n: usize) -> (Vec<(ArticleId, ArticleMeta)>, Vec<Vec<Event>>) {
+    let metas: Vec<(ArticleId, ArticleMeta)> = (0..n)
+        .map(|a| {
+            (
+                id(&format!("w{a}")),
+                ArticleMeta {
+                    author: Some(format!("au{}", a % 7)),
+                    category: Some(if a % 3 == 0 { "tech" } else { "life" }.into()),
+                    published_at: T0 - 600 * (a as i64 % 40),
+                    ..ArticleMeta::default()
+                },
+            )
+        })
+        .collect();
+    let mut batches = Vec::new();
+    for h in 0..4i64 {
+        let ts = T0 - 4 * 3600 + h * 3600;
+        let mut events = Vec::new();
+        for a in 0..n {
+            for v in 0..((a * 7 + h as usize * 3) % 11) {
+                events.push(Event {
+                    arrival_ms: (ts + 30) * 1000,
+                    ..Event::view(id(&format!("w{a}")), (a * 100 + v) as u128, ts)
+                });
+            }
+        }
+        batches.push(events);
+    }
+    (metas, batches)
+}
+
+/// `[redis] shards = 4`: every article's index entries (change log,
+/// activity sets, `articles:new`, rankings) are in its own shard's keys
+/// and only there, every shard holds some, no one-shard index key is
+/// written, and readers see exactly what one shard shows: the walk over
+/// four rankings stops at the same place, pages continue alike.
+#[tokio::test]
+async fn shards_hold_their_own_articles() {
+    use hotrank::store::redis::shard_of;
+    let server = Backend::One(RedisServer::start());
+    let one = redis_store(&server, "one:", StoreSettings::default());
+    let four = RedisStore::connect(
+        RedisOptions {
+            shards: 4,
+            ..server.options("four:")
+        },
+        StoreSettings::default(),
+    )
+    .unwrap();
+    let (metas, batches) = wide_stream(160);
+    for s in [&one, &four] {
+        for (i, m) in &metas {
+            s.put_article(i.clone(), m.clone(), T0).await.unwrap();
+        }
+        for b in &batches {
+            s.ingest(b.clone(), b[0].arrival_ms / 1000).await.unwrap();
+        }
+        s.delete_article(&id("w3"), T0).await.unwrap();
+    }
+    for now in [T0, T0 + 1800, T0 + 7200] {
+        for (range, limit) in [
+            (RangeSpec::Hours(1), 5),
+            (RangeSpec::Hours(3), 10),
+            (RangeSpec::Hours(72), 7),
+            (RangeSpec::All, 3),
+        ] {
+            let text = |p: &hotrank::model::HotPage| -> Vec<String> {
+                p.items
+                    .iter()
+                    .map(|it| format!("{} {} {} {:?}", it.rank, it.id, it.score, it.counters))
+                    .collect()
+            };
+            // Three pages deep, each store by its own cursor.
+            let (mut qa, mut qb) = (query(range, limit), query(range, limit));
+            for page in 0..3 {
+                let a = one.hot(&qa, now).await.unwrap();
+                let b = four.hot(&qb, now).await.unwrap();
+                let what = format!("{range:?} top {limit}, page {page} at {now}");
+                assert_eq!(text(&a), text(&b), "{what}");
+                assert_eq!(a.generated_at, b.generated_at, "{what}");
+                assert_eq!(a.cursor.is_some(), b.cursor.is_some(), "{what}");
+                if a.cursor.is_none() {
+                    break;
+                }
+                (qa.cursor, qb.cursor) = (a.cursor, b.cursor);
+            }
+            // The newest list by its cursor (positions, not snapshots).
+            let mut q = query(range, limit);
+            for page in 0..3 {
+                let n = one.newest(&q, now).await.unwrap();
+                let m = four.newest(&q, now).await.unwrap();
+                assert_eq!(text(&n), text(&m), "newest page {page}");
+                assert_eq!(n.cursor, m.cursor, "newest page {page}");
+                if n.cursor.is_none() {
+                    break;
+                }
+                q.cursor = n.cursor;
+            }
+        }
+        let (s1, s4) = (
+            one.stats(now, 24).await.unwrap(),
+            four.stats(now, 24).await.unwrap(),
+        );
+        assert_eq!(s1.articles, s4.articles);
+        assert_eq!(s1.articles, 159);
+    }
+    // Every index key of shard k names only shard k's articles.
+    let keys = four.keys();
+    let mut con = four.con();
+    let hours: Vec<i64> = batches
+        .iter()
+        .map(|b| hotrank::model::hour_of(b[0].ts))
+        .collect();
+    for k in 0..4 {
+        let sk = keys.shard(k);
+        let mut lists: Vec<(String, Vec<String>)> = Vec::new();
+        for z in [
+            sk.changes(),
+            sk.newest(),
+            sk.ranking_default(),
+            sk.ranking(ModelKind::Gravity, RangeSpec::All, None, None, None),
+        ] {
+            let m: Vec<String> = con.zrange(&z, 0, -1).await.unwrap();
+            lists.push((z, m));
+        }
+        for h in &hours {
+            let set = sk.active_h(*h);
+            let m: Vec<String> = con.smembers(&set).await.unwrap();
+            lists.push((set, m));
+        }
+        for (key, members) in lists {
+            assert!(!members.is_empty(), "{key} is empty");
+            for m in members {
+                assert_eq!(shard_of(&m, 4), k, "{key} holds {m}");
+            }
+        }
+    }
+    for name in [
+        "changes",
+        "changes:seq",
+        "articles:new",
+        "hot:score",
+        "hot:index",
+    ] {
+        let n: i64 = con.exists(format!("four:{name}")).await.unwrap();
+        assert_eq!(n, 0, "four:{name} exists");
+    }
+}
+
+/// `[redis] shards = 4`: the threshold walk over four rankings stops
+/// exactly where one ranking's does, also when the stored bounds are
+/// loose. Old articles with many views sit below hundreds of new ones
+/// with one view each in the bounds written at T, and above hundreds of
+/// older ones with one view; hours later the old ones lead, and every
+/// shard's walk must page down through the new ones (several chunks) and
+/// stop right after the last old one: a walk that stops one entry early
+/// loses it (checked by breaking the walk so).
+#[tokio::test]
+async fn a_sharded_walk_stops_where_one_ranking_does() {
+    let server = Backend::One(RedisServer::start());
+    let s = StoreSettings {
+        visitor_limit_per_minute: u32::MAX,
+        ip_limit_per_minute: u32::MAX,
+        ..StoreSettings::default()
+    };
+    let one = redis_store(&server, "w1:", s.clone());
+    let four = RedisStore::connect(
+        RedisOptions {
+            shards: 4,
+            ..server.options("w4:")
+        },
+        s,
+    )
+    .unwrap();
+    for store in [&one, &four] {
+        for i in 0..8u128 {
+            let a = id(&format!("old{i}"));
+            let meta = ArticleMeta {
+                published_at: T0 - 100 * 3600,
+                ..ArticleMeta::default()
+            };
+            store.put_article(a.clone(), meta, T0).await.unwrap();
+            let evs = (0..100 + 40 * i)
+                .map(|v| Event::view(a.clone(), i * 10_000 + v, T0))
+                .collect();
+            store.ingest(evs, T0).await.unwrap();
+        }
+        let evs = (0..600u128)
+            .map(|i| Event::view(id(&format!("new{i}")), 1_000_000 + i, T0 - (i as i64 % 97)))
+            .collect();
+        store.ingest(evs, T0).await.unwrap();
+        // Below them all: articles whose bounds stop every shard's walk.
+        for i in 0..400u128 {
+            let a = id(&format!("low{i}"));
+            let meta = ArticleMeta {
+                published_at: T0 - 150 * 3600,
+                ..ArticleMeta::default()
+            };
+            store.put_article(a.clone(), meta, T0).await.unwrap();
+        }
+        let evs = (0..400u128)
+            .map(|i| Event::view(id(&format!("low{i}")), 2_000_000 + i, T0))
+            .collect();
+        store.ingest(evs, T0).await.unwrap();
+    }
+    let text = |p: &hotrank::model::HotPage| -> Vec<String> {
+        p.items
+            .iter()
+            .map(|it| format!("{} {} {}", it.rank, it.id, it.score))
+            .collect()
+    };
+    let mut old_first = false;
+    for later in [0, 3, 20] {
+        let now = T0 + later * 3600;
+        for limit in [1, 4, 10] {
+            for range in [RangeSpec::Hours(72), RangeSpec::All] {
+                // Every page of the snapshot, each store by its own cursor.
+                let (mut qa, mut qb) = (
+                    HotQuery::top(ModelKind::Gravity, range, limit),
+                    HotQuery::top(ModelKind::Gravity, range, limit),
+                );
+                for page in 0..8 {
+                    let a = one.hot(&qa, now).await.unwrap();
+                    let b = four.hot(&qb, now).await.unwrap();
+                    let what = format!("{range:?} top {limit} page {page}, {later} h later");
+                    assert_eq!(text(&a), text(&b), "{what}");
+                    if page == 0 {
+                        old_first |= a
+                            .items
+                            .first()
+                            .is_some_and(|i| i.id.as_str().starts_with("old"));
+                    }
+                    if a.cursor.is_none() || b.cursor.is_none() {
+                        assert_eq!(a.cursor.is_none(), b.cursor.is_none(), "{what}");
+                        break;
+                    }
+                    (qa.cursor, qb.cursor) = (a.cursor, b.cursor);
+                }
+            }
+        }
+    }
+    assert!(
+        old_first,
+        "the old articles never led: the walk was not tested"
+    );
 }
