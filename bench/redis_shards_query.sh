@@ -20,9 +20,11 @@ BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
 [ -x "$BIN" ] || cargo build --release --quiet --bin hotrank
 TMP=$(mktemp -d)
 PIDS=()
+. bench/lib.sh
+RPORTS=()
 cleanup() {
-  for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do wait "$p" 2>/dev/null || true; done
+  bench_stop_all
+  bench_redis_stop "${RPORTS[@]:-}"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -34,11 +36,8 @@ echo "# /api/hot top 20 on the Redis store by article shards — $(date -u +%Y-%
 echo "# $ARTICLES articles, $DUR s per measurement, updates $UPDATES events/s; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| shards | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | load avg |\n|---|---|---|---|\n' "$UPDATES"
 for N in $SHARDS; do
-  RP=$(free_port)
-  redis-server --port "$RP" --bind 127.0.0.1 --save '' --appendonly no --daemonize no \
-    --dir "$TMP" --logfile "$TMP/redis-$RP.log" &
-  RPID=$!; PIDS+=($RPID)
-  until redis-cli -p "$RP" ping >/dev/null 2>&1; do sleep 0.05; done
+  RP=$(free_port); RPORTS+=("$RP")
+  bench_redis "$RP"
   HP=$(free_port)
   mkdir -p "$TMP/h$N"
   cat > "$TMP/h$N/hotrank.toml" <<TOML
@@ -74,6 +73,6 @@ TOML
     "$(field "$TMP/q$N.json" requests_per_sec)" "$(field "$TMP/q$N.json" p50_us)" "$(field "$TMP/q$N.json" p99_us)" \
     "$(field "$TMP/u$N.json" requests_per_sec)" "$(field "$TMP/u$N.json" p50_us)" "$(field "$TMP/u$N.json" p99_us)" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
-  kill "$HPID"; wait "$HPID" 2>/dev/null || true
-  redis-cli -p "$RP" shutdown nosave >/dev/null 2>&1 || true
+  bench_stop_all
+  bench_redis_stop "$RP"
 done

@@ -154,13 +154,7 @@ async fn make_redis_pipeline(s: StoreSettings) -> Harness {
 /// set and `articles:new` split over four article shards. On the
 /// binary's shared redis-server, under a prefix of its own.
 async fn make_redis_sharded(s: StoreSettings) -> Harness {
-    let opts = RedisOptions {
-        url: common::redis::RedisServer::shared().url(),
-        prefix: common::redis::unique_prefix(),
-        shards: 4,
-        ..RedisOptions::default()
-    };
-    redis_harness(opts, s, false, Box::new(())).await
+    redis_harness(common::redis::shared_site(4), s, false, Box::new(())).await
 }
 
 /// On the binary's shared 3-primary cluster, under a prefix of its own.

@@ -57,12 +57,7 @@ async fn make_redis_pipeline(s: StoreSettings) -> Made {
 /// `[redis] shards = 4` (issue 13), on the binary's shared redis-server
 /// under a prefix of its own.
 async fn make_redis_sharded(s: StoreSettings) -> Made {
-    let opts = RedisOptions {
-        url: common::redis::RedisServer::shared().url(),
-        prefix: common::redis::unique_prefix(),
-        shards: 4,
-        ..RedisOptions::default()
-    };
+    let opts = common::redis::shared_site(4);
     (
         Arc::new(RedisStore::connect(opts, s).expect("redis store")),
         Box::new(()),

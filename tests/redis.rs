@@ -922,8 +922,10 @@ async fn scripts_refuse_undeclared_keys() {
     let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let script = redis::Script::new(concat!(
+    let script = redis::Script::new(&format!(
+        "{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
+        hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/op_plain.lua"),
         include_str!("../src/store/redis/put.lua")
     ));
@@ -962,8 +964,10 @@ async fn post_script_is_idempotent() {
     let server = RedisServer::start();
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
-    let script = redis::Script::new(concat!(
+    let script = redis::Script::new(&format!(
+        "{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
+        hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/op_plain.lua"),
         include_str!("../src/store/redis/post.lua")
     ));
@@ -1510,36 +1514,36 @@ async fn a_sharded_walk_stops_where_one_ranking_does() {
         s,
     )
     .unwrap();
-    for store in [&one, &four] {
-        for i in 0..8u128 {
-            let a = id(&format!("old{i}"));
+    // `n` articles `<name><i>` published `age` hours before T0, article i
+    // viewed by `views(i)` visitors at T0.
+    async fn publish(
+        store: &RedisStore,
+        name: &str,
+        n: u128,
+        age: i64,
+        views: impl Fn(u128) -> u128,
+    ) {
+        for i in 0..n {
+            let a = id(&format!("{name}{i}"));
             let meta = ArticleMeta {
-                published_at: T0 - 100 * 3600,
+                published_at: T0 - age * 3600,
                 ..ArticleMeta::default()
             };
             store.put_article(a.clone(), meta, T0).await.unwrap();
-            let evs = (0..100 + 40 * i)
-                .map(|v| Event::view(a.clone(), i * 10_000 + v, T0))
+            let evs = (0..views(i))
+                .map(|v| Event::view(a.clone(), (i << 32) + v, T0))
                 .collect();
             store.ingest(evs, T0).await.unwrap();
         }
+    }
+    for store in [&one, &four] {
+        publish(store, "old", 8, 100, |i| 100 + 40 * i).await;
         let evs = (0..600u128)
-            .map(|i| Event::view(id(&format!("new{i}")), 1_000_000 + i, T0 - (i as i64 % 97)))
+            .map(|i| Event::view(id(&format!("new{i}")), 1 << 60 | i, T0 - (i as i64 % 97)))
             .collect();
         store.ingest(evs, T0).await.unwrap();
         // Below them all: articles whose bounds stop every shard's walk.
-        for i in 0..400u128 {
-            let a = id(&format!("low{i}"));
-            let meta = ArticleMeta {
-                published_at: T0 - 150 * 3600,
-                ..ArticleMeta::default()
-            };
-            store.put_article(a.clone(), meta, T0).await.unwrap();
-        }
-        let evs = (0..400u128)
-            .map(|i| Event::view(id(&format!("low{i}")), 2_000_000 + i, T0))
-            .collect();
-        store.ingest(evs, T0).await.unwrap();
+        publish(store, "low", 400, 150, |_| 1).await;
     }
     let text = |p: &hotrank::model::HotPage| -> Vec<String> {
         p.items

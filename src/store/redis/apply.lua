@@ -158,39 +158,27 @@ end
 -- the per-hour activity sets rankings are built from (each shard's own:
 -- a batch may touch every shard, all in this one call).
 local SET_CHUNK = 500
-local function sadd_all(key, set, expires_at)
-  local list = {}
-  for id in pairs(set) do list[#list + 1] = id end
+local function sadd_all(key, list, expires_at)
   for s = 1, #list, SET_CHUNK do
     redis.call('SADD', key, unpack(list, s, math.min(s + SET_CHUNK - 1, #list)))
   end
   redis.call('EXPIRE', key, ttl(expires_at))
 end
--- `set`'s ids into `name` of their shards.
+-- `set`'s ids into the set `name` of their shards.
 local function sadd_sharded(name, set, expires_at)
-  if NSHARDS == 1 then return sadd_all(P .. name, set, expires_at) end
-  local parts = {}
-  for id in pairs(set) do
-    local k = shard_of(id)
-    local p = parts[k]
-    if not p then p = {}; parts[k] = p end
-    p[id] = true
-  end
-  for k, p in pairs(parts) do sadd_all(shard_prefix(P, k) .. name, p, expires_at) end
+  local list = {}
+  for id in pairs(set) do list[#list + 1] = id end
+  if NSHARDS == 1 then return sadd_all(P .. name, list, expires_at) end
+  local by, order = by_shard(list)
+  for _, k in ipairs(order) do sadd_all(shard_prefix(P, k) .. name, by[k], expires_at) end
 end
 
 if counted > 0 then
   redis.call('INCRBY', P .. 'stats:counted', counted)
   -- Changed articles by shard, in first-change order; one seq per shard.
-  local by_shard, shard_order = {}, {}
-  for _, a in ipairs(changed_list) do
-    local k = shard_of(a)
-    local l = by_shard[k]
-    if not l then l = {}; by_shard[k] = l; shard_order[#shard_order + 1] = k end
-    l[#l + 1] = a
-  end
+  local changed_by, shard_order = by_shard(changed_list)
   for _, k in ipairs(shard_order) do
-    local S, list = shard_prefix(P, k), by_shard[k]
+    local S, list = shard_prefix(P, k), changed_by[k]
     local seq = tostring(redis.call('INCR', S .. 'changes:seq'))
     for s = 1, #list, SET_CHUNK do
       local args = {}

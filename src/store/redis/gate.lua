@@ -103,15 +103,9 @@ for _, e in ipairs(ev) do
   end
 end
 -- (Each article in its shard's articles:new.)
-local by_shard, shard_order = {}, {}
-for _, id in ipairs(art_list) do
-  local k = shard_of(id)
-  local l = by_shard[k]
-  if not l then l = {}; by_shard[k] = l; shard_order[#shard_order + 1] = k end
-  l[#l + 1] = id
-end
+local arts_by, shard_order = by_shard(art_list)
 for _, k in ipairs(shard_order) do
-  local list, newest = by_shard[k], K(shard_prefix(P, k) .. 'articles:new')
+  local list, newest = arts_by[k], K(shard_prefix(P, k) .. 'articles:new')
   for s = 1, #list, CHUNK do
     local got = redis.call('ZMSCORE', newest, unpack(list, s, math.min(s + CHUNK - 1, #list)))
     for j = 1, #got do arts[list[s + j - 1]].exists = got[j] and true or false end

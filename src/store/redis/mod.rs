@@ -748,6 +748,32 @@ impl RedisStore {
         v.pop().ok_or_else(|| bad_reply("EVALSHA"))
     }
 
+    /// [`eval`](Self::eval) of `script` once per call (its keys and
+    /// arguments), all in one pipeline: one reply per call, in order.
+    async fn eval_each<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        calls: &[(Vec<String>, Vec<String>)],
+    ) -> Result<Vec<T>, StoreError> {
+        let got: Vec<T> = self
+            .eval_pipe(|p| {
+                for (keys, args) in calls {
+                    let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len());
+                    for k in keys {
+                        c.arg(k.as_str());
+                    }
+                    for a in args {
+                        c.arg(a.as_str());
+                    }
+                }
+            })
+            .await?;
+        if got.len() != calls.len() {
+            return Err(bad_reply("EVALSHA"));
+        }
+        Ok(got)
+    }
+
     /// Metadata of many articles, from this node's cache when valid.
     async fn metas(
         &self,

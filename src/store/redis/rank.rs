@@ -79,6 +79,18 @@ pub(super) struct Scored {
     pub meta: Arc<MetaRec>,
 }
 
+/// The exact scores one query writes back into one shard's ranking.
+struct WriteBack {
+    shard: ShardKeys,
+    zkey: String,
+    /// The shard's change seq the scores were computed at.
+    seq: i64,
+    /// Whether the ranking was rebuilt (else the scores are incremental).
+    rebuild: bool,
+    /// Article, and its new bound (`None`: not in the ranking).
+    pairs: Vec<(ArticleId, Option<f64>)>,
+}
+
 /// Where the walk of one shard's ranking goes on: its next page starts
 /// below `upper` and holds `chunk` entries.
 struct Cursor {
@@ -142,7 +154,7 @@ impl RedisStore {
         let node_seqs = self.cache.lock().seq.clone();
         let max = MAX_DELTA.to_string();
         let shards = self.keys.all_shards();
-        let calls: Vec<(Vec<String>, [String; 5])> = shards
+        let calls: Vec<(Vec<String>, Vec<String>)> = shards
             .iter()
             .enumerate()
             .map(|(i, sk)| {
@@ -158,7 +170,7 @@ impl RedisStore {
                     self.keys.clock(),
                     sk.changes(),
                 ];
-                let args = [
+                let args = vec![
                     self.keys.prefix.clone(),
                     sk.prefix.clone(),
                     state,
@@ -168,23 +180,7 @@ impl RedisStore {
                 (keys, args)
             })
             .collect();
-        let sha = self.scripts.sync.get_hash();
-        let replies: Vec<Vec<Value>> = self
-            .eval_pipe(|p| {
-                for (keys, args) in &calls {
-                    let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
-                    for k in keys {
-                        c.arg(k.as_str());
-                    }
-                    for a in args {
-                        c.arg(a.as_str());
-                    }
-                }
-            })
-            .await?;
-        if replies.len() != shards.len() {
-            return Err(bad_reply("sync"));
-        }
+        let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
         let mut out = Vec::with_capacity(shards.len());
         for (sk, v) in shards.iter().zip(replies) {
             if v.len() < 6 {
@@ -292,16 +288,16 @@ impl RedisStore {
     }
 
     /// Writes exact scores back as bounds: one `writeback.lua` call per
-    /// shard (`(shard, its ranking, seq, rebuilt, pairs)`), in one
-    /// pipeline, after one read of the indexes of the rebuilt shards.
-    async fn write_back(
-        &self,
-        shards: &[(ShardKeys, String, i64, bool, Vec<(ArticleId, Option<f64>)>)],
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
+    /// shard, in one pipeline, after one read of the indexes of the
+    /// rebuilt shards.
+    async fn write_back(&self, shards: &[WriteBack], now: Timestamp) -> Result<(), StoreError> {
         // A rebuild may drop the least recently used other rankings of its
         // shard: it may touch those named in the index now.
-        let rebuilt: Vec<&ShardKeys> = shards.iter().filter(|s| s.3).map(|s| &s.0).collect();
+        let rebuilt: Vec<&ShardKeys> = shards
+            .iter()
+            .filter(|w| w.rebuild)
+            .map(|w| &w.shard)
+            .collect();
         let mut indexes: Vec<Vec<String>> = Vec::new();
         if !rebuilt.is_empty() {
             let mut pipe = redis::pipe();
@@ -313,7 +309,14 @@ impl RedisStore {
         }
         let mut indexes = indexes.into_iter();
         let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
-        for (sk, zkey, seq, rebuild, pairs) in shards {
+        for WriteBack {
+            shard: sk,
+            zkey,
+            seq,
+            rebuild,
+            pairs,
+        } in shards
+        {
             let skey = ranking_state(zkey);
             let ttl = if *zkey == sk.ranking_default() {
                 0
@@ -351,20 +354,7 @@ impl RedisStore {
             }
             calls.push((keys, args));
         }
-        let sha = self.scripts.writeback.get_hash();
-        let _: Vec<i64> = self
-            .eval_pipe(|p| {
-                for (keys, args) in &calls {
-                    let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
-                    for k in keys {
-                        c.arg(k.as_str());
-                    }
-                    for a in args {
-                        c.arg(a.as_str());
-                    }
-                }
-            })
-            .await?;
+        let _: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
         Ok(())
     }
 
@@ -533,7 +523,13 @@ impl RedisStore {
             .zip(zkeys)
             .zip(per_shard)
             .enumerate()
-            .map(|(i, ((sk, zkey), pairs))| (sk, zkey, seqs[i], rebuild[i], pairs))
+            .map(|(i, ((shard, zkey), pairs))| WriteBack {
+                shard,
+                zkey,
+                seq: seqs[i],
+                rebuild: rebuild[i],
+                pairs,
+            })
             .collect();
         self.write_back(&backs, at).await?;
         if rebuild.iter().any(|r| *r) {

@@ -28,3 +28,15 @@ end
 local function SK(P, id)
   return shard_prefix(P, shard_of(id))
 end
+-- `ids` by shard: a table shard -> its ids (in the order given), and the
+-- shards in order of their first id.
+local function by_shard(ids)
+  local by, order = {}, {}
+  for _, id in ipairs(ids) do
+    local k = shard_of(id)
+    local l = by[k]
+    if not l then l = {}; by[k] = l; order[#order + 1] = k end
+    l[#l + 1] = id
+  end
+  return by, order
+end
