@@ -402,10 +402,17 @@ async fn seed_keys(server: &Backend, prefix: &str) {
 /// embedded → export → import into Redis → same answers; and back.
 #[tokio::test]
 async fn export_import_both_ways() {
-    export_import(&Backend::One(RedisServer::start()), "imported:").await;
+    export_import(&Backend::One(RedisServer::start()), "imported:", 1).await;
 }
 
-async fn export_import(server: &Backend, prefix: &str) {
+/// The same into and out of 4 article shards (each article's activity
+/// sets and `articles:new` entry in its shard).
+#[tokio::test]
+async fn export_import_with_shards() {
+    export_import(&Backend::One(RedisServer::start()), "imported4:", 4).await;
+}
+
+async fn export_import(server: &Backend, prefix: &str, shards: u32) {
     let (metas, batches) = stream();
     let d1 = tempfile::tempdir().unwrap();
     let e1 = embedded(d1.path(), StoreSettings::default());
@@ -423,7 +430,11 @@ async fn export_import(server: &Backend, prefix: &str) {
         source: "embedded".into(),
     }];
     dump.extend(e1.export());
-    let r = redis_store(server, prefix, StoreSettings::default());
+    let opts = RedisOptions {
+        shards,
+        ..server.options(prefix)
+    };
+    let r = RedisStore::connect(opts, StoreSettings::default()).expect("redis store");
     let n = load_redis(&r, &dump, &StoreSettings::default(), T0)
         .await
         .expect("import to redis");
@@ -1283,7 +1294,7 @@ fn cluster_runs_the_same_suites() {
         same_answers(&cluster, "c1:").await;
         two_nodes(&cluster, "c2:").await;
         seed_keys(&cluster, "").await;
-        export_import(&cluster, "c4:").await;
+        export_import(&cluster, "c4:", 1).await;
         every_key(&cluster, "c5:", 1).await;
         windows_at_midnight(&cluster, "c6:").await;
         reshard_under_load(&cluster).await;
@@ -1486,6 +1497,25 @@ async fn shards_hold_their_own_articles() {
     ] {
         let n: i64 = con.exists(format!("four:{name}")).await.unwrap();
         assert_eq!(n, 0, "four:{name} exists");
+    }
+    // A node with another shard count is not ready on this site.
+    one.ready().await.unwrap();
+    four.ready().await.unwrap();
+    let held: String = con.get("four:shards").await.unwrap();
+    assert_eq!(held, "4");
+    let n: i64 = con.exists("one:shards").await.unwrap();
+    assert_eq!(n, 0, "one shard writes no key of its own");
+    for (prefix, shards) in [("four:", 1), ("four:", 2), ("one:", 1)] {
+        let other = RedisStore::connect(
+            RedisOptions {
+                shards,
+                ..server.options(prefix)
+            },
+            StoreSettings::default(),
+        )
+        .unwrap();
+        let r = other.ready().await;
+        assert_eq!(r.is_ok(), prefix == "one:", "{prefix} with {shards}: {r:?}");
     }
 }
 

@@ -81,6 +81,11 @@ impl Keys {
         }
     }
 
+    /// The site's shard count, when more than one (checked by `ready()`).
+    pub fn shards_key(&self) -> String {
+        self.k(format_args!("shards"))
+    }
+
     /// The keys of shard `k`.
     pub fn shard(&self, k: u32) -> ShardKeys {
         let prefix = if self.shards <= 1 {
@@ -923,6 +928,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::Expires,
         "10 min unused",
         "any node"
+    ),
+    key_spec!(
+        "shards",
+        "shards",
+        r"^shards$",
+        "string",
+        "the site's shard count N when more than 1, set by its first node's readiness check: a node with another N is not ready (`/readyz` answers 503)",
+        Ttl::None,
+        "none",
+        "any node (`ready()`)"
     ),
     key_spec!(
         "shards",

@@ -1446,14 +1446,25 @@ impl Store for RedisStore {
             version::check(self.con()).await?;
             self.version_ok.store(true, Relaxed);
         }
-        // A keyed read, so that on a cluster it asks the site's primary.
+        // A keyed read (on a cluster it asks the site's primary): the
+        // site's shard count, recorded by its first node of more than one
+        // shard. A node with another count would read and write its
+        // indexes under other keys: it is not ready.
+        let key = self.keys.shards_key();
+        let n = self.keys.shards;
+        let mut pipe = redis::pipe();
+        if n > 1 {
+            pipe.cmd("SET").arg(&key).arg(n).arg("NX").ignore();
+        }
+        pipe.get(&key);
         let mut con = self.con();
-        redis::cmd("EXISTS")
-            .arg(self.keys.shard(0).changes_seq())
-            .query_async::<i64>(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(())
+        let (held,): (Option<u32>,) = pipe.query_async(&mut con).await.map_err(store_err)?;
+        match held {
+            Some(h) if h != n => Err(StoreError::Unavailable(format!(
+                "this site's keys are written over redis.shards = {h}, this node has {n}"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
