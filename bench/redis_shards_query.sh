@@ -34,7 +34,7 @@ bench() { "$BIN" bench "$@" 2>/dev/null; }
 
 echo "# /api/hot top 20 on the Redis store by article shards — $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
 echo "# $ARTICLES articles, $DUR s per measurement, updates $UPDATES events/s; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| shards | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | load avg |\n|---|---|---|---|\n' "$UPDATES"
+printf '| shards | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | updates sent/s, errors | load avg |\n|---|---|---|---|---|\n' "$UPDATES"
 for N in $SHARDS; do
   RP=$(free_port); RPORTS+=("$RP")
   bench_redis "$RP"
@@ -63,15 +63,16 @@ TOML
     --duration-secs "$DUR" --json "$TMP/q$N.json" --label "alone $N"
   bench --target "127.0.0.1:$HP" --articles "$ARTICLES" --zipf 1.0 --visitors 10000000 --batch 100 \
     --connections 2 --rate "$UPDATES" --duration-secs $((DUR + 2)) --token bench-ingest-token \
-    --label updates >/dev/null &
+    --json "$TMP/w$N.json" --label updates >/dev/null &
   UP=$!
   sleep 1
   bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 \
     --duration-secs "$DUR" --json "$TMP/u$N.json" --label "updates $N"
-  wait "$UP"
-  printf '| %s | %.0f, %s, %s | %.0f, %s, %s | %s |\n' "$N" \
+  wait "$UP" || true  # (its exit status: whether every update was accepted)
+  printf '| %s | %.0f, %s, %s | %.0f, %s, %s | %.0f, %s | %s |\n' "$N" \
     "$(field "$TMP/q$N.json" requests_per_sec)" "$(field "$TMP/q$N.json" p50_us)" "$(field "$TMP/q$N.json" p99_us)" \
     "$(field "$TMP/u$N.json" requests_per_sec)" "$(field "$TMP/u$N.json" p50_us)" "$(field "$TMP/u$N.json" p99_us)" \
+    "$(field "$TMP/w$N.json" events_per_sec)" "$(field "$TMP/w$N.json" errors)" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
   bench_stop_all
   bench_redis_stop "$RP"
