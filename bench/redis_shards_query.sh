@@ -48,6 +48,9 @@ ingest_token = "bench-ingest-token"
 [redis]
 url = "redis://127.0.0.1:$RP/0"
 shards = $N
+# The first query rebuilds the ranking from every article's buckets: one
+# pipelined read of ARTICLES windows, longer than the default 2 s.
+response_timeout_ms = 60000
 [gate]
 ip_limit_per_minute = 0
 [limits]
@@ -58,7 +61,7 @@ TOML
   until curl -sf "127.0.0.1:$HP/healthz" >/dev/null; do sleep 0.05; done
   bench --target "127.0.0.1:$HP" --preload --articles "$ARTICLES" --batch 1000 --connections 4 \
     --duration-secs 600 --token bench-ingest-token --label preload >/dev/null
-  curl -sf "127.0.0.1:$HP/api/hot?range=72h&limit=20" >/dev/null
+  curl -sf --max-time 300 "127.0.0.1:$HP/api/hot?range=72h&limit=20" >/dev/null
   bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 \
     --duration-secs "$DUR" --json "$TMP/q$N.json" --label "alone $N"
   bench --target "127.0.0.1:$HP" --articles "$ARTICLES" --zipf 1.0 --visitors 10000000 --batch 100 \

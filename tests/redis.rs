@@ -1529,6 +1529,20 @@ async fn shards_hold_their_own_articles() {
 /// loses it (checked by breaking the walk so).
 #[tokio::test]
 async fn a_sharded_walk_stops_where_one_ranking_does() {
+    sharded_walk(60).await;
+}
+
+/// The same when the articles below are one run of equal bounds: a page
+/// that ends inside the run reads it whole only while the walk wants its
+/// bound.
+#[tokio::test]
+async fn a_sharded_walk_stops_at_a_run_of_equal_bounds() {
+    sharded_walk(0).await;
+}
+
+/// [`a_sharded_walk_stops_where_one_ranking_does`], the low articles'
+/// publication times `low_spread` seconds apart.
+async fn sharded_walk(low_spread: i64) {
     let server = Backend::One(RedisServer::start());
     let s = StoreSettings {
         visitor_limit_per_minute: u32::MAX,
@@ -1544,19 +1558,20 @@ async fn a_sharded_walk_stops_where_one_ranking_does() {
         s,
     )
     .unwrap();
-    // `n` articles `<name><i>` published `age` hours before T0, article i
-    // viewed by `views(i)` visitors at T0.
+    // `n` articles `<name><i>` published `age` hours and `spread` · i
+    // seconds before T0, article i viewed by `views(i)` visitors at T0.
     async fn publish(
         store: &RedisStore,
         name: &str,
         n: u128,
         age: i64,
+        spread: i64,
         views: impl Fn(u128) -> u128,
     ) {
         for i in 0..n {
             let a = id(&format!("{name}{i}"));
             let meta = ArticleMeta {
-                published_at: T0 - age * 3600,
+                published_at: T0 - age * 3600 - spread * i as i64,
                 ..ArticleMeta::default()
             };
             store.put_article(a.clone(), meta, T0).await.unwrap();
@@ -1567,13 +1582,13 @@ async fn a_sharded_walk_stops_where_one_ranking_does() {
         }
     }
     for store in [&one, &four] {
-        publish(store, "old", 8, 100, |i| 100 + 40 * i).await;
+        publish(store, "old", 8, 100, 60, |i| 100 + 40 * i).await;
         let evs = (0..600u128)
             .map(|i| Event::view(id(&format!("new{i}")), 1 << 60 | i, T0 - (i as i64 % 97)))
             .collect();
         store.ingest(evs, T0).await.unwrap();
         // Below them all: articles whose bounds stop every shard's walk.
-        publish(store, "low", 400, 150, |_| 1).await;
+        publish(store, "low", 400, 150, low_spread, |_| 1).await;
     }
     let text = |p: &hotrank::model::HotPage| -> Vec<String> {
         p.items

@@ -445,73 +445,57 @@ impl RedisStore {
             }
             let mut pages: Vec<Vec<(String, f64)>> =
                 pipe.query_async(&mut con).await.map_err(store_err)?;
-            // A full page takes every entry at its lowest bound, so the
-            // next page starts strictly below it.
-            let full: Vec<bool> = cursors
-                .iter()
-                .zip(&pages)
-                .map(|(c, p)| p.len() == c.chunk)
+            // A full page may end inside a run of equal bounds: its entries
+            // above the lowest bound go first; the run itself is read
+            // whole (so the next page starts strictly below it) only if
+            // the walk still wants that bound.
+            let mut lowest: Vec<Option<f64>> = Vec::with_capacity(pages.len());
+            for (c, page) in cursors.iter().zip(pages.iter_mut()) {
+                let low = (page.len() == c.chunk).then(|| page[page.len() - 1].1);
+                if let Some(l) = low {
+                    page.retain(|e| e.1 != l);
+                }
+                lowest.push(low);
+            }
+            let stopped = self
+                .walk_entries(&mut walk, &mut seen, &mut pairs, pages, q, at, &seqs)
+                .await?;
+            let mut runs: Vec<usize> = (0..cursors.len())
+                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
                 .collect();
-            let mut pipe = redis::pipe();
-            for (i, page) in pages.iter().enumerate() {
-                if full[i] {
-                    let lowest = score_arg(page[page.len() - 1].1);
+            if !runs.is_empty() {
+                let mut pipe = redis::pipe();
+                for &i in &runs {
+                    let l = score_arg(lowest[i].unwrap_or(f64::NEG_INFINITY));
                     pipe.cmd("ZRANGEBYSCORE")
                         .arg(&cursors[i].zkey)
-                        .arg(&lowest)
-                        .arg(&lowest)
+                        .arg(&l)
+                        .arg(&l)
                         .arg("WITHSCORES");
                 }
-            }
-            if full.iter().any(|f| *f) {
-                let ties: Vec<Vec<(String, f64)>> =
+                let got: Vec<Vec<(String, f64)>> =
                     pipe.query_async(&mut con).await.map_err(store_err)?;
-                let mut ties = ties.into_iter();
-                for (i, page) in pages.iter_mut().enumerate() {
-                    if full[i] {
-                        let lowest = page[page.len() - 1].1;
-                        page.retain(|e| e.1 != lowest);
-                        page.extend(ties.next().unwrap_or_default());
-                    }
+                let mut ties = vec![Vec::new(); cursors.len()];
+                for (&i, run) in runs.iter().zip(got) {
+                    ties[i] = run;
                 }
+                let stopped = self
+                    .walk_entries(&mut walk, &mut seen, &mut pairs, ties, q, at, &seqs)
+                    .await?;
+                runs.retain(|&i| !stopped[i]);
             }
-            let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
-            let mut next: Vec<Cursor> = Vec::new();
-            for ((mut c, page), full) in cursors.into_iter().zip(pages).zip(full) {
-                let Some(lowest) = page.iter().map(|e| e.1).reduce(f64::min) else {
-                    continue;
-                };
-                let mut entries: Vec<(f64, ArticleId)> = page
-                    .into_iter()
-                    .filter_map(|(id, b)| Some((b, ArticleId::parse(&id).ok()?)))
-                    .collect();
-                entries.sort_by(|a, b| rank::order(a.0, &a.1, b.0, &b.1));
-                let mut stop = false;
-                for (bound, id) in entries {
-                    if !walk.wants(bound, &id) {
-                        stop = true;
-                        break;
-                    }
-                    if walk.skips(&id) || !seen.insert(id.clone()) {
-                        continue;
-                    }
-                    wanted.push((bound, id));
-                }
-                if full && !stop {
-                    c.upper = format!("({}", score_arg(lowest));
+            // Shards go on below a run the walk took whole; the others,
+            // stopped, exhausted or past what the walk wants, are done.
+            cursors = cursors
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| runs.contains(i))
+                .map(|(i, mut c)| {
+                    c.upper = format!("({}", score_arg(lowest[i].unwrap_or(f64::NEG_INFINITY)));
                     c.chunk = c.chunk.saturating_mul(2);
-                    next.push(c);
-                }
-            }
-            let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
-            let exact = self.exact_many(&ids, q, at, &seqs).await?;
-            for ((bound, id), x) in wanted.into_iter().zip(exact) {
-                pairs.push((id, x.as_ref().map(|x| x.bound)));
-                if let Some(x) = x {
-                    walk.offer(x.listed(at), Some(bound));
-                }
-            }
-            cursors = next;
+                    c
+                })
+                .collect();
         }
         // Every shard's scores back into its own ranking.
         let mut per_shard: Vec<Vec<(ArticleId, Option<f64>)>> = vec![Vec::new(); shards.len()];
@@ -537,6 +521,56 @@ impl RedisStore {
         }
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
         Ok((walk.finish(), at))
+    }
+
+    /// Offers to `walk` the entries of each shard's `pages[k]` it wants,
+    /// in index order, scored exactly at `at` (one round trip for all
+    /// shards); each exact score goes to `pairs` for the write-back.
+    /// Answers, per shard, whether the walk stopped wanting its entries.
+    #[allow(clippy::too_many_arguments)]
+    async fn walk_entries(
+        &self,
+        walk: &mut Walk<SnapItem>,
+        seen: &mut HashSet<ArticleId>,
+        pairs: &mut Vec<(ArticleId, Option<f64>)>,
+        pages: Vec<Vec<(String, f64)>>,
+        q: &HotQuery,
+        at: Timestamp,
+        seqs: &[i64],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
+        let mut stopped = Vec::with_capacity(pages.len());
+        for page in pages {
+            let mut entries: Vec<(f64, ArticleId)> = page
+                .into_iter()
+                .filter_map(|(id, b)| Some((b, ArticleId::parse(&id).ok()?)))
+                .collect();
+            entries.sort_by(|a, b| rank::order(a.0, &a.1, b.0, &b.1));
+            let mut stop = false;
+            for (bound, id) in entries {
+                if !walk.wants(bound, &id) {
+                    stop = true;
+                    break;
+                }
+                if walk.skips(&id) || !seen.insert(id.clone()) {
+                    continue;
+                }
+                wanted.push((bound, id));
+            }
+            stopped.push(stop);
+        }
+        if wanted.is_empty() {
+            return Ok(stopped);
+        }
+        let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
+        let exact = self.exact_many(&ids, q, at, seqs).await?;
+        for ((bound, id), x) in wanted.into_iter().zip(exact) {
+            pairs.push((id, x.as_ref().map(|x| x.bound)));
+            if let Some(x) = x {
+                walk.offer(x.listed(at), Some(bound));
+            }
+        }
+        Ok(stopped)
     }
 
     /// The ranked items of a page, with metadata as it is now.
