@@ -420,7 +420,9 @@ impl RedisStore {
         // bounds meanwhile (only ever lowering those of unchanged
         // articles), and a page by position would skip entries that slid
         // up past it.
-        let first_chunk = walk.depth().saturating_mul(2).max(32);
+        // Each shard's share of the top, twice over: a shard that holds
+        // more pages on with doubled chunks.
+        let first_chunk = (walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
         let mut cursors: Vec<Cursor> = (0..shards.len())
             .filter(|&i| !rebuild[i])
             .map(|i| Cursor {
