@@ -36,7 +36,13 @@ CHUNKS = ['declared.lua', 'event.lua', 'ingest.lua', 'common.lua', 'gate.lua', '
 
 
 def assemble(d):
-    return ''.join(open(os.path.join(d, p)).read() for p in CHUNKS)
+    chunks = [open(os.path.join(d, p)).read() for p in CHUNKS]
+    # Trees with article shards (issue 13): one shard, as keys.rs
+    # `shard_chunk(1)` puts it after declared.lua.
+    shard = os.path.join(d, 'shard.lua')
+    if os.path.exists(shard):
+        chunks.insert(1, 'local NSHARDS = 1\n' + open(shard).read())
+    return ''.join(chunks)
 
 
 def enc(args):

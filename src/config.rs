@@ -235,6 +235,12 @@ pub struct RedisConfig {
     /// Seed layout: seconds between refreshes of seed 000's `hot:score`
     /// (the seed's 60–120 s).
     pub seed_refresh_secs: u64,
+    /// Article shards of one site (`HOTRANK_REDIS_SHARDS`, default 1): the
+    /// change log, activity sets, `articles:new` and every ranking are
+    /// kept per shard and a ranking query walks them all
+    /// (docs/redis-keys.md, "Article shards"). One Redis only for now;
+    /// every node of a site must use the same number.
+    pub shards: u32,
 }
 
 /// The Redis key layout.
@@ -259,6 +265,7 @@ impl Default for RedisConfig {
             wait_replicas: 0,
             layout: RedisLayout::Hotrank,
             seed_refresh_secs: 60,
+            shards: 1,
         }
     }
 }
@@ -704,6 +711,22 @@ impl Config {
                 "redis.layout = \"seed\" needs one Redis: the seeds' keys cannot share a cluster slot (set redis.cluster = false or layout = \"hotrank\")".into(),
             );
         }
+        if !(1..=MAX_REDIS_SHARDS).contains(&rc.shards) {
+            return Err(format!(
+                "redis.shards = {} is invalid: must be in 1..={MAX_REDIS_SHARDS}",
+                rc.shards
+            ));
+        }
+        if rc.shards > 1 && rc.cluster {
+            return Err(
+                "redis.shards > 1 runs on one Redis only for now (set redis.cluster = false or shards = 1)".into(),
+            );
+        }
+        if rc.shards > 1 && rc.layout == RedisLayout::Seed {
+            return Err(
+                "redis.shards > 1 does not write seed layout's keys (set layout = \"hotrank\" or shards = 1)".into(),
+            );
+        }
         if !(1..=3600).contains(&rc.seed_refresh_secs) {
             return Err(format!(
                 "redis.seed_refresh_secs = {} is invalid: must be in 1..=3600",
@@ -728,6 +751,11 @@ impl Config {
         }
         if pc.enabled && self.redis.cluster {
             return Err("pipeline.enabled does not run on a Redis Cluster yet".into());
+        }
+        if pc.enabled && self.redis.shards > 1 {
+            return Err(
+                "pipeline.enabled does not run with redis.shards > 1 yet (set shards = 1)".into(),
+            );
         }
         if pc.enabled && self.redis.layout == RedisLayout::Seed {
             return Err(
@@ -882,6 +910,9 @@ pub fn cidr_contains((net, len): (IpAddr, u8), ip: IpAddr) -> bool {
         _ => false,
     }
 }
+
+/// Most article shards one site may have (`redis.shards`).
+pub const MAX_REDIS_SHARDS: u32 = 256;
 
 /// A Redis key prefix may hold `[A-Za-z0-9_:.-]`, so that it never needs
 /// escaping in a key or a `SCAN` pattern.
@@ -1097,6 +1128,26 @@ mod tests {
         assert!(t.redis.cluster);
         assert_eq!(t.redis.wait_replicas, 1);
         assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
+    }
+
+    /// `[redis] shards`: 1 by default; more only on one Redis, in the
+    /// hotrank layout, without the pipeline (not built there yet).
+    #[test]
+    fn redis_shards() {
+        let c: Config = toml::from_str("store = \"redis\"\n[redis]\nshards = 4\n").unwrap();
+        assert_eq!(c.redis.shards, 4);
+        c.validate().unwrap();
+        assert_eq!(Config::default().redis.shards, 1);
+        let with = |f: &dyn Fn(&mut Config)| {
+            let mut c = c.clone();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(with(&|c| c.redis.shards = 0).contains("redis.shards"));
+        assert!(with(&|c| c.redis.shards = MAX_REDIS_SHARDS + 1).contains("redis.shards"));
+        assert!(with(&|c| c.redis.cluster = true).contains("one Redis"));
+        assert!(with(&|c| c.redis.layout = RedisLayout::Seed).contains("seed layout"));
+        assert!(with(&|c| c.pipeline.enabled = true).contains("redis.shards"));
     }
 
     #[test]

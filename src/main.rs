@@ -157,6 +157,9 @@ struct ServeArgs {
     /// Redis key layout: hotrank (default) or seed (the seeds' own keys).
     #[arg(long, env = "HOTRANK_REDIS_LAYOUT", value_parser = ["hotrank", "seed"])]
     redis_layout: Option<String>,
+    /// Article shards of one site on Redis (`[redis] shards`, default 1).
+    #[arg(long, env = "HOTRANK_REDIS_SHARDS")]
+    redis_shards: Option<u32>,
     /// PostgreSQL URL of the archive (`[archive] url`).
     #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
     archive_url: Option<String>,
@@ -226,6 +229,9 @@ impl ServeArgs {
             } else {
                 hotrank::config::RedisLayout::Hotrank
             };
+        }
+        if let Some(n) = self.redis_shards {
+            c.redis.shards = n;
         }
         if let Some(u) = &self.archive_url {
             c.archive.url = u.clone();

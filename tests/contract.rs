@@ -45,7 +45,7 @@ async fn gate_entries(h: &Harness) -> u64 {
         Probe::Redis(store) => {
             // The site's keys, from the node that holds them.
             let prefix = store.keys().prefix.clone();
-            let site_key = store.keys().changes_seq();
+            let site_key = store.keys().clock();
             let mut con = store.con();
             let mut keys = Vec::new();
             let mut cursor = 0;
@@ -148,6 +148,13 @@ async fn make_redis_seed(s: StoreSettings) -> Harness {
 /// probe reads the gate state the filter stage keeps.
 async fn make_redis_pipeline(s: StoreSettings) -> Harness {
     own_redis(s, false, true).await
+}
+
+/// `[redis] shards = 4` (issue 13): every ranking, change log, activity
+/// set and `articles:new` split over four article shards. On the
+/// binary's shared redis-server, under a prefix of its own.
+async fn make_redis_sharded(s: StoreSettings) -> Harness {
+    redis_harness(common::redis::shared_site(4), s, false, Box::new(())).await
 }
 
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
@@ -864,4 +871,5 @@ contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
 contract_suite!(redis_seed_layout, make_redis_seed);
 contract_suite!(redis_cluster, make_redis_cluster);
+contract_suite!(redis_sharded, make_redis_sharded);
 contract_suite!(redis_pipeline, make_redis_pipeline);

@@ -54,6 +54,16 @@ async fn make_redis_pipeline(s: StoreSettings) -> Made {
     own_redis(s, true).await
 }
 
+/// `[redis] shards = 4` (issue 13), on the binary's shared redis-server
+/// under a prefix of its own.
+async fn make_redis_sharded(s: StoreSettings) -> Made {
+    let opts = common::redis::shared_site(4);
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Made {
     let cluster = common::redis::RedisCluster::shared();
@@ -537,6 +547,8 @@ model_suite!(embedded, super::make_embedded);
 model_suite!(redis, super::make_redis);
 
 model_suite!(redis_cluster, super::make_redis_cluster);
+
+model_suite!(redis_sharded, super::make_redis_sharded);
 
 model_suite!(redis_pipeline, super::make_redis_pipeline);
 

@@ -627,6 +627,26 @@ fn redis_two_nodes_match_the_oracle() {
     });
 }
 
+/// The same over 4 article shards (`[redis] shards = 4`, issue 13): the
+/// threshold walk over four rankings must stop exactly where one ranking's
+/// does. On the binary's shared redis-server, a prefix per case.
+#[test]
+fn redis_sharded_two_nodes_match_the_oracle() {
+    let url = common::redis::RedisServer::shared().url();
+    drive("redis, 4 shards", 192, |case| {
+        let opts = RedisOptions {
+            url: url.clone(),
+            prefix: format!("oracle-s4-{case}:"),
+            shards: 4,
+            ..RedisOptions::default()
+        };
+        Nodes {
+            a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
+            b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
+        }
+    });
+}
+
 /// The same on a 3-primary Redis Cluster: each case is a site of its own
 /// (its own prefix, so its own slot), the cases spread over the primaries.
 #[test]

@@ -216,6 +216,18 @@ impl<T: Ranked> Walk<T> {
         }
     }
 
+    /// Whether an index entry at `bound` may still enter the top
+    /// `depth`, whatever its id. Once `false`, every entry at or below
+    /// `bound` may be skipped, so a store need not read a run of equal
+    /// bounds whole to find where it ends.
+    pub fn wants_bound(&self, bound: f64) -> bool {
+        self.depth > 0
+            && self
+                .threshold
+                .as_ref()
+                .is_none_or(|(score, _)| bound >= *score)
+    }
+
     /// Offers an article scored exactly at the query time. `stored_bound`
     /// is the bound the index held for it (`None` for articles taken from
     /// the changed set or a rebuild): the invariant is checked against it.
@@ -370,6 +382,19 @@ mod tests {
         assert_eq!(query_time(100, Some(90), 50), 100);
         assert_eq!(query_time(100, Some(103), 0), 103);
         assert_eq!(query_time(100, Some(90), 160), 160);
+    }
+
+    /// `wants_bound` is `wants` for the most wanted id at that bound.
+    #[test]
+    fn wants_bound_skips_only_what_no_id_can_enter() {
+        let mut w = Walk::new(1, None);
+        assert!(w.wants_bound(0.0));
+        w.offer(it("m", 2.0, None), None);
+        assert!(w.wants_bound(2.0), "an id before m at 2.0 still enters");
+        assert!(w.wants(2.0, &ArticleId::parse("a").unwrap()));
+        assert!(!w.wants(2.0, &ArticleId::parse("z").unwrap()));
+        assert!(!w.wants_bound(1.9));
+        assert!(!Walk::<It>::new(0, None).wants_bound(5.0));
     }
 
     #[test]

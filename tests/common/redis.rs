@@ -461,6 +461,18 @@ impl RedisCluster {
     }
 }
 
+/// Options for a site of its own (a [`unique_prefix`]) on the binary's
+/// [`RedisServer::shared`] server, over `shards` article shards
+/// (`[redis] shards`, issue 13).
+pub fn shared_site(shards: u32) -> hotrank::store::redis::RedisOptions {
+    hotrank::store::redis::RedisOptions {
+        url: RedisServer::shared().url(),
+        prefix: unique_prefix(),
+        shards,
+        ..Default::default()
+    }
+}
+
 /// A key prefix no other test of this process uses (`t<n>:`).
 pub fn unique_prefix() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -4,8 +4,9 @@
 --
 -- Expects the locals: P, now, hkeep, dkeep, `ev` (events with kind, art,
 -- vb, secs, hour, day, tally), `verdicts` (one code per event) and
--- `counted` (how many are 0). Writes the counters, hourly and daily
--- buckets, sketches, activity sets, change log and quarantine tallies.
+-- `counted` (how many are 0), and shard.lua's helpers. Writes the
+-- counters, hourly and daily buckets, sketches, activity sets and change
+-- log (of each article's shard) and quarantine tallies.
 
 local QNAMES = { 'q_dup', 'q_rl', 'q_bot', 'q_rep' }
 local QSLOT = { 1, 2, 3, 4, nil, nil, 3, 3 }
@@ -154,34 +155,48 @@ for _, key in ipairs(key_order) do
 end
 
 -- Per batch, not per event: totals, the change log rankings follow, and
--- the per-hour activity sets rankings are built from.
+-- the per-hour activity sets rankings are built from (each shard's own:
+-- a batch may touch every shard, all in this one call).
 local SET_CHUNK = 500
-local function sadd_all(key, set, expires_at)
-  local list = {}
-  for id in pairs(set) do list[#list + 1] = id end
+local function sadd_all(key, list, expires_at)
   for s = 1, #list, SET_CHUNK do
     redis.call('SADD', key, unpack(list, s, math.min(s + SET_CHUNK - 1, #list)))
   end
   redis.call('EXPIRE', key, ttl(expires_at))
 end
+-- `set`'s ids into the set `name` of their shards.
+local function sadd_sharded(name, set, expires_at)
+  local list = {}
+  for id in pairs(set) do list[#list + 1] = id end
+  if NSHARDS == 1 then return sadd_all(P .. name, list, expires_at) end
+  local by, order = by_shard(list)
+  for _, k in ipairs(order) do sadd_all(shard_prefix(P, k) .. name, by[k], expires_at) end
+end
 
 if counted > 0 then
   redis.call('INCRBY', P .. 'stats:counted', counted)
-  local seq = tostring(redis.call('INCR', P .. 'changes:seq'))
-  for s = 1, #changed_list, SET_CHUNK do
-    local args = {}
-    for j = s, math.min(s + SET_CHUNK - 1, #changed_list) do
-      args[#args + 1] = seq
-      args[#args + 1] = changed_list[j]
+  -- Changed articles by shard, in first-change order; one seq per shard.
+  local changed_by, shard_order = by_shard(changed_list)
+  for _, k in ipairs(shard_order) do
+    local S, list = shard_prefix(P, k), changed_by[k]
+    local seq = tostring(redis.call('INCR', S .. 'changes:seq'))
+    for s = 1, #list, SET_CHUNK do
+      local args = {}
+      for j = s, math.min(s + SET_CHUNK - 1, #list) do
+        args[#args + 1] = seq
+        args[#args + 1] = list[j]
+      end
+      redis.call('ZADD', S .. 'changes', unpack(args))
     end
-    redis.call('ZADD', P .. 'changes', unpack(args))
+  end
+  for s = 1, #changed_list, SET_CHUNK do
     redis.call('SADD', P .. 'archive:dirty', unpack(changed_list, s, math.min(s + SET_CHUNK - 1, #changed_list)))
   end
   for hour, set in pairs(act_h) do
-    sadd_all(P .. 'active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)
+    sadd_sharded('active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)
   end
   for day, set in pairs(act_d) do
-    sadd_all(P .. 'active:d:' .. day, set, (day + 1) * 86400 + dkeep)
+    sadd_sharded('active:d:' .. day, set, (day + 1) * 86400 + dkeep)
   end
 end
 for v = 1, 4 do

@@ -4,7 +4,8 @@
 local P, id = ARGV[1], ARGV[2]
 -- Every name is checked before the first write.
 local meta = K(P .. 'meta:article:' .. id)
-local newest, cseq, changes = K(P .. 'articles:new'), K(P .. 'changes:seq'), K(P .. 'changes')
+local S = SK(P, id)
+local newest, cseq, changes = K(S .. 'articles:new'), K(S .. 'changes:seq'), K(S .. 'changes')
 local dirty = K(P .. 'archive:dirty')
 if redis.call('EXISTS', meta) == 0 or redis.call('HGET', meta, 'deleted') == '1' then
   return 0

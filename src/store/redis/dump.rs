@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use redis::Value;
 
-use super::keys::{day_of, oldest_hour};
+use super::keys::{ShardKeys, day_of, oldest_hour};
 use super::{RedisStore, meta_pairs, parse_meta, store_err, v_i64};
 use crate::model::{ArticleId, Timestamp};
 use crate::sketch::Hll;
@@ -226,7 +226,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
     let pattern = format!("{}*", glob_escape(prefix));
     loop {
         let (next, batch): (u64, Vec<String>) = con
-            .scan(&keys.changes_seq(), cursor, &pattern, 1000)
+            .scan(&keys.clock(), cursor, &pattern, 1000)
             .await
             .map_err(store_err)?;
         for k in &batch {
@@ -469,12 +469,13 @@ pub(super) async fn article_records_whole(
     records_of(store, ids, now, true).await
 }
 
-/// Which of `ids` each of the activity sets `set(t)`, t in `span`, holds.
+/// Which of `ids` each of the activity sets `set(shard, t)`, t in
+/// `span`, holds (each article in its shard's sets).
 async fn members_over(
     store: &RedisStore,
     ids: &[ArticleId],
     span: std::ops::RangeInclusive<i64>,
-    set: impl Fn(i64) -> String,
+    set: impl Fn(&ShardKeys, i64) -> String,
 ) -> Result<HashMap<ArticleId, Vec<i64>>, StoreError> {
     let mut out: HashMap<ArticleId, Vec<i64>> = HashMap::new();
     if span.is_empty() {
@@ -483,41 +484,63 @@ async fn members_over(
     let mut con = store.con();
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
-        queue_members(&mut pipe, part, span.clone(), &set);
+        queue_members(&mut pipe, store, part, span.clone(), &set);
         let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        collect_members(&mut got.into_iter(), part, span.clone(), &mut out)?;
+        collect_members(&mut got.into_iter(), store, part, span.clone(), &mut out)?;
     }
     Ok(out)
 }
 
-/// Queues one `SMISMEMBER` of `ids` per set of `span`.
+/// `ids` by shard, in shard order (shards without any left out).
+fn by_shard(store: &RedisStore, ids: &[ArticleId]) -> Vec<(ShardKeys, Vec<ArticleId>)> {
+    let keys = store.keys();
+    let mut groups: Vec<Vec<ArticleId>> = vec![Vec::new(); keys.shards as usize];
+    for id in ids {
+        groups[keys.shard_index(id) as usize].push(id.clone());
+    }
+    groups
+        .into_iter()
+        .enumerate()
+        .filter(|(_, g)| !g.is_empty())
+        .map(|(k, g)| (keys.shard(k as u32), g))
+        .collect()
+}
+
+/// Queues one `SMISMEMBER` per set of `span` and shard, of the shard's
+/// `ids`.
 fn queue_members(
     pipe: &mut redis::Pipeline,
+    store: &RedisStore,
     ids: &[ArticleId],
     span: std::ops::RangeInclusive<i64>,
-    set: impl Fn(i64) -> String,
+    set: impl Fn(&ShardKeys, i64) -> String,
 ) {
-    for t in span {
-        pipe.cmd("SMISMEMBER")
-            .arg(set(t))
-            .arg(ids.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+    for (sk, ids) in by_shard(store, ids) {
+        for t in span.clone() {
+            pipe.cmd("SMISMEMBER")
+                .arg(set(&sk, t))
+                .arg(ids.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+        }
     }
 }
 
 /// Reads the replies [`queue_members`] queued into `out`.
 fn collect_members(
     got: &mut impl Iterator<Item = Value>,
+    store: &RedisStore,
     ids: &[ArticleId],
     span: std::ops::RangeInclusive<i64>,
     out: &mut HashMap<ArticleId, Vec<i64>>,
 ) -> Result<(), StoreError> {
-    for t in span {
-        let member: Vec<bool> =
-            redis::from_redis_value(got.next().ok_or_else(|| super::bad_reply("SMISMEMBER"))?)
-                .map_err(|_| super::bad_reply("SMISMEMBER"))?;
-        for (id, m) in ids.iter().zip(member) {
-            if m {
-                out.entry(id.clone()).or_default().push(t);
+    for (_, ids) in by_shard(store, ids) {
+        for t in span.clone() {
+            let member: Vec<bool> =
+                redis::from_redis_value(got.next().ok_or_else(|| super::bad_reply("SMISMEMBER"))?)
+                    .map_err(|_| super::bad_reply("SMISMEMBER"))?;
+            for (id, m) in ids.iter().zip(member) {
+                if m {
+                    out.entry(id.clone()).or_default().push(t);
+                }
             }
         }
     }
@@ -545,12 +568,12 @@ pub(super) async fn positioned_records(
     for part in ids.chunks(CHUNK) {
         let mut tries = 0;
         loop {
-            let hours = members_over(store, part, hspan.clone(), |h| keys.active_h(h)).await?;
-            let days = members_over(store, part, dspan.clone(), |d| keys.active_d(d)).await?;
+            let hours = members_over(store, part, hspan.clone(), ShardKeys::active_h).await?;
+            let days = members_over(store, part, dspan.clone(), ShardKeys::active_d).await?;
             let mut pipe = redis::pipe();
             pipe.atomic().add_command(head.clone());
-            queue_members(&mut pipe, part, hspan.clone(), |h| keys.active_h(h));
-            queue_members(&mut pipe, part, dspan.clone(), |d| keys.active_d(d));
+            queue_members(&mut pipe, store, part, hspan.clone(), ShardKeys::active_h);
+            queue_members(&mut pipe, store, part, dspan.clone(), ShardKeys::active_d);
             queue_reads(&mut pipe, store, part, &hours, &days);
             for id in part {
                 pipe.hget(keys.meta(id), "ops");
@@ -559,8 +582,8 @@ pub(super) async fn positioned_records(
             let mut it = got.into_iter();
             let position = it.next().ok_or_else(|| super::bad_reply("position"))?;
             let (mut h2, mut d2) = (HashMap::new(), HashMap::new());
-            collect_members(&mut it, part, hspan.clone(), &mut h2)?;
-            collect_members(&mut it, part, dspan.clone(), &mut d2)?;
+            collect_members(&mut it, store, part, hspan.clone(), &mut h2)?;
+            collect_members(&mut it, store, part, dspan.clone(), &mut d2)?;
             if h2 == hours && d2 == days {
                 let mut records = Vec::with_capacity(part.len());
                 parse_reads(&mut it, part, &hours, &days, &mut records)?;
@@ -605,10 +628,9 @@ async fn records_of(
     now: Timestamp,
     with_days: bool,
 ) -> Result<Vec<Record>, StoreError> {
-    let keys = store.keys();
     let (hspan, dspan) = record_spans(store, now, with_days);
-    let hours = members_over(store, ids, hspan, |h| keys.active_h(h)).await?;
-    let days = members_over(store, ids, dspan, |d| keys.active_d(d)).await?;
+    let hours = members_over(store, ids, hspan, ShardKeys::active_h).await?;
+    let days = members_over(store, ids, dspan, ShardKeys::active_d).await?;
     read_articles(store, ids, &hours, &days).await
 }
 
@@ -648,7 +670,7 @@ pub async fn load_redis(
     let err = |e: StoreError| e.to_string();
     let (_, existing): (u64, Vec<String>) = con
         .scan(
-            &keys.changes_seq(),
+            &keys.clock(),
             0,
             &format!("{}meta:article:*", glob_escape(&keys.prefix)),
             100_000,
@@ -753,7 +775,9 @@ pub async fn load_redis(
         }
     }
     // Rankings and node caches start over from the imported counters.
-    pipe.incr(keys.changes_seq(), 1);
+    for sk in keys.all_shards() {
+        pipe.incr(sk.changes_seq(), 1);
+    }
     pipe.set(keys.articles_count(), articles);
     pipe.query_async::<()>(&mut con)
         .await
@@ -819,7 +843,7 @@ pub(super) fn article_writes(
             pipe.hset(&mk, k, v);
         }
         if !*deleted {
-            pipe.zadd(keys.newest(), id.as_str(), meta.published_at);
+            pipe.zadd(keys.of(id).newest(), id.as_str(), meta.published_at);
         }
     }
     if lifetime.pv > 0 {
@@ -868,7 +892,7 @@ pub(super) fn article_writes(
             pipe.set(&uk, bytes_from_b64(&b.c.uv)?).expire(&uk, exp);
         }
         if active(&b.c) {
-            let ak = keys.active_h(b.at);
+            let ak = keys.of(id).active_h(b.at);
             pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
         }
     }
@@ -909,7 +933,7 @@ pub(super) fn article_writes(
             pipe.set(&uk, img).expire(&uk, exp);
         }
         if active(&c) {
-            let ak = keys.active_d(d);
+            let ak = keys.of(id).active_d(d);
             pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
         }
     }

@@ -102,9 +102,14 @@ for _, e in ipairs(ev) do
     art_list[#art_list + 1] = e.art
   end
 end
-for s = 1, #art_list, CHUNK do
-  local got = redis.call('ZMSCORE', K(P .. 'articles:new'), unpack(art_list, s, math.min(s + CHUNK - 1, #art_list)))
-  for j = 1, #got do arts[art_list[s + j - 1]].exists = got[j] and true or false end
+-- (Each article in its shard's articles:new.)
+local arts_by, shard_order = by_shard(art_list)
+for _, k in ipairs(shard_order) do
+  local list, newest = arts_by[k], K(shard_prefix(P, k) .. 'articles:new')
+  for s = 1, #list, CHUNK do
+    local got = redis.call('ZMSCORE', newest, unpack(list, s, math.min(s + CHUNK - 1, #list)))
+    for j = 1, #got do arts[list[s + j - 1]].exists = got[j] and true or false end
+  end
 end
 local new_untrusted = false
 for _, id in ipairs(art_list) do
@@ -279,7 +284,7 @@ end
 for _, id in ipairs(new_arts) do
   local meta = P .. 'meta:article:' .. id
   redis.call('HSETNX', meta, 'publishedAt', arts[id].published)
-  redis.call('ZADD', P .. 'articles:new', arts[id].published, id)
+  redis.call('ZADD', SK(P, id) .. 'articles:new', arts[id].published, id)
 end
 if #new_arts > 0 then redis.call('INCRBY', P .. 'stats:articles', #new_arts) end
 

@@ -88,12 +88,18 @@ end
 -- checked before anything is read or written (dedupe keys and gate slots
 -- are checked where they are named, also before the first write).
 if DECLARED then
-  for _, name in ipairs({ 'clock', 'stats:counted', 'changes:seq', 'changes', 'archive:dirty',
-      'stats:quarantine', 'stats:articles', 'articles:new' }) do
+  for _, name in ipairs({ 'clock', 'stats:counted', 'archive:dirty',
+      'stats:quarantine', 'stats:articles' }) do
     K(P .. name)
   end
   for _, e in ipairs(ev) do
     local a, h, d = e.art, e.hour, e.day
+    local S = SK(P, a)
+    K(S .. 'changes:seq')
+    K(S .. 'changes')
+    K(S .. 'articles:new')
+    K(S .. 'active:h:' .. h)
+    K(S .. 'active:d:' .. d)
     K(P .. 'counter:views:' .. a)
     K(P .. 'hll:uv:' .. a)
     K(P .. 'counter:article:' .. a)
@@ -102,8 +108,6 @@ if DECLARED then
     K(P .. 'hll:uv:h:' .. a .. ':' .. h)
     K(P .. 'bucket:d:' .. a .. ':' .. d)
     K(P .. 'hll:uv:d:' .. a .. ':' .. d)
-    K(P .. 'active:h:' .. h)
-    K(P .. 'active:d:' .. d)
     K(P .. 'stats:quarantine:h:' .. h)
   end
 end

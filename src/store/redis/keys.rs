@@ -18,6 +18,50 @@ pub struct Keys {
     /// `[redis] layout = "seed"`: seed 000's `hot:score` is an export
     /// (seed.rs), so hotrank's default ranking has a name of its own.
     pub seed_layout: bool,
+    /// Article shards (`[redis] shards`): the keys of [`ShardKeys`] exist
+    /// once per shard.
+    pub shards: u32,
+}
+
+/// The shard of article `id` among `n`: a polynomial hash of its bytes
+/// (× 31, mod 2³¹ − 1), mod `n`. `shard.lua` computes the same in Lua
+/// (every intermediate stays below 2⁵³, so Lua's doubles are exact), and a
+/// test checks the two agree on a real redis-server.
+pub fn shard_of(id: &str, n: u32) -> u32 {
+    if n <= 1 {
+        return 0;
+    }
+    let mut h: u64 = 0;
+    for b in id.bytes() {
+        h = (h * 31 + u64::from(b)) % 2_147_483_647;
+    }
+    (h % u64::from(n)) as u32
+}
+
+/// The Lua chunk in front of every script that names a shard's key:
+/// the site's shard count, compiled in (so no script argument, and no
+/// journaled one, changes with it), and `shard.lua`'s helpers.
+pub fn shard_chunk(n: u32) -> String {
+    format!(
+        "local NSHARDS = {}\n{}",
+        n.max(1),
+        include_str!("shard.lua")
+    )
+}
+
+/// The keys kept once per article shard (docs/redis-keys.md, "Article
+/// shards"): the change log, the activity sets, `articles:new` and the
+/// rankings with their index. With one shard they are the site's keys
+/// as ever (`<prefix>changes`); with more, shard `k`'s names carry
+/// `s<k>:` after the prefix (`<prefix>s3:changes`), which on a cluster
+/// would become the hash tag `{<site>:s3}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardKeys {
+    /// The shard's prefix: the site's, then `s<k>:` when sharded.
+    pub prefix: String,
+    /// Which shard (0 when the site has one).
+    pub index: u32,
+    seed_layout: bool,
 }
 
 impl Keys {
@@ -25,7 +69,50 @@ impl Keys {
         Keys {
             prefix: prefix.to_string(),
             seed_layout: false,
+            shards: 1,
         }
+    }
+
+    /// The same names over `n` article shards.
+    pub fn with_shards(self, n: u32) -> Self {
+        Keys {
+            shards: n.max(1),
+            ..self
+        }
+    }
+
+    /// The site's shard count, when more than one (checked by `ready()`).
+    pub fn shards_key(&self) -> String {
+        self.k(format_args!("shards"))
+    }
+
+    /// The keys of shard `k`.
+    pub fn shard(&self, k: u32) -> ShardKeys {
+        let prefix = if self.shards <= 1 {
+            self.prefix.clone()
+        } else {
+            format!("{}s{k}:", self.prefix)
+        };
+        ShardKeys {
+            prefix,
+            index: k,
+            seed_layout: self.seed_layout,
+        }
+    }
+
+    /// The shard article `id` belongs to.
+    pub fn shard_index(&self, id: &ArticleId) -> u32 {
+        shard_of(id.as_str(), self.shards)
+    }
+
+    /// The keys of the shard article `id` belongs to.
+    pub fn of(&self, id: &ArticleId) -> ShardKeys {
+        self.shard(self.shard_index(id))
+    }
+
+    /// The keys of every shard, in shard order.
+    pub fn all_shards(&self) -> Vec<ShardKeys> {
+        (0..self.shards).map(|k| self.shard(k)).collect()
     }
 
     /// The names of `[redis] layout = "seed"` (one Redis, never tagged).
@@ -43,7 +130,7 @@ impl Keys {
         let tag = if prefix.is_empty() { "hotrank" } else { prefix };
         Keys {
             prefix: format!("{{{tag}}}"),
-            seed_layout: false,
+            ..Keys::new("")
         }
     }
 
@@ -99,15 +186,6 @@ impl Keys {
     pub fn uv_d(&self, id: &ArticleId, day: i64) -> String {
         self.k(format_args!("hll:uv:d:{id}:{day}"))
     }
-    pub fn active_h(&self, hour: i64) -> String {
-        self.k(format_args!("active:h:{hour}"))
-    }
-    pub fn active_d(&self, day: i64) -> String {
-        self.k(format_args!("active:d:{day}"))
-    }
-    pub fn newest(&self) -> String {
-        self.k(format_args!("articles:new"))
-    }
     /// Articles ever registered (events, `PUT`, posts): `max_articles`.
     pub fn articles_count(&self) -> String {
         self.k(format_args!("stats:articles"))
@@ -120,15 +198,6 @@ impl Keys {
     }
     pub fn quarantine_h(&self, hour: i64) -> String {
         self.k(format_args!("stats:quarantine:h:{hour}"))
-    }
-    pub fn changes(&self) -> String {
-        self.k(format_args!("changes"))
-    }
-    pub fn changes_seq(&self) -> String {
-        self.k(format_args!("changes:seq"))
-    }
-    pub fn changes_floor(&self) -> String {
-        self.k(format_args!("changes:floor"))
     }
     /// Articles changed since the archive writer last took the set.
     pub fn archive_dirty(&self) -> String {
@@ -156,9 +225,6 @@ impl Keys {
     pub fn archive_evicted(&self) -> String {
         self.k(format_args!("archive:evicted"))
     }
-    pub fn ranking_index(&self) -> String {
-        self.k(format_args!("hot:index"))
-    }
     pub fn cursor(&self, id: u64) -> String {
         self.k(format_args!("cursor:{id:016x}"))
     }
@@ -177,16 +243,6 @@ impl Keys {
         self.k(format_args!("voted:{id}"))
     }
 
-    /// The default ranking (gravity, 72 h, no filter): seed 000's
-    /// `hot:score`, except in seed layout, where `hot:score` is the export
-    /// of [`Keys::seed_hot_score`].
-    pub fn ranking_default(&self) -> String {
-        if self.seed_layout {
-            self.k(format_args!("hot:gravity:72h:all"))
-        } else {
-            self.k(format_args!("hot:score"))
-        }
-    }
     /// Seed 000's `hot:score` in seed layout: the top 1000 exact scores,
     /// rewritten every `seed_refresh_secs`.
     pub fn seed_hot_score(&self) -> String {
@@ -215,7 +271,45 @@ impl Keys {
     pub fn seed_group(&self, group: &str) -> String {
         self.k(format_args!("group:{group}"))
     }
+}
 
+impl ShardKeys {
+    fn k(&self, rest: std::fmt::Arguments<'_>) -> String {
+        format!("{}{}", self.prefix, rest)
+    }
+    pub fn changes(&self) -> String {
+        self.k(format_args!("changes"))
+    }
+    pub fn changes_seq(&self) -> String {
+        self.k(format_args!("changes:seq"))
+    }
+    pub fn changes_floor(&self) -> String {
+        self.k(format_args!("changes:floor"))
+    }
+    pub fn active_h(&self, hour: i64) -> String {
+        self.k(format_args!("active:h:{hour}"))
+    }
+    pub fn active_d(&self, day: i64) -> String {
+        self.k(format_args!("active:d:{day}"))
+    }
+    /// Live articles by `publishedAt`.
+    pub fn newest(&self) -> String {
+        self.k(format_args!("articles:new"))
+    }
+    pub fn ranking_index(&self) -> String {
+        self.k(format_args!("hot:index"))
+    }
+
+    /// The default ranking (gravity, 72 h, no filter): seed 000's
+    /// `hot:score`, except in seed layout, where `hot:score` is the export
+    /// of [`Keys::seed_hot_score`].
+    pub fn ranking_default(&self) -> String {
+        if self.seed_layout {
+            self.k(format_args!("hot:gravity:72h:all"))
+        } else {
+            self.k(format_args!("hot:score"))
+        }
+    }
     /// The sorted set of one ranking. Seed 000's `hot:score` is the default
     /// one: gravity over 72 h, no filter.
     pub fn ranking(
@@ -836,6 +930,126 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "any node"
     ),
     key_spec!(
+        "shards",
+        "shards",
+        r"^shards$",
+        "string",
+        "the site's shard count N when more than 1, set by its first node's readiness check: a node with another N is not ready (`/readyz` answers 503)",
+        Ttl::None,
+        "none",
+        "any node (`ready()`)"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:changes",
+        r"^s[0-9]{1,3}:changes$",
+        "zset",
+        "shard `k`'s change log: as `changes`, for the articles of the shard only",
+        Ttl::None,
+        "none (collected as `changes`)",
+        "ingest/put/post/vote/delete.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:changes:seq",
+        r"^s[0-9]{1,3}:changes:seq$",
+        "string",
+        "shard `k`'s change sequence",
+        Ttl::None,
+        "none",
+        "ingest/put/post/vote/delete.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:changes:floor",
+        r"^s[0-9]{1,3}:changes:floor$",
+        "string",
+        "entries of `s<k>:changes` at or below were collected",
+        Ttl::None,
+        "none",
+        "maintenance"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:active:h:<hour>",
+        r"^s[0-9]{1,3}:active:h:-?[0-9]+$",
+        "set",
+        "the shard's ids with a counted event in the hour",
+        Ttl::Expires,
+        "as hourly buckets",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:active:d:<day>",
+        r"^s[0-9]{1,3}:active:d:-?[0-9]+$",
+        "set",
+        "the shard's ids with a counted event in the day",
+        Ttl::Expires,
+        "as daily buckets",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:articles:new",
+        r"^s[0-9]{1,3}:articles:new$",
+        "zset",
+        "the shard's live articles, score = `publishedAt` (`GET /api/new` merges every shard's; `/api/stats` sums their `ZCARD`)",
+        Ttl::None,
+        "none",
+        "put/post/delete/ingest.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:hot:score",
+        r"^s[0-9]{1,3}:hot:score$",
+        "zset",
+        "the default ranking's bounds of the shard's articles (a query walks every shard's)",
+        Ttl::None,
+        "none",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:hot:score:state",
+        r"^s[0-9]{1,3}:hot:score:state$",
+        "hash",
+        "`seq` (of `s<k>:changes:seq`) and `now` of `s<k>:hot:score`",
+        Ttl::None,
+        "none",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:hot:<model>:<range>:<filter>",
+        r"^s[0-9]{1,3}:hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})$",
+        "zset",
+        "another ranking's bounds of the shard's articles",
+        Ttl::Expires,
+        "1 h unused",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:hot:<model>:<range>:<filter>:state",
+        r"^s[0-9]{1,3}:hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
+        "hash",
+        "its state",
+        Ttl::Expires,
+        "as its ranking",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:hot:index",
+        r"^s[0-9]{1,3}:hot:index$",
+        "set",
+        "names of the shard's live rankings (at most `rankings.max_live` per shard)",
+        Ttl::None,
+        "none",
+        "writeback.lua, maintenance"
+    ),
+    key_spec!(
         "pipeline",
         "pipe:raw:<n>",
         r"^pipe:raw:[0-9]{1,4}$",
@@ -980,12 +1194,12 @@ mod tests {
 
     #[test]
     fn default_ranking_is_seed_key() {
-        let k = Keys::new("");
+        let k = Keys::new("").shard(0);
         assert_eq!(
             k.ranking(ModelKind::Gravity, RangeSpec::Hours(72), None, None, None),
             "hot:score"
         );
-        let other = Keys::new("site1:").ranking(
+        let other = Keys::new("site1:").shard(0).ranking(
             ModelKind::Gravity,
             RangeSpec::Hours(24),
             Some("x"),

@@ -63,7 +63,8 @@ mod version;
 pub use dump::{article_records, dump_redis, load_redis};
 pub use journal::{Journal, JournalEntry};
 pub use keys::{
-    KEY_TABLE, KeySpec, Keys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table, window_plan,
+    KEY_TABLE, KeySpec, Keys, ShardKeys, Ttl, day_of, key_spec_of, oldest_hour, render_key_table,
+    shard_chunk, shard_of, window_plan,
 };
 pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
@@ -117,6 +118,9 @@ pub struct RedisOptions {
     pub seed_layout: bool,
     /// Seed layout: seconds between refreshes of `hot:score`.
     pub seed_refresh_secs: u64,
+    /// Article shards (`[redis] shards`; [`Keys::shard`]): 1 keeps one
+    /// change log, activity set per hour and ranking per query.
+    pub shards: u32,
 }
 
 impl Default for RedisOptions {
@@ -132,6 +136,7 @@ impl Default for RedisOptions {
             wait_replicas: 0,
             seed_layout: false,
             seed_refresh_secs: 60,
+            shards: 1,
         }
     }
 }
@@ -150,6 +155,7 @@ impl RedisOptions {
             wait_replicas: r.wait_replicas,
             seed_layout: r.layout == crate::config::RedisLayout::Seed,
             seed_refresh_secs: r.seed_refresh_secs,
+            shards: r.shards,
         }
     }
 }
@@ -185,6 +191,15 @@ fn script(body: &str) -> Script {
     chunks(&[body])
 }
 
+/// [`chunks`] after the shard helpers of a site with `shards` article
+/// shards (`shard.lua`, [`shard_chunk`]).
+fn sharded(shards: u32, parts: &[&str]) -> Script {
+    let head = shard_chunk(shards);
+    let mut all = vec![head.as_str()];
+    all.extend_from_slice(parts);
+    chunks(&all)
+}
+
 /// One script from Lua chunks, concatenated in order after `declared.lua`:
 /// a later chunk sees the locals of the earlier ones.
 fn chunks(parts: &[&str]) -> Script {
@@ -195,15 +210,15 @@ fn chunks(parts: &[&str]) -> Script {
     Script::new(&src)
 }
 
-/// The direct store's ingest script: its head (`ingest.lua`), the gate,
-/// the counters and its reply, in one atomic call.
+/// The direct store's ingest script (one shard): its head (`ingest.lua`),
+/// the gate, the counters and its reply, in one atomic call.
 pub fn ingest_script() -> Script {
-    ingest_script_with(&[])
+    ingest_script_with(1, &[])
 }
 
-/// [`ingest_script`] with more counter writes (`extra` chunks) after
-/// `apply.lua`: seed layout's keys (seed.rs).
-fn ingest_script_with(extra: &[&str]) -> Script {
+/// [`ingest_script`] for `shards` article shards, with more counter
+/// writes (`extra` chunks) after `apply.lua`: seed layout's keys (seed.rs).
+fn ingest_script_with(shards: u32, extra: &[&str]) -> Script {
     let mut parts = vec![
         EVENT,
         include_str!("ingest.lua"),
@@ -214,7 +229,7 @@ fn ingest_script_with(extra: &[&str]) -> Script {
     ];
     parts.extend_from_slice(extra);
     parts.push(include_str!("reply.lua"));
-    chunks(&parts)
+    sharded(shards, &parts)
 }
 
 /// One event from script arguments (`event.lua`).
@@ -230,17 +245,18 @@ const EVICTED: &str = include_str!("evicted.lua");
 const COMMON: &str = include_str!("common.lua");
 
 impl Scripts {
-    fn new() -> Self {
+    /// The scripts of a site with `shards` article shards.
+    fn new(shards: u32) -> Self {
         Scripts {
-            ingest: ingest_script(),
+            ingest: ingest_script_with(shards, &[]),
             window: script(include_str!("window.lua")),
             sync: script(include_str!("sync.lua")),
             writeback: script(include_str!("writeback.lua")),
-            put: ops::plain(ops::OpKind::Put),
-            post: ops::plain(ops::OpKind::Post),
-            vote: ops::plain(ops::OpKind::Vote),
-            delete: ops::plain(ops::OpKind::Delete),
-            journaled: ops::OpScripts::new(),
+            put: ops::plain(shards, ops::OpKind::Put),
+            post: ops::plain(shards, ops::OpKind::Post),
+            vote: ops::plain(shards, ops::OpKind::Vote),
+            delete: ops::plain(shards, ops::OpKind::Delete),
+            journaled: ops::OpScripts::new(shards),
         }
     }
 
@@ -271,13 +287,18 @@ pub struct MetaRec {
     pub deleted: bool,
 }
 
-/// What one node remembers between queries. Valid while no change log
-/// entry newer than `seq` names the article.
+/// What one node remembers between queries. An article's entry is valid
+/// while no entry of its shard's change log newer than that shard's `seq`
+/// names it.
 #[derive(Default)]
 struct NodeCache {
-    seq: i64,
+    /// The change seq of each shard this node has taken in.
+    seq: Seqs,
     articles: HashMap<ArticleId, CachedArticle>,
 }
+
+/// One change seq per article shard, in shard order.
+type Seqs = Vec<i64>;
 
 #[derive(Default, Clone)]
 struct CachedArticle {
@@ -580,6 +601,12 @@ impl RedisStore {
         if opts.seed_layout && opts.cluster {
             return Err("redis.layout = \"seed\" needs one Redis, not a cluster".into());
         }
+        if opts.shards == 0 || (opts.shards > 1 && (opts.cluster || opts.seed_layout)) {
+            return Err(format!(
+                "redis.shards = {} is invalid here: more than one shard needs one Redis and the hotrank layout",
+                opts.shards
+            ));
+        }
         let con = if opts.cluster {
             let seeds: Vec<&str> = opts.url.split(',').map(str::trim).collect();
             // Redirects and a failover (a replica promoted within seconds)
@@ -612,6 +639,7 @@ impl RedisStore {
             )
         };
         let seed_layout = opts.seed_layout;
+        let shards = opts.shards;
         Ok(RedisStore {
             con,
             keys: if opts.cluster {
@@ -620,7 +648,8 @@ impl RedisStore {
                 Keys::seed(&opts.prefix)
             } else {
                 Keys::new(&opts.prefix)
-            },
+            }
+            .with_shards(shards),
             opts,
             settings,
             scripts: Scripts {
@@ -628,11 +657,14 @@ impl RedisStore {
                 ingest: if seed_layout {
                     seed::ingest_script()
                 } else {
-                    ingest_script()
+                    ingest_script_with(shards, &[])
                 },
-                ..Scripts::new()
+                ..Scripts::new(shards)
             },
-            cache: Mutex::new(NodeCache::default()),
+            cache: Mutex::new(NodeCache {
+                seq: vec![0; shards as usize],
+                ..NodeCache::default()
+            }),
             last_gc: Mutex::new(i64::MIN / 2),
             version_ok: Default::default(),
             last_seed_refresh: Mutex::new(i64::MIN / 2),
@@ -716,11 +748,37 @@ impl RedisStore {
         v.pop().ok_or_else(|| bad_reply("EVALSHA"))
     }
 
+    /// [`eval`](Self::eval) of `script` once per call (its keys and
+    /// arguments), all in one pipeline: one reply per call, in order.
+    async fn eval_each<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        calls: &[(Vec<String>, Vec<String>)],
+    ) -> Result<Vec<T>, StoreError> {
+        let got: Vec<T> = self
+            .eval_pipe(|p| {
+                for (keys, args) in calls {
+                    let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len());
+                    for k in keys {
+                        c.arg(k.as_str());
+                    }
+                    for a in args {
+                        c.arg(a.as_str());
+                    }
+                }
+            })
+            .await?;
+        if got.len() != calls.len() {
+            return Err(bad_reply("EVALSHA"));
+        }
+        Ok(got)
+    }
+
     /// Metadata of many articles, from this node's cache when valid.
     async fn metas(
         &self,
         ids: &[ArticleId],
-        seq: i64,
+        seq: &[i64],
     ) -> Result<Vec<Option<Arc<MetaRec>>>, StoreError> {
         let mut out: Vec<Option<Option<Arc<MetaRec>>>> = {
             let c = self.cache.lock();
@@ -757,7 +815,7 @@ impl RedisStore {
         ids: &[ArticleId],
         range: RangeSpec,
         now: Timestamp,
-        seq: i64,
+        seq: &[i64],
     ) -> Result<Vec<Counters>, StoreError> {
         let end_hour = hour_of(now);
         let mut out: Vec<Option<Counters>> = {
@@ -832,27 +890,34 @@ impl RedisStore {
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
-    /// Takes in what the change log says changed: drops cached state of
-    /// those articles (all of it if this node fell behind the log).
-    fn absorb(&self, seq: i64, floor: i64, truncated: bool, changed: &[(ArticleId, i64)]) {
+    /// Takes in what every shard's change log says changed: drops cached
+    /// state of those articles (all of it if this node fell behind a log).
+    fn absorb(&self, shards: &[rank::Synced]) {
         let mut c = self.cache.lock();
-        if truncated || c.seq < floor || seq < c.seq || c.articles.len() >= CACHE_MAX {
+        let behind = shards.iter().any(|s| {
+            let mine = c.seq.get(s.shard as usize).copied().unwrap_or(0);
+            s.truncated || mine < s.floor || s.seq < mine
+        });
+        if behind || c.articles.len() >= CACHE_MAX || c.seq.len() != shards.len() {
             c.articles.clear();
         } else {
-            let since = c.seq;
-            for (id, s) in changed {
-                if *s > since {
-                    c.articles.remove(id);
+            for s in shards {
+                let since = c.seq[s.shard as usize];
+                for (id, at) in &s.changed {
+                    if *at > since {
+                        c.articles.remove(id);
+                    }
                 }
             }
         }
-        c.seq = seq;
+        c.seq = shards.iter().map(|s| s.seq).collect();
     }
 
-    /// The current change seq, with this node's cache brought up to it.
-    async fn sync_node(&self) -> Result<i64, StoreError> {
+    /// Every shard's current change seq, with this node's cache brought up
+    /// to them.
+    async fn sync_node(&self) -> Result<Seqs, StoreError> {
         let s = self.sync(None).await?;
-        Ok(s.seq)
+        Ok(s.iter().map(|s| s.seq).collect())
     }
 
     /// Every key one ingest.lua call over `part` may touch (a superset:
@@ -874,12 +939,9 @@ impl RedisStore {
         }
         for name in [
             k.batch(batch_id),
-            k.newest(),
             k.articles_count(),
             k.clock(),
             k.counted(),
-            k.changes_seq(),
-            k.changes(),
             k.archive_dirty(),
             k.archive_evicted(),
             k.quarantine(),
@@ -896,6 +958,7 @@ impl RedisStore {
                 let kind = kind_char(ev.kind).chars().next().unwrap_or('v');
                 keys.insert(k.dedupe(a, kind, ev.visitor));
             }
+            let sk = k.of(a);
             for name in [
                 k.meta(a),
                 k.views(a),
@@ -905,8 +968,11 @@ impl RedisStore {
                 k.uv_h(a, hour),
                 k.bucket_d(a, day),
                 k.uv_d(a, day),
-                k.active_h(hour),
-                k.active_d(day),
+                sk.active_h(hour),
+                sk.active_d(day),
+                sk.newest(),
+                sk.changes_seq(),
+                sk.changes(),
                 k.quarantine_h(hour),
             ] {
                 keys.insert(name);
@@ -923,7 +989,7 @@ impl RedisStore {
         now: Timestamp,
     ) -> Result<Option<ArticleView>, StoreError> {
         let seq = self.sync_node().await?;
-        let Some(Some(m)) = self.metas(std::slice::from_ref(id), seq).await?.pop() else {
+        let Some(Some(m)) = self.metas(std::slice::from_ref(id), &seq).await?.pop() else {
             return Ok(None);
         };
         if m.deleted {
@@ -936,7 +1002,7 @@ impl RedisStore {
         for model in ModelKind::ALL {
             let range = default_range(model);
             let c = self
-                .windows(std::slice::from_ref(id), range, now, seq)
+                .windows(std::slice::from_ref(id), range, now, &seq)
                 .await?;
             let c = c.first().copied().unwrap_or_default();
             scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
@@ -957,12 +1023,12 @@ impl RedisStore {
         id: &ArticleId,
         run: &ops::OpRun<'_>,
     ) -> Result<(bool, Option<ops::OpStamp>), StoreError> {
-        let k = &self.keys;
+        let (k, sk) = (&self.keys, self.keys.of(id));
         let keys = [
             k.meta(id),
-            k.newest(),
-            k.changes_seq(),
-            k.changes(),
+            sk.newest(),
+            sk.changes_seq(),
+            sk.changes(),
             k.archive_dirty(),
         ];
         let (done, stamp): (i64, _) = self
@@ -1262,10 +1328,14 @@ impl Store for RedisStore {
         let first = *crate::time::last_hours(hour_of(now), hours).start();
         let mut pipe = redis::pipe();
         pipe.get(self.keys.counted())
-            .hgetall(self.keys.quarantine())
-            .zcard(self.keys.newest());
+            .hgetall(self.keys.quarantine());
         for h in first..=last {
             pipe.hgetall(self.keys.quarantine_h(h));
+        }
+        // Live articles: every shard's `articles:new`.
+        let shards = self.keys.all_shards();
+        for sk in &shards {
+            pipe.zcard(sk.newest());
         }
         let mut con = self.con();
         let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
@@ -1294,16 +1364,21 @@ impl Store for RedisStore {
             }
             q
         };
-        if got.len() < 3 {
+        let hours = (last - first + 1) as usize;
+        if got.len() != 2 + hours + shards.len() {
             return Err(bad_reply("stats"));
         }
         let by_hour = (first..=last)
-            .zip(&got[3..])
+            .zip(&got[2..2 + hours])
             .map(|(h, v)| (h, q_of(v)))
             .filter(|(_, q)| q.total() > 0)
             .collect();
+        let articles: i64 = got[2 + hours..]
+            .iter()
+            .map(|v| v_i64(v).unwrap_or(0).max(0))
+            .sum();
         Ok(Stats {
-            articles: v_i64(&got[2]).unwrap_or(0).max(0) as u64,
+            articles: articles as u64,
             counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
             quarantined: q_of(&got[1]),
             quarantine_by_hour: by_hour,
@@ -1317,7 +1392,7 @@ impl Store for RedisStore {
         hours: u32,
     ) -> Result<Option<Vec<HourlyRow>>, StoreError> {
         let seq = self.sync_node().await?;
-        match self.metas(std::slice::from_ref(id), seq).await?.pop() {
+        match self.metas(std::slice::from_ref(id), &seq).await?.pop() {
             Some(Some(m)) if !m.deleted => {}
             _ => return Ok(None),
         }
@@ -1371,14 +1446,25 @@ impl Store for RedisStore {
             version::check(self.con()).await?;
             self.version_ok.store(true, Relaxed);
         }
-        // A keyed read, so that on a cluster it asks the site's primary.
+        // A keyed read (on a cluster it asks the site's primary): the
+        // site's shard count, recorded by its first node of more than one
+        // shard. A node with another count would read and write its
+        // indexes under other keys: it is not ready.
+        let key = self.keys.shards_key();
+        let n = self.keys.shards;
+        let mut pipe = redis::pipe();
+        if n > 1 {
+            pipe.cmd("SET").arg(&key).arg(n).arg("NX").ignore();
+        }
+        pipe.get(&key);
         let mut con = self.con();
-        redis::cmd("EXISTS")
-            .arg(self.keys.changes_seq())
-            .query_async::<i64>(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(())
+        let (held,): (Option<u32>,) = pipe.query_async(&mut con).await.map_err(store_err)?;
+        match held {
+            Some(h) if h != n => Err(StoreError::Unavailable(format!(
+                "this site's keys are written over redis.shards = {h}, this node has {n}"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
@@ -1437,13 +1523,13 @@ impl RedisStore {
             args.push(k.as_bytes());
             args.push(v.as_bytes());
         }
-        let k = &self.keys;
+        let (k, sk) = (&self.keys, self.keys.of(id));
         let keys = [
             k.meta(id),
             k.articles_count(),
-            k.newest(),
-            k.changes_seq(),
-            k.changes(),
+            sk.newest(),
+            sk.changes_seq(),
+            sk.changes(),
             k.archive_dirty(),
         ];
         let before = self.seed_groups_before(id).await?;
@@ -1505,18 +1591,21 @@ impl RedisStore {
                 k.post_request(&request),
                 k.post_counter(),
                 k.articles_count(),
-                k.newest(),
                 k.vote_time(),
                 k.vote_score(),
-                k.changes_seq(),
-                k.changes(),
                 k.archive_dirty(),
             ];
+            let mut shards = std::collections::BTreeSet::new();
             for n in cur + 1..=cur + candidates {
                 let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
                 keys.push(k.meta(&id));
                 keys.push(k.voted(&id));
                 keys.push(k.counters(&id));
+                shards.insert(k.shard_index(&id));
+            }
+            // The shard keys of every candidate's shard.
+            for sk in shards.into_iter().map(|i| k.shard(i)) {
+                keys.extend([sk.newest(), sk.changes_seq(), sk.changes()]);
             }
             let (id, stamp): (String, _) =
                 self.op_eval(ops::OpKind::Post, &keys, &args, run).await?;
@@ -1563,15 +1652,15 @@ impl RedisStore {
             allow,
             per.as_bytes(),
         ];
-        let k = &self.keys;
+        let (k, sk) = (&self.keys, self.keys.of(id));
         let keys = [
             k.meta(id),
             k.voted(id),
             k.counters(id),
             k.vote_time(),
             k.vote_score(),
-            k.changes_seq(),
-            k.changes(),
+            sk.changes_seq(),
+            sk.changes(),
             k.archive_dirty(),
             k.archive_evicted(),
         ];

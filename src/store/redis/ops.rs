@@ -13,7 +13,7 @@
 
 use redis::Script;
 
-use super::{RedisStore, Scripts, StoreError, chunks};
+use super::{RedisStore, Scripts, StoreError, sharded};
 
 /// One kind of article operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +51,10 @@ impl OpKind {
     }
 }
 
-/// The script of `kind` without a journal.
-pub(super) fn plain(kind: OpKind) -> Script {
-    chunks(&[include_str!("op_plain.lua"), kind.body()])
+/// The script of `kind` without a journal, for a site of `shards`
+/// article shards.
+pub(super) fn plain(shards: u32, kind: OpKind) -> Script {
+    sharded(shards, &[include_str!("op_plain.lua"), kind.body()])
 }
 
 /// The four operations as a node with a journal runs them.
@@ -65,13 +66,17 @@ pub(super) struct OpScripts {
 }
 
 impl OpScripts {
-    pub fn new() -> Self {
+    /// For a site of `shards` article shards.
+    pub fn new(shards: u32) -> Self {
         let j = |k: OpKind| {
-            chunks(&[
-                include_str!("op_journal.lua"),
-                k.body(),
-                include_str!("op_journal_end.lua"),
-            ])
+            sharded(
+                shards,
+                &[
+                    include_str!("op_journal.lua"),
+                    k.body(),
+                    include_str!("op_journal_end.lua"),
+                ],
+            )
         };
         OpScripts {
             put: j(OpKind::Put),

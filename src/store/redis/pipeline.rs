@@ -24,7 +24,9 @@ use serde_json::{Value as Json, json};
 use super::journal::Journal;
 use super::ops::{OpEntry, OpKind, OpRun, OpStamp};
 use super::position::stream_id;
-use super::{APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, store_err, v_i64, v_str};
+use super::{
+    APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, sharded, store_err, v_i64, v_str,
+};
 use crate::config::PipelineConfig;
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
@@ -114,30 +116,39 @@ impl IngestPipeline {
     pub fn new(store: Arc<RedisStore>, cfg: PipelineConfig) -> Self {
         let tail = include_str!("pipe_ack.lua");
         let undone = include_str!("pipe_undone.lua");
+        // The gate and the counters name shard keys (config refuses a
+        // pipeline over more than one shard for now).
+        let shards = store.keys.shards;
         IngestPipeline {
             store,
             cfg,
             scripts: PipeScripts {
                 append: chunks(&[include_str!("pipe_append.lua")]),
                 unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
-                filter: chunks(&[
-                    EVENT,
-                    undone,
-                    GATE_ARGS,
-                    include_str!("pipe_filter.lua"),
-                    COMMON,
-                    GATE,
-                    include_str!("pipe_flag.lua"),
-                    tail,
-                ]),
-                count: chunks(&[
-                    undone,
-                    include_str!("pipe_count.lua"),
-                    super::EVICTED,
-                    COMMON,
-                    APPLY,
-                    tail,
-                ]),
+                filter: sharded(
+                    shards,
+                    &[
+                        EVENT,
+                        undone,
+                        GATE_ARGS,
+                        include_str!("pipe_filter.lua"),
+                        COMMON,
+                        GATE,
+                        include_str!("pipe_flag.lua"),
+                        tail,
+                    ],
+                ),
+                count: sharded(
+                    shards,
+                    &[
+                        undone,
+                        include_str!("pipe_count.lua"),
+                        super::EVICTED,
+                        COMMON,
+                        APPLY,
+                        tail,
+                    ],
+                ),
                 trim: chunks(&[IDS, include_str!("pipe_trim.lua")]),
             },
             journal: None,

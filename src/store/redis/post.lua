@@ -34,9 +34,10 @@ until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
 -- Every name is checked before the first write.
 local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
 local counters = K(P .. 'counter:article:' .. id)
-local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
+local S = SK(P, id)
+local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
 -- As the seed's INCR loop leaves it: the counter at the new id.
 if n > high then redis.call('SET', counter, n) end
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }

@@ -6,8 +6,9 @@
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
 -- Every name is checked before the first write.
 local meta = K(P .. 'meta:article:' .. id)
-local stats, newest = K(P .. 'stats:articles'), K(P .. 'articles:new')
-local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
+local S = SK(P, id)
+local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
 if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end

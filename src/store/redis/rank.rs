@@ -21,14 +21,24 @@
 //! is rebuilt from the per-hour activity sets. Scores come from
 //! [`crate::score::Models`], the same pure functions the embedded store
 //! uses; ties go to the smaller article id.
+//!
+//! **Article shards** (`[redis] shards = N`, [`super::Keys::shard`]): the
+//! change log, the activity sets, `articles:new` and every ranking exist
+//! once per shard, each holding only its shard's articles. A query syncs
+//! every shard (one pipeline) and runs the one threshold walk over all of
+//! their bound sets with one shared [`Walk`]: a shard stops when its next
+//! bound is below the k-th exact score found so far across shards, so the
+//! answer is exactly the one-shard answer. The first chunk of every shard
+//! is fetched in one pipeline, so a query costs a round trip per chunk
+//! depth, not per shard. Rebuilds and write-backs are per shard.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use redis::Value;
 
-use super::keys::{ranking_state, window_plan};
-use super::{MetaRec, RedisStore, bad_reply, sorted_ids, store_err, v_i64, v_str};
+use super::keys::{ShardKeys, ranking_state, window_plan};
+use super::{MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
@@ -42,7 +52,11 @@ const MAX_DELTA: i64 = 100_000;
 const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
 
+/// What one shard's change log says since this node and a ranking last
+/// looked (`sync.lua`).
 pub(super) struct Synced {
+    /// Which shard.
+    pub shard: u32,
     pub seq: i64,
     pub floor: i64,
     pub rseq: i64,
@@ -63,6 +77,40 @@ pub(super) struct Scored {
     pub bound: f64,
     pub counters: Counters,
     pub meta: Arc<MetaRec>,
+}
+
+/// The exact scores one query writes back into one shard's ranking.
+struct WriteBack {
+    shard: ShardKeys,
+    zkey: String,
+    /// The shard's change seq the scores were computed at.
+    seq: i64,
+    /// Whether the ranking was rebuilt (else the scores are incremental).
+    rebuild: bool,
+    /// Article, and its new bound (`None`: not in the ranking).
+    pairs: Vec<(ArticleId, Option<f64>)>,
+}
+
+/// Where the walk of one shard's ranking goes on: its next page starts
+/// below `upper` and holds `chunk` entries.
+struct Cursor {
+    zkey: String,
+    upper: String,
+    chunk: usize,
+}
+
+/// One shard's `articles:new` as a feed of the newest list's merge: the
+/// entries read and not yet merged, in list order, and where the next
+/// read starts (`None`: the shard has no more).
+struct Feed {
+    key: String,
+    upper: Option<String>,
+    buf: std::collections::VecDeque<(i64, ArticleId)>,
+}
+
+/// The newest list's order: publication time descending, then id.
+fn newest_order(a: &(i64, ArticleId), b: &(i64, ArticleId)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1))
 }
 
 fn score_arg(s: f64) -> String {
@@ -88,8 +136,9 @@ impl Scored {
 }
 
 impl RedisStore {
-    fn ranking_key(&self, q: &HotQuery) -> String {
-        self.keys.ranking(
+    /// The sorted set of the ranking of `q` in shard `sk`.
+    fn ranking_key(sk: &ShardKeys, q: &HotQuery) -> String {
+        sk.ranking(
             q.model,
             q.range,
             q.category.as_deref(),
@@ -98,57 +147,68 @@ impl RedisStore {
         )
     }
 
-    /// Reads the change log since this node (and the ranking `state`)
-    /// last looked, and drops this node's cached state of what changed.
-    pub(super) async fn sync(&self, state: Option<&str>) -> Result<Synced, StoreError> {
-        let node_seq = self.cache.lock().seq;
-        let none = format!("{}changes:none", self.keys.prefix);
-        let state = state.unwrap_or(&none);
-        let node = node_seq.to_string();
+    /// Reads every shard's change log since this node (and the ranking
+    /// `zkeys[k]` of shard k) last looked, in one pipeline, and drops this
+    /// node's cached state of what changed.
+    pub(super) async fn sync(&self, zkeys: Option<&[String]>) -> Result<Vec<Synced>, StoreError> {
+        let node_seqs = self.cache.lock().seq.clone();
         let max = MAX_DELTA.to_string();
-        let keys = [
-            self.keys.changes_seq(),
-            self.keys.changes_floor(),
-            state.to_string(),
-            self.keys.clock(),
-            self.keys.changes(),
-        ];
-        let v: Vec<Value> = self
-            .eval(
-                &self.scripts.sync,
-                &keys,
-                &[
-                    self.keys.prefix.as_bytes(),
-                    state.as_bytes(),
-                    node.as_bytes(),
-                    max.as_bytes(),
-                ],
-            )
-            .await?;
-        if v.len() < 6 {
-            return Err(bad_reply("sync"));
-        }
-        let n = |i: usize| v_i64(&v[i]).ok_or_else(|| bad_reply("sync"));
-        let mut changed = Vec::with_capacity((v.len() - 6) / 2);
-        for pair in v[6..].chunks(2) {
-            if let [id, seq] = pair
-                && let (Some(id), Some(seq)) = (v_str(id), v_str(seq))
-                && let (Ok(id), Ok(seq)) = (ArticleId::parse(id), seq.parse::<f64>())
-            {
-                changed.push((id, seq as i64));
+        let shards = self.keys.all_shards();
+        let calls: Vec<(Vec<String>, Vec<String>)> = shards
+            .iter()
+            .enumerate()
+            .map(|(i, sk)| {
+                let state = match zkeys {
+                    Some(z) => ranking_state(&z[i]),
+                    None => format!("{}changes:none", sk.prefix),
+                };
+                let node = node_seqs.get(i).copied().unwrap_or(0).to_string();
+                let keys = vec![
+                    sk.changes_seq(),
+                    sk.changes_floor(),
+                    state.clone(),
+                    self.keys.clock(),
+                    sk.changes(),
+                ];
+                let args = vec![
+                    self.keys.prefix.clone(),
+                    sk.prefix.clone(),
+                    state,
+                    node,
+                    max.clone(),
+                ];
+                (keys, args)
+            })
+            .collect();
+        let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
+        let mut out = Vec::with_capacity(shards.len());
+        for (sk, v) in shards.iter().zip(replies) {
+            if v.len() < 6 {
+                return Err(bad_reply("sync"));
             }
+            let n = |i: usize| v_i64(&v[i]).ok_or_else(|| bad_reply("sync"));
+            let mut changed = Vec::with_capacity((v.len() - 6) / 2);
+            for pair in v[6..].chunks(2) {
+                if let [id, seq] = pair
+                    && let (Some(id), Some(seq)) = (v_str(id), v_str(seq))
+                    && let (Ok(id), Ok(seq)) = (ArticleId::parse(id), seq.parse::<f64>())
+                {
+                    changed.push((id, seq as i64));
+                }
+            }
+            out.push(Synced {
+                shard: sk.index,
+                seq: n(0)?,
+                floor: n(1)?,
+                rseq: n(2)?,
+                rnow: n(3)?,
+                truncated: n(4)? == 1,
+                clock: n(5)?,
+                changed,
+            });
         }
-        let s = Synced {
-            seq: n(0)?,
-            floor: n(1)?,
-            rseq: n(2)?,
-            rnow: n(3)?,
-            truncated: n(4)? == 1,
-            clock: n(5)?,
-            changed,
-        };
-        self.absorb(s.seq, s.floor, s.truncated, &s.changed);
-        Ok(s)
+        self.absorb(&out);
+        Ok(out)
     }
 
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
@@ -159,7 +219,7 @@ impl RedisStore {
         ids: &[ArticleId],
         q: &HotQuery,
         now: Timestamp,
-        seq: i64,
+        seq: &[i64],
     ) -> Result<Vec<Option<Scored>>, StoreError> {
         let metas = self.metas(ids, seq).await?;
         let filter = Filter::of(q);
@@ -196,16 +256,18 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// Every article that may belong in a ranking over `range` at `now`.
+    /// Every article of shard `sk` that may belong in a ranking over
+    /// `range` at `now`.
     async fn candidates(
         &self,
+        sk: &ShardKeys,
         range: RangeSpec,
         now: Timestamp,
     ) -> Result<Vec<ArticleId>, StoreError> {
         let mut con = self.con();
         let ids: Vec<String> = match window_plan(range, now, self.opts.hourly_days) {
             None => redis::cmd("ZRANGE")
-                .arg(self.keys.newest())
+                .arg(sk.newest())
                 .arg(0)
                 .arg(-1)
                 .query_async(&mut con)
@@ -214,10 +276,10 @@ impl RedisStore {
             Some(plan) => {
                 let mut c = redis::cmd("SUNION");
                 for h in plan.hours.clone() {
-                    c.arg(self.keys.active_h(h));
+                    c.arg(sk.active_h(h));
                 }
                 for d in plan.days.clone() {
-                    c.arg(self.keys.active_d(d));
+                    c.arg(sk.active_d(d));
                 }
                 c.query_async(&mut con).await.map_err(store_err)?
             }
@@ -225,70 +287,82 @@ impl RedisStore {
         Ok(sorted_ids(&ids))
     }
 
-    async fn write_back(
-        &self,
-        zkey: &str,
-        seq: i64,
-        now: Timestamp,
-        rebuild: bool,
-        pairs: &[(ArticleId, Option<f64>)],
-    ) -> Result<(), StoreError> {
-        let skey = ranking_state(zkey);
-        let ttl = if zkey == self.keys.ranking_default() {
-            0
-        } else {
-            RANKING_TTL
-        };
-        let mut keys = vec![
-            zkey.to_string(),
-            skey.clone(),
-            self.keys.changes(),
-            self.keys.ranking_index(),
-        ];
-        if rebuild {
-            // A rebuild may drop the least recently used other rankings:
-            // it may touch those named in the index now.
+    /// Writes exact scores back as bounds: one `writeback.lua` call per
+    /// shard, in one pipeline, after one read of the indexes of the
+    /// rebuilt shards.
+    async fn write_back(&self, shards: &[WriteBack], now: Timestamp) -> Result<(), StoreError> {
+        // A rebuild may drop the least recently used other rankings of its
+        // shard: it may touch those named in the index now.
+        let rebuilt: Vec<&ShardKeys> = shards
+            .iter()
+            .filter(|w| w.rebuild)
+            .map(|w| &w.shard)
+            .collect();
+        let mut indexes: Vec<Vec<String>> = Vec::new();
+        if !rebuilt.is_empty() {
+            let mut pipe = redis::pipe();
+            for sk in &rebuilt {
+                pipe.smembers(sk.ranking_index());
+            }
             let mut con = self.con();
-            let names: Vec<String> = redis::cmd("SMEMBERS")
-                .arg(self.keys.ranking_index())
-                .query_async(&mut con)
-                .await
-                .map_err(store_err)?;
-            for n in names {
-                if n.starts_with(&self.keys.prefix) && n != zkey {
-                    keys.push(ranking_state(&n));
-                    keys.push(n);
+            indexes = pipe.query_async(&mut con).await.map_err(store_err)?;
+        }
+        let mut indexes = indexes.into_iter();
+        let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+        for WriteBack {
+            shard: sk,
+            zkey,
+            seq,
+            rebuild,
+            pairs,
+        } in shards
+        {
+            let skey = ranking_state(zkey);
+            let ttl = if *zkey == sk.ranking_default() {
+                0
+            } else {
+                RANKING_TTL
+            };
+            let mut keys = vec![
+                zkey.to_string(),
+                skey.clone(),
+                sk.changes(),
+                sk.ranking_index(),
+            ];
+            if *rebuild {
+                for n in indexes.next().unwrap_or_default() {
+                    if n.starts_with(&sk.prefix) && n != *zkey {
+                        keys.push(ranking_state(&n));
+                        keys.push(n);
+                    }
                 }
             }
+            let mut args = vec![
+                sk.prefix.clone(),
+                zkey.to_string(),
+                skey,
+                seq.to_string(),
+                now.to_string(),
+                if *rebuild { "r" } else { "i" }.to_string(),
+                ttl.to_string(),
+                self.settings.max_rankings.to_string(),
+                sk.ranking_default(),
+            ];
+            for (id, s) in pairs {
+                args.push(id.to_string());
+                args.push(s.map_or_else(|| "-".to_string(), score_arg));
+            }
+            calls.push((keys, args));
         }
-        let head = [
-            self.keys.prefix.clone(),
-            zkey.to_string(),
-            skey,
-            seq.to_string(),
-            now.to_string(),
-            if rebuild { "r" } else { "i" }.to_string(),
-            ttl.to_string(),
-            self.settings.max_rankings.to_string(),
-            self.keys.ranking_default(),
-        ];
-        let tail: Vec<String> = pairs
-            .iter()
-            .flat_map(|(id, s)| [id.to_string(), s.map_or_else(|| "-".to_string(), score_arg)])
-            .collect();
-        let args: Vec<&[u8]> = head
-            .iter()
-            .chain(tail.iter())
-            .map(|s| s.as_bytes())
-            .collect();
-        let _: i64 = self.eval(&self.scripts.writeback, &keys, &args).await?;
+        let _: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
         Ok(())
     }
 
     /// Runs `walk` over the ranking of `q` at `now` (or later: the
-    /// ranking's newest scores or the newest ingest may be ahead, see
+    /// rankings' newest scores or the newest ingest may be ahead, see
     /// [`rank::query_time`]): the exact items the walk asked for, and the
-    /// time they are exact at.
+    /// time they are exact at. Every shard's ranking is walked with the
+    /// one `walk` (module docs).
     pub(super) async fn top(
         &self,
         q: &HotQuery,
@@ -296,86 +370,184 @@ impl RedisStore {
         now: Timestamp,
     ) -> Result<(Vec<SnapItem>, Timestamp), StoreError> {
         let started = std::time::Instant::now();
-        let zkey = self.ranking_key(q);
-        let skey = ranking_state(&zkey);
-        let s = self.sync(Some(&skey)).await?;
-        let bounds_at = (s.rseq >= 0).then_some(s.rnow);
-        let at = rank::query_time(now, bounds_at, s.clock);
-        let rebuild = s.rseq < 0 || s.rseq < s.floor || s.truncated;
-        let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
-        if rebuild {
-            let cands = self.candidates(q.range, at).await?;
-            let exact = self.exact_many(&cands, q, at, s.seq).await?;
-            for x in exact.into_iter().flatten() {
-                pairs.push((x.id.clone(), Some(x.bound)));
-                walk.offer(x.listed(at), None);
-            }
-            self.write_back(&zkey, s.seq, at, true, &pairs).await?;
-            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
-            metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-            return Ok((walk.finish(), at));
-        }
-        // Articles changed since the ranking last looked: their bounds no
-        // longer hold, score them now.
-        let mut dirty: Vec<ArticleId> = s
-            .changed
+        let shards = self.keys.all_shards();
+        let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
+        let synced = self.sync(Some(&zkeys)).await?;
+        let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
+        let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
+        let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
+        let at = rank::query_time(now, bounds_at, clock);
+        let rebuild: Vec<bool> = synced
             .iter()
-            .filter(|(_, seq)| *seq > s.rseq)
-            .map(|(id, _)| id.clone())
+            .map(|s| s.rseq < 0 || s.rseq < s.floor || s.truncated)
             .collect();
-        dirty.sort();
-        dirty.dedup();
-        let mut seen: HashSet<ArticleId> = dirty.iter().cloned().collect();
-        let exact = self.exact_many(&dirty, q, at, s.seq).await?;
-        for (id, x) in dirty.iter().zip(exact) {
-            pairs.push((id.clone(), x.as_ref().map(|x| x.bound)));
-            if let Some(x) = x {
-                walk.offer(x.listed(at), None);
+        // Scored now, whatever their bounds say: every candidate of a shard
+        // rebuilt, and the articles changed since a shard's ranking last
+        // looked (their bounds no longer hold).
+        let mut now_scored: Vec<ArticleId> = Vec::new();
+        for (i, s) in synced.iter().enumerate() {
+            if rebuild[i] {
+                now_scored.extend(self.candidates(&shards[i], q.range, at).await?);
+            } else {
+                let mut dirty: Vec<ArticleId> = s
+                    .changed
+                    .iter()
+                    .filter(|(_, seq)| *seq > s.rseq)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                dirty.sort();
+                dirty.dedup();
+                now_scored.extend(dirty);
             }
         }
-        // The threshold walk over the bounds, highest first, paged by
-        // score: other queries and nodes rewrite bounds meanwhile (only ever
-        // lowering those of unchanged articles), and a page by position
-        // would skip entries that slid up past it.
-        let mut upper = "+inf".to_string();
-        let mut chunk = walk.depth().saturating_mul(2).max(32);
-        let mut con = self.con();
-        'walk: loop {
-            let mut entries: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
-                .arg(&zkey)
-                .arg(&upper)
-                .arg("-inf")
-                .arg("WITHSCORES")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(chunk)
-                .query_async(&mut con)
-                .await
-                .map_err(store_err)?;
-            let Some(lowest) = entries.last().map(|e| e.1) else {
-                break;
-            };
-            let full = entries.len() == chunk;
-            if full {
-                // Take every entry at the lowest bound, so the next page
-                // starts strictly below it.
-                let ties: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
-                    .arg(&zkey)
-                    .arg(score_arg(lowest))
-                    .arg(score_arg(lowest))
-                    .arg("WITHSCORES")
-                    .query_async(&mut con)
-                    .await
-                    .map_err(store_err)?;
-                entries.retain(|e| e.1 != lowest);
-                entries.extend(ties);
+        let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
+        let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
+        let exact = self.exact_many(&now_scored, q, at, &seqs).await?;
+        for (id, x) in now_scored.iter().zip(exact) {
+            let shard = self.keys.shard_index(id) as usize;
+            match x {
+                Some(x) => {
+                    pairs.push((id.clone(), Some(x.bound)));
+                    walk.offer(x.listed(at), None);
+                }
+                // A rebuild writes only what belongs in the ranking.
+                None if !rebuild[shard] => pairs.push((id.clone(), None)),
+                None => {}
             }
-            let mut entries: Vec<(f64, ArticleId)> = entries
+        }
+        // The threshold walk over the bounds of every shard not rebuilt,
+        // highest first, paged by score: other queries and nodes rewrite
+        // bounds meanwhile (only ever lowering those of unchanged
+        // articles), and a page by position would skip entries that slid
+        // up past it.
+        // Each shard's share of the top, twice over: a shard that holds
+        // more pages on with doubled chunks.
+        let first_chunk = (walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
+        let mut cursors: Vec<Cursor> = (0..shards.len())
+            .filter(|&i| !rebuild[i])
+            .map(|i| Cursor {
+                zkey: zkeys[i].clone(),
+                upper: "+inf".to_string(),
+                chunk: first_chunk,
+            })
+            .collect();
+        let mut con = self.con();
+        while !cursors.is_empty() {
+            // One chunk of every live shard, in one pipeline.
+            let mut pipe = redis::pipe();
+            for c in &cursors {
+                pipe.cmd("ZREVRANGEBYSCORE")
+                    .arg(&c.zkey)
+                    .arg(&c.upper)
+                    .arg("-inf")
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(c.chunk);
+            }
+            let mut pages: Vec<Vec<(String, f64)>> =
+                pipe.query_async(&mut con).await.map_err(store_err)?;
+            // A full page may end inside a run of equal bounds: its entries
+            // above the lowest bound go first; the run itself is read
+            // whole (so the next page starts strictly below it) only if
+            // the walk still wants that bound.
+            let mut lowest: Vec<Option<f64>> = Vec::with_capacity(pages.len());
+            for (c, page) in cursors.iter().zip(pages.iter_mut()) {
+                let low = (page.len() == c.chunk).then(|| page[page.len() - 1].1);
+                if let Some(l) = low {
+                    page.retain(|e| e.1 != l);
+                }
+                lowest.push(low);
+            }
+            let stopped = self
+                .walk_entries(&mut walk, &mut seen, &mut pairs, pages, q, at, &seqs)
+                .await?;
+            let mut runs: Vec<usize> = (0..cursors.len())
+                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
+                .collect();
+            if !runs.is_empty() {
+                let mut pipe = redis::pipe();
+                for &i in &runs {
+                    let l = score_arg(lowest[i].unwrap_or(f64::NEG_INFINITY));
+                    pipe.cmd("ZRANGEBYSCORE")
+                        .arg(&cursors[i].zkey)
+                        .arg(&l)
+                        .arg(&l)
+                        .arg("WITHSCORES");
+                }
+                let got: Vec<Vec<(String, f64)>> =
+                    pipe.query_async(&mut con).await.map_err(store_err)?;
+                let mut ties = vec![Vec::new(); cursors.len()];
+                for (&i, run) in runs.iter().zip(got) {
+                    ties[i] = run;
+                }
+                let stopped = self
+                    .walk_entries(&mut walk, &mut seen, &mut pairs, ties, q, at, &seqs)
+                    .await?;
+                runs.retain(|&i| !stopped[i]);
+            }
+            // Shards go on below a run the walk took whole; the others,
+            // stopped, exhausted or past what the walk wants, are done.
+            cursors = cursors
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| runs.contains(i))
+                .map(|(i, mut c)| {
+                    c.upper = format!("({}", score_arg(lowest[i].unwrap_or(f64::NEG_INFINITY)));
+                    c.chunk = c.chunk.saturating_mul(2);
+                    c
+                })
+                .collect();
+        }
+        // Every shard's scores back into its own ranking.
+        let mut per_shard: Vec<Vec<(ArticleId, Option<f64>)>> = vec![Vec::new(); shards.len()];
+        for (id, b) in pairs {
+            per_shard[self.keys.shard_index(&id) as usize].push((id, b));
+        }
+        let backs: Vec<_> = shards
+            .into_iter()
+            .zip(zkeys)
+            .zip(per_shard)
+            .enumerate()
+            .map(|(i, ((shard, zkey), pairs))| WriteBack {
+                shard,
+                zkey,
+                seq: seqs[i],
+                rebuild: rebuild[i],
+                pairs,
+            })
+            .collect();
+        self.write_back(&backs, at).await?;
+        if rebuild.iter().any(|r| *r) {
+            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
+        }
+        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
+        Ok((walk.finish(), at))
+    }
+
+    /// Offers to `walk` the entries of each shard's `pages[k]` it wants,
+    /// in index order, scored exactly at `at` (one round trip for all
+    /// shards); each exact score goes to `pairs` for the write-back.
+    /// Answers, per shard, whether the walk stopped wanting its entries.
+    #[allow(clippy::too_many_arguments)]
+    async fn walk_entries(
+        &self,
+        walk: &mut Walk<SnapItem>,
+        seen: &mut HashSet<ArticleId>,
+        pairs: &mut Vec<(ArticleId, Option<f64>)>,
+        pages: Vec<Vec<(String, f64)>>,
+        q: &HotQuery,
+        at: Timestamp,
+        seqs: &[i64],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
+        let mut stopped = Vec::with_capacity(pages.len());
+        for page in pages {
+            let mut entries: Vec<(f64, ArticleId)> = page
                 .into_iter()
                 .filter_map(|(id, b)| Some((b, ArticleId::parse(&id).ok()?)))
                 .collect();
             entries.sort_by(|a, b| rank::order(a.0, &a.1, b.0, &b.1));
-            let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
             let mut stop = false;
             for (bound, id) in entries {
                 if !walk.wants(bound, &id) {
@@ -387,23 +559,20 @@ impl RedisStore {
                 }
                 wanted.push((bound, id));
             }
-            let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
-            let exact = self.exact_many(&ids, q, at, s.seq).await?;
-            for ((bound, id), x) in wanted.into_iter().zip(exact) {
-                pairs.push((id, x.as_ref().map(|x| x.bound)));
-                if let Some(x) = x {
-                    walk.offer(x.listed(at), Some(bound));
-                }
-            }
-            if stop || !full {
-                break 'walk;
-            }
-            upper = format!("({}", score_arg(lowest));
-            chunk = chunk.saturating_mul(2);
+            stopped.push(stop);
         }
-        self.write_back(&zkey, s.seq, at, false, &pairs).await?;
-        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        Ok((walk.finish(), at))
+        if wanted.is_empty() {
+            return Ok(stopped);
+        }
+        let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
+        let exact = self.exact_many(&ids, q, at, seqs).await?;
+        for ((bound, id), x) in wanted.into_iter().zip(exact) {
+            pairs.push((id, x.as_ref().map(|x| x.bound)));
+            if let Some(x) = x {
+                walk.offer(x.listed(at), Some(bound));
+            }
+        }
+        Ok(stopped)
     }
 
     /// The ranked items of a page, with metadata as it is now.
@@ -414,8 +583,8 @@ impl RedisStore {
         q: &HotQuery,
     ) -> Result<Vec<RankedItem>, StoreError> {
         let ids: Vec<ArticleId> = items.iter().map(|x| x.id.clone()).collect();
-        let seq = self.cache.lock().seq;
-        let metas = self.metas(&ids, seq).await?;
+        let seq = self.cache.lock().seq.clone();
+        let metas = self.metas(&ids, &seq).await?;
         Ok(items
             .iter()
             .zip(metas)
@@ -444,7 +613,8 @@ impl RedisStore {
         now: Timestamp,
     ) -> Result<HotPage, StoreError> {
         let cap = self.settings.ranking_cap;
-        let zkey = self.ranking_key(q);
+        // A cursor's snapshot names its query by the first shard's ranking.
+        let zkey = Self::ranking_key(&self.keys.shard(0), q);
         let mut con = self.con();
         let (snap_id, offset, mut snap) = match &q.cursor {
             None => {
@@ -519,59 +689,53 @@ impl RedisStore {
                 Some((p, id))
             }
         };
-        let seq = self.sync(None).await?.seq;
+        let seq = self.sync_node().await?;
         let skip = if start.is_some() { 0 } else { q.offset };
-        let mut upper = match &start {
+        let upper = match &start {
             Some((p, _)) => p.to_string(),
             None => "+inf".to_string(),
         };
+        // A merge of every shard's `articles:new` in list order, a batch
+        // of up to CHUNK entries at a time.
         const CHUNK: usize = 256;
+        let mut feeds: Vec<Feed> = self
+            .keys
+            .all_shards()
+            .iter()
+            .map(|sk| Feed {
+                key: sk.newest(),
+                upper: Some(upper.clone()),
+                buf: Default::default(),
+            })
+            .collect();
         let mut picked: Vec<(ArticleId, Arc<MetaRec>)> = Vec::new();
         let mut picker = Picker::new(q.per_author, skip, q.limit);
         let filter = Filter::of(q);
         let mut more = false;
-        let mut con = self.con();
         'outer: loop {
-            let mut batch: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
-                .arg(self.keys.newest())
-                .arg(&upper)
-                .arg("-inf")
-                .arg("WITHSCORES")
-                .arg("LIMIT")
-                .arg(0)
-                .arg(CHUNK)
-                .query_async(&mut con)
-                .await
-                .map_err(store_err)?;
-            let Some(lowest) = batch.last().map(|e| e.1) else {
-                break;
-            };
-            let full = batch.len() == CHUNK;
-            if full {
-                // Complete the lowest publication time: ties go by id.
-                let ties: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
-                    .arg(self.keys.newest())
-                    .arg(lowest)
-                    .arg(lowest)
-                    .arg("WITHSCORES")
-                    .query_async(&mut con)
-                    .await
-                    .map_err(store_err)?;
-                batch.retain(|e| e.1 != lowest);
-                batch.extend(ties);
+            self.refill(&mut feeds, CHUNK, start.as_ref()).await?;
+            let mut batch: Vec<ArticleId> = Vec::new();
+            // Merge while every feed that has more holds an entry.
+            while batch.len() < CHUNK
+                && !feeds.iter().any(|f| f.buf.is_empty() && f.upper.is_some())
+            {
+                let Some(f) = feeds
+                    .iter_mut()
+                    .filter(|f| !f.buf.is_empty())
+                    .min_by(|a, b| newest_order(&a.buf[0], &b.buf[0]))
+                else {
+                    break;
+                };
+                batch.extend(f.buf.pop_front().map(|e| e.1));
             }
-            let mut entries: Vec<(i64, ArticleId)> = batch
-                .iter()
-                .filter_map(|(id, p)| Some((*p as i64, ArticleId::parse(id).ok()?)))
-                .filter(|(p, id)| match &start {
-                    Some((sp, sid)) => *p < *sp || (*p == *sp && id > sid),
-                    None => true,
-                })
-                .collect();
-            entries.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-            let ids: Vec<ArticleId> = entries.iter().map(|e| e.1.clone()).collect();
-            let metas = self.metas(&ids, seq).await?;
-            for (id, m) in ids.into_iter().zip(metas) {
+            if batch.is_empty() {
+                if feeds.iter().all(|f| f.upper.is_none() && f.buf.is_empty()) {
+                    break;
+                }
+                continue;
+            }
+            let metas = self.metas(&batch, &seq).await?;
+            for (id, m) in batch.into_iter().zip(metas) {
                 let Some(m) = m else { continue };
                 if m.deleted || !filter.matches(&m.meta) {
                     continue;
@@ -585,13 +749,9 @@ impl RedisStore {
                     }
                 }
             }
-            if !full {
-                break;
-            }
-            upper = format!("({lowest}");
         }
         let ids: Vec<ArticleId> = picked.iter().map(|p| p.0.clone()).collect();
-        let windows = self.windows(&ids, q.range, now, seq).await?;
+        let windows = self.windows(&ids, q.range, now, &seq).await?;
         let items: Vec<RankedItem> = picked
             .into_iter()
             .zip(windows)
@@ -621,19 +781,104 @@ impl RedisStore {
         })
     }
 
-    /// Drops change log entries no ranking still needs: those at or below
-    /// the lowest seq any live ranking has taken in. Nodes and rankings
-    /// behind the new floor notice it at their next sync and start over.
-    pub(super) async fn collect_changes(&self) -> Result<(), StoreError> {
+    /// Reads the next page of every feed whose entries are used up and
+    /// that has more, in one pipeline (and the rest of each full page's
+    /// lowest publication time in a second: ties go by id). Entries at or
+    /// before the cursor `start` are left out.
+    async fn refill(
+        &self,
+        feeds: &mut [Feed],
+        chunk: usize,
+        start: Option<&(i64, ArticleId)>,
+    ) -> Result<(), StoreError> {
+        let need: Vec<usize> = (0..feeds.len())
+            .filter(|&i| feeds[i].buf.is_empty() && feeds[i].upper.is_some())
+            .collect();
+        if need.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for &i in &need {
+            pipe.cmd("ZREVRANGEBYSCORE")
+                .arg(&feeds[i].key)
+                .arg(feeds[i].upper.as_deref().unwrap_or("+inf"))
+                .arg("-inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(chunk);
+        }
         let mut con = self.con();
-        let index = self.keys.ranking_index();
+        let mut pages: Vec<Vec<(String, f64)>> =
+            pipe.query_async(&mut con).await.map_err(store_err)?;
+        let full: Vec<bool> = pages.iter().map(|p| p.len() == chunk).collect();
+        if full.iter().any(|f| *f) {
+            let mut pipe = redis::pipe();
+            for (&i, page) in need.iter().zip(&pages) {
+                if page.len() == chunk {
+                    let lowest = page[page.len() - 1].1;
+                    pipe.cmd("ZRANGEBYSCORE")
+                        .arg(&feeds[i].key)
+                        .arg(lowest)
+                        .arg(lowest)
+                        .arg("WITHSCORES");
+                }
+            }
+            let ties: Vec<Vec<(String, f64)>> =
+                pipe.query_async(&mut con).await.map_err(store_err)?;
+            let mut ties = ties.into_iter();
+            for page in pages.iter_mut().filter(|p| p.len() == chunk) {
+                let lowest = page[page.len() - 1].1;
+                page.retain(|e| e.1 != lowest);
+                page.extend(ties.next().unwrap_or_default());
+            }
+        }
+        for ((&i, page), full) in need.iter().zip(pages).zip(full) {
+            let lowest = page.iter().map(|e| e.1).reduce(f64::min);
+            let mut entries: Vec<(i64, ArticleId)> = page
+                .iter()
+                .filter_map(|(id, p)| Some((*p as i64, ArticleId::parse(id).ok()?)))
+                .filter(|(p, id)| match start {
+                    Some((sp, sid)) => *p < *sp || (*p == *sp && id > sid),
+                    None => true,
+                })
+                .collect();
+            entries.sort_by(newest_order);
+            let f = &mut feeds[i];
+            f.buf = entries.into();
+            f.upper = match (full, lowest) {
+                (true, Some(l)) => Some(format!("({l}")),
+                _ => None,
+            };
+        }
+        Ok(())
+    }
+
+    /// Drops change log entries no ranking still needs, in every shard:
+    /// those at or below the lowest seq any live ranking of the shard has
+    /// taken in. Nodes and rankings behind the new floor notice it at
+    /// their next sync and start over.
+    pub(super) async fn collect_changes(&self) -> Result<(), StoreError> {
+        let mut live = 0;
+        for sk in self.keys.all_shards() {
+            live += self.collect_shard_changes(&sk).await?;
+        }
+        metrics::gauge!("hotrank_rankings").set(live as f64);
+        Ok(())
+    }
+
+    /// [`collect_changes`](Self::collect_changes) of one shard: answers
+    /// how many live rankings it has.
+    async fn collect_shard_changes(&self, sk: &ShardKeys) -> Result<usize, StoreError> {
+        let mut con = self.con();
+        let index = sk.ranking_index();
         let names: Vec<String> = redis::cmd("SMEMBERS")
             .arg(&index)
             .query_async(&mut con)
             .await
             .map_err(store_err)?;
         let mut pipe = redis::pipe();
-        pipe.get(self.keys.changes_seq());
+        pipe.get(sk.changes_seq());
         for n in &names {
             pipe.hget(ranking_state(n), "seq");
         }
@@ -667,13 +912,12 @@ impl RedisStore {
              return 1",
         );
         let _: i64 = gc
-            .key(self.keys.changes())
-            .key(self.keys.changes_floor())
+            .key(sk.changes())
+            .key(sk.changes_floor())
             .arg(floor)
             .invoke_async(&mut con)
             .await
             .map_err(store_err)?;
-        metrics::gauge!("hotrank_rankings").set((names.len() - gone.len()) as f64);
-        Ok(())
+        Ok(names.len() - gone.len())
     }
 }

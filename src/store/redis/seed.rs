@@ -59,7 +59,7 @@ fn scripts() -> &'static SeedScripts {
 /// The ingest script of seed layout: [`super::ingest_script`]'s chunks
 /// with `seed_apply.lua` (seeds 001 and 004's keys) before the reply.
 pub(super) fn ingest_script() -> Script {
-    super::ingest_script_with(&[include_str!("seed_apply.lua")])
+    super::ingest_script_with(1, &[include_str!("seed_apply.lua")])
 }
 
 /// The seed 003 member of a user id as sent (`user:<id>`).
@@ -483,7 +483,7 @@ impl RedisStore {
         let mut con = self.con();
         let hot = self.keys.seed_hot_score();
         let (listed, scored): (Vec<String>, Vec<String>) = redis::pipe()
-            .zrange(self.keys.newest(), 0, -1)
+            .zrange(self.keys.shard(0).newest(), 0, -1)
             .zrange(&hot, 0, -1)
             .query_async(&mut con)
             .await
@@ -553,7 +553,7 @@ impl RedisStore {
         let mut con = self.con();
         let last = crate::time::hour_of(now);
         let hours: Vec<String> = crate::time::last_hours(last, 24)
-            .map(|h| self.keys.active_h(h))
+            .map(|h| self.keys.shard(0).active_h(h))
             .collect();
         let mut ids: Vec<String> = redis::cmd("SUNION")
             .arg(&hours)
@@ -569,8 +569,8 @@ impl RedisStore {
         let mut by_category: std::collections::BTreeMap<String, Vec<(f64, &str)>> =
             Default::default();
         for chunk in ids.chunks(500) {
-            let metas = self.metas(chunk, seq).await?;
-            let counts = self.windows(chunk, RangeSpec::Hours(24), now, seq).await?;
+            let metas = self.metas(chunk, &seq).await?;
+            let counts = self.windows(chunk, RangeSpec::Hours(24), now, &seq).await?;
             for ((id, m), c) in chunk.iter().zip(metas).zip(counts) {
                 let Some(m) = m.filter(|m| !m.deleted) else {
                     continue;

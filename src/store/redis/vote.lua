@@ -16,7 +16,8 @@ local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], t
 local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
 local counters = K(P .. 'counter:article:' .. id)
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes, dirty = K(P .. 'changes:seq'), K(P .. 'changes'), K(P .. 'archive:dirty')
+local S = SK(P, id)
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
 local evicted = K(P .. 'archive:evicted')
 local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 if not st[1] or st[2] == '1' then return { -1 } end

@@ -1,7 +1,8 @@
 -- hotrank: writes exact scores back into a ranking as its new bounds.
 --
 -- KEYS: every key it touches (declared.lua checks the names).
--- ARGV: prefix, ranking key, state key, seq the scores were computed at,
+-- ARGV: the shard's prefix (its change log and ranking index; the site's
+-- prefix when it has one shard), ranking key, state key, seq the scores were computed at,
 -- now, mode ('r' rebuild, 'i' incremental), TTL (s, 0: none), most live
 -- rankings, default ranking key, then pairs (article id, score or '-' to
 -- remove).

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# GET /api/hot?range=72h&limit=20 on the Redis store with [redis] shards =
+# 1 and then 4 (issue 13: the scatter-gather threshold walk), one
+# redis-server each (started here, no persistence), ARTICLES live articles
+# (one preload view each, then views by a Zipf stream), back to back.
+# Each run: preload, a warm-up query (the ranking's rebuild), then
+# queries alone, then queries while UPDATES events/s arrive (the
+# change log makes the walk re-score those articles).
+# Usage: bench/redis_shards_query.sh   (env: ARTICLES, DUR seconds,
+#   UPDATES events/s, SHARDS list, BIN hotrank binary; default release
+#   build of this checkout under $CARGO_TARGET_DIR or target)
+# Needs redis-server, redis-cli, curl, python3. Not part of CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ARTICLES=${ARTICLES:-100000}
+DUR=${DUR:-10}
+UPDATES=${UPDATES:-2000}
+SHARDS=${SHARDS:-1 4}
+BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
+[ -x "$BIN" ] || cargo build --release --quiet --bin hotrank
+TMP=$(mktemp -d)
+PIDS=()
+. bench/lib.sh
+RPORTS=()
+cleanup() {
+  bench_stop_all
+  bench_redis_stop "${RPORTS[@]:-}"
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
+bench() { "$BIN" bench "$@" 2>/dev/null; }
+
+echo "# /api/hot top 20 on the Redis store by article shards — $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
+echo "# $ARTICLES articles, $DUR s per measurement, updates $UPDATES events/s; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '| shards | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | updates sent/s, errors | load avg |\n|---|---|---|---|---|\n' "$UPDATES"
+for N in $SHARDS; do
+  RP=$(free_port); RPORTS+=("$RP")
+  bench_redis "$RP"
+  HP=$(free_port)
+  mkdir -p "$TMP/h$N"
+  cat > "$TMP/h$N/hotrank.toml" <<TOML
+listen = "127.0.0.1:$HP"
+data_dir = "$TMP/h$N/data"
+store = "redis"
+ingest_token = "bench-ingest-token"
+[redis]
+url = "redis://127.0.0.1:$RP/0"
+shards = $N
+# The first query rebuilds the ranking from every article's buckets: one
+# pipelined read of ARTICLES windows, longer than the default 2 s.
+response_timeout_ms = 60000
+[gate]
+ip_limit_per_minute = 0
+[limits]
+queries_per_minute_per_ip = 0
+TOML
+  RUST_LOG=warn "$BIN" serve --config "$TMP/h$N/hotrank.toml" > "$TMP/h$N/log" 2>&1 &
+  HPID=$!; PIDS+=($HPID)
+  until curl -sf "127.0.0.1:$HP/healthz" >/dev/null; do sleep 0.05; done
+  bench --target "127.0.0.1:$HP" --preload --articles "$ARTICLES" --batch 1000 --connections 4 \
+    --duration-secs 600 --token bench-ingest-token --label preload >/dev/null
+  curl -sf --max-time 300 "127.0.0.1:$HP/api/hot?range=72h&limit=20" >/dev/null
+  bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 \
+    --duration-secs "$DUR" --json "$TMP/q$N.json" --label "alone $N"
+  bench --target "127.0.0.1:$HP" --articles "$ARTICLES" --zipf 1.0 --visitors 10000000 --batch 100 \
+    --connections 2 --rate "$UPDATES" --duration-secs $((DUR + 2)) --token bench-ingest-token \
+    --json "$TMP/w$N.json" --label updates >/dev/null &
+  UP=$!
+  sleep 1
+  bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 \
+    --duration-secs "$DUR" --json "$TMP/u$N.json" --label "updates $N"
+  wait "$UP" || true  # (its exit status: whether every update was accepted)
+  printf '| %s | %.0f, %s, %s | %.0f, %s, %s | %.0f, %s | %s |\n' "$N" \
+    "$(field "$TMP/q$N.json" requests_per_sec)" "$(field "$TMP/q$N.json" p50_us)" "$(field "$TMP/q$N.json" p99_us)" \
+    "$(field "$TMP/u$N.json" requests_per_sec)" "$(field "$TMP/u$N.json" p50_us)" "$(field "$TMP/u$N.json" p99_us)" \
+    "$(field "$TMP/w$N.json" events_per_sec)" "$(field "$TMP/w$N.json" errors)" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)"
+  bench_stop_all
+  bench_redis_stop "$RP"
+done
