@@ -494,11 +494,7 @@ async fn members_over(
 /// `ids` by shard, in shard order (shards without any left out).
 fn by_shard(store: &RedisStore, ids: &[ArticleId]) -> Vec<(ShardKeys, Vec<ArticleId>)> {
     let keys = store.keys();
-    let mut groups: Vec<Vec<ArticleId>> = vec![Vec::new(); keys.shards as usize];
-    for id in ids {
-        groups[keys.shard_index(id) as usize].push(id.clone());
-    }
-    groups
+    keys.group_by_shard(ids.iter().cloned(), |id| id)
         .into_iter()
         .enumerate()
         .filter(|(_, g)| !g.is_empty())

@@ -110,6 +110,21 @@ impl Keys {
         self.shard(self.shard_index(id))
     }
 
+    /// `items` split by the shard of their article (`id_of`): one list per
+    /// shard, in shard order, empty ones included, each in the order given.
+    pub fn group_by_shard<T>(
+        &self,
+        items: impl IntoIterator<Item = T>,
+        id_of: impl Fn(&T) -> &ArticleId,
+    ) -> Vec<Vec<T>> {
+        let mut groups: Vec<Vec<T>> = (0..self.shards).map(|_| Vec::new()).collect();
+        for item in items {
+            let k = self.shard_index(id_of(&item)) as usize;
+            groups[k].push(item);
+        }
+        groups
+    }
+
     /// The keys of every shard, in shard order.
     pub fn all_shards(&self) -> Vec<ShardKeys> {
         (0..self.shards).map(|k| self.shard(k)).collect()

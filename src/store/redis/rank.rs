@@ -500,10 +500,7 @@ impl RedisStore {
                 .collect();
         }
         // Every shard's scores back into its own ranking.
-        let mut per_shard: Vec<Vec<(ArticleId, Option<f64>)>> = vec![Vec::new(); shards.len()];
-        for (id, b) in pairs {
-            per_shard[self.keys.shard_index(&id) as usize].push((id, b));
-        }
+        let per_shard = self.keys.group_by_shard(pairs, |(id, _)| id);
         let backs: Vec<_> = shards
             .into_iter()
             .zip(zkeys)
