@@ -46,30 +46,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Opens a store this process just dropped. The data directory's lock
-/// is a `flock` on an open file: a child process that another test of this
-/// binary spawns at that moment (`spawn_server`) shares the open file from
-/// its fork until its `exec` closes it, so the lock can stay taken for a
-/// moment after the drop. Anything else that holds it fails the open.
-fn reopen(
-    d: hotrank::store::embedded::Durability,
-    settings: hotrank::store::StoreSettings,
-) -> (
-    hotrank::store::embedded::EmbeddedStore,
-    hotrank::store::embedded::RecoveryReport,
-) {
-    use hotrank::store::embedded::EmbeddedStore;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match EmbeddedStore::open(d.clone(), settings.clone()) {
-            Err(e) if e.contains("in use") && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other.unwrap(),
-        }
-    }
-}
-
 /// Starts the real `hotrank serve` binary on `dir` and waits until healthy.
 async fn spawn_server(dir: &std::path::Path, client: &reqwest::Client) -> Proc {
     let config = dir.join("hotrank.toml");
@@ -653,7 +629,7 @@ async fn two_snapshots_never_share_a_seq_and_the_older_one_keeps_its_log() {
     // rebuild everything.
     let newest = snaps.join(hotrank::store::snapshot::snapshot_file_name(80));
     std::fs::write(&newest, b"damaged").unwrap();
-    let (store, report) = reopen(d, settings);
+    let (store, report) = EmbeddedStore::open(d, settings).unwrap();
     assert_eq!(report.snapshot_seq, Some(40));
     assert_eq!(report.replayed_records, 40);
     assert_eq!(store.stats(T0, 24).await.unwrap().counted, stats.counted);
@@ -765,7 +741,7 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
     drop(store);
 
     // The last snapshot taken during ingest, plus the log after it.
-    let (reopened, report) = reopen(d, settings);
+    let (reopened, report) = EmbeddedStore::open(d, settings).unwrap();
     let from = report.snapshot_seq.unwrap();
     assert!(from < last, "{from} {last}");
     assert_eq!(report.replayed_records, last - from);

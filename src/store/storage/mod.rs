@@ -143,7 +143,7 @@ impl Storage for Disk {
             .truncate(false)
             .open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Box::new(file)),
+            Ok(()) => Ok(Box::new(HeldLock(file))),
             Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
                 io::ErrorKind::WouldBlock,
                 format!("{} is locked by another process", path.display()),
@@ -153,9 +153,52 @@ impl Storage for Disk {
     }
 }
 
+/// A data directory's `flock`, released explicitly when dropped. Closing
+/// the file alone is not enough: a child process forked at that moment
+/// (another thread spawning a program) shares the open file until its
+/// `exec` closes it, and the lock would stay taken until then. Unlocking
+/// releases it for every holder of the open file at once.
+struct HeldLock(File);
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
 /// Reads a whole file through `storage`.
 pub fn read_all(storage: &dyn Storage, path: &Path) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
     storage.open_read(path)?.read_to_end(&mut out)?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A data directory's lock is free again once its holder is dropped,
+    /// even while another handle on the same open file lives on (what a
+    /// child forked at that moment holds until its `exec`; `try_clone` is
+    /// the same `dup` within this process).
+    #[test]
+    fn a_dropped_lock_is_free_while_a_shared_handle_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let held = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        held.try_lock().unwrap();
+        let shared = held.try_clone().unwrap();
+        let lock: DirLock = Box::new(HeldLock(held));
+        let err = Disk.lock(&path).err().expect("taken while held");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        drop(lock);
+        Disk.lock(&path).expect("free once dropped");
+        drop(shared);
+    }
 }
