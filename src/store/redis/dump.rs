@@ -471,7 +471,7 @@ pub(super) async fn article_records_whole(
 
 /// Which of `ids` each of the activity sets `set(shard, t)`, t in
 /// `span`, holds (each article in its shard's sets).
-async fn members_over(
+pub(super) async fn members_over(
     store: &RedisStore,
     ids: &[ArticleId],
     span: std::ops::RangeInclusive<i64>,

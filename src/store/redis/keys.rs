@@ -365,6 +365,13 @@ pub fn ranking_state(zkey: &str) -> String {
     format!("{zkey}:state")
 }
 
+/// Where one rebuild of a ranking gathers its entries before they replace
+/// the ranking at once (`writeback.lua` modes `b` and `r`): a name of its
+/// own per rebuild (`nonce`), in the ranking's slot.
+pub fn ranking_build(zkey: &str, nonce: u64) -> String {
+    format!("{zkey}:build:{nonce:016x}")
+}
+
 /// Which buckets hold a window: hourly buckets back to the hourly horizon,
 /// daily buckets before it.
 #[derive(Debug, Clone, PartialEq)]
@@ -826,6 +833,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
     ),
     key_spec!(
         "rankings",
+        "<ranking>:build:<hex>",
+        r"^hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
+        "zset",
+        "a rebuild of the ranking `<ranking>` in progress (one per rebuild): its entries gathered over several calls, renamed over the ranking by the last",
+        Ttl::Expires,
+        "10 min (an abandoned rebuild)",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "rankings",
         "hot:index",
         r"^hot:index$",
         "set",
@@ -1052,6 +1069,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "its state",
         Ttl::Expires,
         "as its ranking",
+        "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:<ranking>:build:<hex>",
+        r"^s[0-9]{1,3}:hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
+        "zset",
+        "a rebuild of one of the shard's rankings in progress",
+        Ttl::Expires,
+        "10 min (an abandoned rebuild)",
         "writeback.lua"
     ),
     key_spec!(

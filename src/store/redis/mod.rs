@@ -787,9 +787,9 @@ impl RedisStore {
                 .collect()
         };
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
-        if !missing.is_empty() {
+        for missing in missing.chunks(rank::CHUNK) {
             let mut pipe = redis::pipe();
-            for &i in &missing {
+            for &i in missing {
                 pipe.hgetall(self.keys.meta(&ids[i]));
             }
             let mut con = self.con();
@@ -809,7 +809,9 @@ impl RedisStore {
     }
 
     /// Counters of many articles over `range` at `now`, from this node's
-    /// cache when valid, else from Redis (one pipelined round trip).
+    /// cache when valid, else from Redis: per chunk of articles, one
+    /// pipelined read of the window's activity sets, then one of the
+    /// buckets they name.
     async fn windows(
         &self,
         ids: &[ArticleId],
@@ -832,17 +834,29 @@ impl RedisStore {
                 .collect()
         };
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
-        if !missing.is_empty() {
+        let plan = window_plan(range, now, self.opts.hourly_days);
+        let sha = self.scripts.window.get_hash();
+        for missing in missing.chunks(rank::CHUNK) {
             let wanted: Vec<ArticleId> = missing.iter().map(|&i| ids[i].clone()).collect();
             self.restore_if_evicted(&wanted, now).await?;
-            let plan = window_plan(range, now, self.opts.hourly_days);
-            let sha = self.scripts.window.get_hash();
+            // Which of the window's buckets each article has: those of the
+            // activity sets that hold it (ingest writes both in one call),
+            // so an article active in 2 hours of 72 reads 2 buckets.
+            let active = match &plan {
+                None => None,
+                Some(plan) => Some((
+                    dump::members_over(self, &wanted, plan.hours.clone(), ShardKeys::active_h)
+                        .await?,
+                    dump::members_over(self, &wanted, plan.days.clone(), ShardKeys::active_d)
+                        .await?,
+                )),
+            };
             let got: Vec<Vec<i64>> = self
                 .eval_pipe(|p| {
-                    for &i in &missing {
+                    for &i in missing {
                         let id = &ids[i];
                         let c = p.cmd("EVALSHA").arg(sha);
-                        match &plan {
+                        match &active {
                             None => {
                                 c.arg(3)
                                     .arg(self.keys.views(id))
@@ -850,19 +864,21 @@ impl RedisStore {
                                     .arg(self.keys.uv(id))
                                     .arg("a");
                             }
-                            Some(plan) => {
-                                let n = plan.hours.clone().count() + plan.days.clone().count();
+                            Some((hours, days)) => {
+                                let hours = hours.get(id).map_or(&[][..], Vec::as_slice);
+                                let days = days.get(id).map_or(&[][..], Vec::as_slice);
+                                let n = hours.len() + days.len();
                                 c.arg(2 * n + 1);
-                                for h in plan.hours.clone() {
+                                for &h in hours {
                                     c.arg(self.keys.bucket_h(id, h));
                                 }
-                                for d in plan.days.clone() {
+                                for &d in days {
                                     c.arg(self.keys.bucket_d(id, d));
                                 }
-                                for h in plan.hours.clone() {
+                                for &h in hours {
                                     c.arg(self.keys.uv_h(id, h));
                                 }
-                                for d in plan.days.clone() {
+                                for &d in days {
                                     c.arg(self.keys.uv_d(id, d));
                                 }
                                 c.arg(self.keys.counters(id));

@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use super::keys::{ShardKeys, ranking_state, window_plan};
+use super::keys::{ShardKeys, ranking_build, ranking_state, window_plan};
 use super::{MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
@@ -47,6 +47,11 @@ use crate::store::{Pick, Picker, StoreError, cursor};
 
 /// A sync returning more change log entries than this rebuilds instead.
 const MAX_DELTA: i64 = 100_000;
+/// Most articles one call (or pipeline) of a query reads or writes back:
+/// a ranking's rebuild over every article of a shard, or a catch-up after
+/// many changes, goes in many calls, so none runs into the response
+/// timeout and Redis serves other clients between them.
+pub(super) const CHUNK: usize = 1000;
 /// How long an unused ranking (other than `hot:score`) and an unused
 /// cursor are kept.
 const RANKING_TTL: i64 = 3600;
@@ -89,6 +94,103 @@ struct WriteBack {
     rebuild: bool,
     /// Article, and its new bound (`None`: not in the ranking).
     pairs: Vec<(ArticleId, Option<f64>)>,
+}
+
+/// One shard's write-back cut into `writeback.lua` calls of at most
+/// [`CHUNK`] pairs (at least one call, which may carry none).
+struct WritePlan<'a> {
+    shard: &'a WriteBack,
+    /// The ranking's build key when a rebuild takes more than one call.
+    build: Option<String>,
+    /// Other rankings a rebuild may drop (the index, read just before).
+    others: Vec<String>,
+    parts: Vec<&'a [(ArticleId, Option<f64>)]>,
+}
+
+impl<'a> WritePlan<'a> {
+    fn new(w: &'a WriteBack, index: Option<Vec<String>>) -> Self {
+        let mut parts: Vec<_> = w.pairs.chunks(CHUNK).collect();
+        if parts.is_empty() {
+            parts.push(&[]);
+        }
+        let build =
+            (w.rebuild && parts.len() > 1).then(|| ranking_build(&w.zkey, rand::random::<u64>()));
+        let others = index
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.starts_with(&w.shard.prefix) && *n != w.zkey)
+            .collect();
+        WritePlan {
+            shard: w,
+            build,
+            others,
+            parts,
+        }
+    }
+
+    /// Keys and arguments of call `part`; `built`: the entries the earlier
+    /// parts of a rebuild put in the build key.
+    fn call(
+        &self,
+        part: usize,
+        built: i64,
+        max_rankings: usize,
+        now: Timestamp,
+    ) -> (Vec<String>, Vec<String>) {
+        let WriteBack {
+            shard: sk,
+            zkey,
+            seq,
+            rebuild,
+            ..
+        } = self.shard;
+        let last = part + 1 == self.parts.len();
+        let mode = match (rebuild, last) {
+            (true, true) => "r",
+            (true, false) => "b",
+            (false, true) => "i",
+            (false, false) => "p",
+        };
+        let skey = ranking_state(zkey);
+        let ttl = if *zkey == sk.ranking_default() {
+            0
+        } else {
+            RANKING_TTL
+        };
+        let mut keys = vec![
+            zkey.to_string(),
+            skey.clone(),
+            sk.changes(),
+            sk.ranking_index(),
+        ];
+        if let Some(b) = &self.build {
+            keys.push(b.clone());
+        }
+        if mode == "r" {
+            for n in &self.others {
+                keys.push(ranking_state(n));
+                keys.push(n.clone());
+            }
+        }
+        let mut args = vec![
+            sk.prefix.clone(),
+            zkey.to_string(),
+            skey,
+            seq.to_string(),
+            now.to_string(),
+            mode.to_string(),
+            ttl.to_string(),
+            max_rankings.to_string(),
+            sk.ranking_default(),
+            self.build.clone().unwrap_or_default(),
+            built.to_string(),
+        ];
+        for (id, s) in self.parts[part] {
+            args.push(id.to_string());
+            args.push(s.map_or_else(|| "-".to_string(), score_arg));
+        }
+        (keys, args)
+    }
 }
 
 /// Where the walk of one shard's ranking goes on: its next page starts
@@ -287,9 +389,13 @@ impl RedisStore {
         Ok(sorted_ids(&ids))
     }
 
-    /// Writes exact scores back as bounds: one `writeback.lua` call per
-    /// shard, in one pipeline, after one read of the indexes of the
-    /// rebuilt shards.
+    /// Writes exact scores back as bounds: `writeback.lua` per shard in
+    /// calls of at most [`CHUNK`] pairs, each round's calls (one per
+    /// shard that still has pairs) in one pipeline, after one read of the
+    /// indexes of the rebuilt shards. Earlier parts of a shard's
+    /// write-back touch no state (incremental) or go into a build key of
+    /// their own (rebuild): the last call moves the ranking on at once, so
+    /// no reader ever walks half of it.
     async fn write_back(&self, shards: &[WriteBack], now: Timestamp) -> Result<(), StoreError> {
         // A rebuild may drop the least recently used other rankings of its
         // shard: it may touch those named in the index now.
@@ -308,53 +414,41 @@ impl RedisStore {
             indexes = pipe.query_async(&mut con).await.map_err(store_err)?;
         }
         let mut indexes = indexes.into_iter();
-        let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
-        for WriteBack {
-            shard: sk,
-            zkey,
-            seq,
-            rebuild,
-            pairs,
-        } in shards
-        {
-            let skey = ranking_state(zkey);
-            let ttl = if *zkey == sk.ranking_default() {
-                0
-            } else {
-                RANKING_TTL
-            };
-            let mut keys = vec![
-                zkey.to_string(),
-                skey.clone(),
-                sk.changes(),
-                sk.ranking_index(),
-            ];
-            if *rebuild {
-                for n in indexes.next().unwrap_or_default() {
-                    if n.starts_with(&sk.prefix) && n != *zkey {
-                        keys.push(ranking_state(&n));
-                        keys.push(n);
-                    }
+        let plans: Vec<WritePlan> = shards
+            .iter()
+            .map(|w| WritePlan::new(w, if w.rebuild { indexes.next() } else { None }))
+            .collect();
+        let parts = plans.iter().map(|p| p.parts.len()).max().unwrap_or(0);
+        // The earlier parts, round by round; a rebuild's count what its
+        // build key holds.
+        let mut built = vec![0i64; plans.len()];
+        for round in 0..parts.saturating_sub(1) {
+            let mut who = Vec::new();
+            let mut calls = Vec::new();
+            for (i, p) in plans.iter().enumerate() {
+                if round + 1 < p.parts.len() {
+                    who.push(i);
+                    calls.push(p.call(round, 0, self.settings.max_rankings, now));
                 }
             }
-            let mut args = vec![
-                sk.prefix.clone(),
-                zkey.to_string(),
-                skey,
-                seq.to_string(),
-                now.to_string(),
-                if *rebuild { "r" } else { "i" }.to_string(),
-                ttl.to_string(),
-                self.settings.max_rankings.to_string(),
-                sk.ranking_default(),
-            ];
-            for (id, s) in pairs {
-                args.push(id.to_string());
-                args.push(s.map_or_else(|| "-".to_string(), score_arg));
+            let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
+            for (i, n) in who.into_iter().zip(got) {
+                if plans[i].shard.rebuild {
+                    built[i] += n;
+                }
             }
-            calls.push((keys, args));
         }
-        let _: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
+        let last: Vec<(Vec<String>, Vec<String>)> = plans
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.call(p.parts.len() - 1, built[i], self.settings.max_rankings, now))
+            .collect();
+        let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &last).await?;
+        if got.contains(&-1) {
+            return Err(StoreError::Unavailable(
+                "a ranking rebuild lost a part of its build key (expired or removed); the next query rebuilds again".into(),
+            ));
+        }
         Ok(())
     }
 
