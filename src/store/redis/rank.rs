@@ -32,7 +32,7 @@
 //! is fetched in one pipeline, so a query costs a round trip per chunk
 //! depth, not per shard. Rebuilds and write-backs are per shard.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use redis::Value;
@@ -94,6 +94,45 @@ struct WriteBack {
     rebuild: bool,
     /// Article, and its new bound (`None`: not in the ranking).
     pairs: Vec<(ArticleId, Option<f64>)>,
+}
+
+/// Rankings being rebuilt by a query of this node, each with the lock
+/// the next query that needs the same rebuild waits on.
+#[derive(Default)]
+pub(super) struct Turns(parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+/// A query's turn at rebuilding one ranking: the next waits until it is
+/// dropped.
+pub(super) struct Turn<'a> {
+    turns: &'a Turns,
+    key: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Turns {
+    /// Waits for the turn at ranking `key`.
+    pub(super) async fn take(&self, key: &str) -> Turn<'_> {
+        let lock = self.0.lock().entry(key.to_string()).or_default().clone();
+        let guard = lock.clone().lock_owned().await;
+        Turn {
+            turns: self,
+            key: key.to_string(),
+            lock,
+            guard: Some(guard),
+        }
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.guard.take();
+        let mut map = self.turns.0.lock();
+        // Only the map and this turn hold it: nobody waits, so it goes.
+        if Arc::strong_count(&self.lock) == 2 {
+            map.remove(&self.key);
+        }
+    }
 }
 
 /// One shard's write-back cut into `writeback.lua` calls of at most
@@ -466,15 +505,23 @@ impl RedisStore {
         let started = std::time::Instant::now();
         let shards = self.keys.all_shards();
         let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
-        let synced = self.sync(Some(&zkeys)).await?;
+        let mut synced = self.sync(Some(&zkeys)).await?;
+        let stale = |s: &Synced| s.rseq < 0 || s.rseq < s.floor || s.truncated;
+        // A rebuild reads every article of the ranking: queries of this
+        // node that need the same one wait for the one under way, then
+        // look again (and usually find it built).
+        let _turn = if synced.iter().any(stale) {
+            let turn = self.rebuilds.take(&zkeys[0]).await;
+            synced = self.sync(Some(&zkeys)).await?;
+            Some(turn)
+        } else {
+            None
+        };
         let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
         let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
         let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
         let at = rank::query_time(now, bounds_at, clock);
-        let rebuild: Vec<bool> = synced
-            .iter()
-            .map(|s| s.rseq < 0 || s.rseq < s.floor || s.truncated)
-            .collect();
+        let rebuild: Vec<bool> = synced.iter().map(stale).collect();
         // Scored now, whatever their bounds say: every candidate of a shard
         // rebuilt, and the articles changed since a shard's ranking last
         // looked (their bounds no longer hold).
