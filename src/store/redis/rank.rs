@@ -606,26 +606,44 @@ impl RedisStore {
             let mut runs: Vec<usize> = (0..cursors.len())
                 .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
                 .collect();
-            if !runs.is_empty() {
+            // A run of equal bounds lists its entries by id, ascending:
+            // the walk's own order, so it stops inside the run as soon as
+            // no later id can enter. Each read starts at the run's first
+            // entry again, with twice the limit (entries that leave the run
+            // meanwhile move below it, where the walk goes on; a read by
+            // position would skip the ones that slid up), and the walk
+            // skips the entries it has seen.
+            let mut limit = first_chunk;
+            let mut open = runs.clone();
+            while !open.is_empty() {
                 let mut pipe = redis::pipe();
-                for &i in &runs {
+                for &i in &open {
                     let l = score_arg(lowest[i].unwrap_or(f64::NEG_INFINITY));
                     pipe.cmd("ZRANGEBYSCORE")
                         .arg(&cursors[i].zkey)
                         .arg(&l)
                         .arg(&l)
-                        .arg("WITHSCORES");
+                        .arg("WITHSCORES")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(limit);
                 }
                 let got: Vec<Vec<(String, f64)>> =
                     pipe.query_async(&mut con).await.map_err(store_err)?;
                 let mut ties = vec![Vec::new(); cursors.len()];
-                for (&i, run) in runs.iter().zip(got) {
+                let mut whole = Vec::new();
+                for (&i, run) in open.iter().zip(got) {
+                    if run.len() < limit {
+                        whole.push(i);
+                    }
                     ties[i] = run;
                 }
                 let stopped = self
                     .walk_entries(&mut walk, &mut seen, &mut pairs, ties, q, at, &seqs)
                     .await?;
                 runs.retain(|&i| !stopped[i]);
+                open.retain(|&i| !stopped[i] && !whole.contains(&i));
+                limit = limit.saturating_mul(2);
             }
             // Shards go on below a run the walk took whole; the others,
             // stopped, exhausted or past what the walk wants, are done.
