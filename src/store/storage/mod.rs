@@ -28,6 +28,14 @@ impl<T: Read + Seek + Send> ReadFile for T {}
 pub trait StorageFile: Write + Send {
     /// Makes every byte written so far durable (`fdatasync`).
     fn sync_data(&mut self) -> io::Result<()>;
+    /// Writes the `len` bytes at `offset` out to the disk and waits until
+    /// they are, without a journal commit or a cache flush (Linux
+    /// `sync_file_range`): it bounds how much of a file the kernel holds
+    /// unwritten, and promises no durability (`sync_data` does). Elsewhere,
+    /// and by default, nothing.
+    fn write_out(&mut self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// A second handle on the same open file (`dup`): syncing either makes
     /// the bytes written through both durable, so one thread can sync while
     /// another goes on writing.
@@ -74,6 +82,31 @@ impl Disk {
 impl StorageFile for File {
     fn sync_data(&mut self) -> io::Result<()> {
         File::sync_data(self)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn write_out(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        let (offset, len) = (
+            i64::try_from(offset).map_err(io::Error::other)?,
+            i64::try_from(len).map_err(io::Error::other)?,
+        );
+        // SAFETY: the descriptor is this open file's, valid while `self`
+        // lives; the call reads no memory of ours.
+        let r = unsafe { libc::sync_file_range(self.as_raw_fd(), offset, len, flags) };
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            _ if r == 0 => Ok(()),
+            // A file system or file it does not apply to: nothing to do.
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP | libc::ESPIPE) => Ok(()),
+            // A write error (EIO, ENOSPC): the caller must see it, as this
+            // call took it from the file's error state and a later sync
+            // would not report it again.
+            _ => Err(e),
+        }
     }
 
     fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
@@ -176,6 +209,28 @@ pub fn read_all(storage: &dyn Storage, path: &Path) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `write_out` on real files, on the disk and on tmpfs, answers Ok and
+    /// leaves the bytes as written.
+    #[test]
+    fn write_out_works_on_real_files() {
+        let shm = std::path::Path::new("/dev/shm");
+        let dirs = [
+            // The file system the checkout is on, and tmpfs.
+            Some(tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap()),
+            shm.is_dir().then(|| tempfile::tempdir_in(shm).unwrap()),
+        ];
+        for dir in dirs.iter().flatten() {
+            let path = dir.path().join("f");
+            let mut f = Disk.create(&path).unwrap();
+            let bytes: Vec<u8> = (0..3 << 20).map(|i| (i % 251) as u8).collect();
+            f.write_all(&bytes).unwrap();
+            f.write_out(0, 2 << 20).unwrap();
+            f.write_out(2 << 20, 1 << 20).unwrap();
+            f.sync_data().unwrap();
+            assert_eq!(fs::read(&path).unwrap(), bytes);
+        }
+    }
 
     /// A data directory's lock is free again once its holder is dropped,
     /// even while another handle on the same open file lives on (what a
