@@ -87,6 +87,37 @@ fn view(article: &str, visitor: u128) -> Event {
     Event::view(ArticleId::parse(article).unwrap(), visitor, T)
 }
 
+/// A connection to `url` that counts commands from now on (`CONFIG
+/// RESETSTAT`): [`calls`] reads the counts.
+async fn counting(url: &str) -> redis::aio::MultiplexedConnection {
+    let mut con = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    con
+}
+
+/// How many times Redis ran `cmd` since the counts were reset, and all
+/// the counts (for a failure's message).
+async fn calls(con: &mut redis::aio::MultiplexedConnection, cmd: &str) -> (u32, String) {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await
+        .unwrap();
+    let n = stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .map_or(0, |r| r.split(',').next().unwrap().parse::<u32>().unwrap());
+    (n, stats)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_walk_is_not_misled_by_another_nodes_write_back() {
     let server = common::redis::RedisServer::start();
@@ -390,16 +421,7 @@ async fn concurrent_queries_of_a_node_rebuild_a_ranking_once() {
         .map(|a| view(&format!("a{a}"), u128::from(a)))
         .collect();
     store.ingest(events, T).await.unwrap();
-    let mut con = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let mut con = counting(&server.url()).await;
     let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
     let tasks: Vec<_> = (0..8)
         .map(|_| {
@@ -418,16 +440,8 @@ async fn concurrent_queries_of_a_node_rebuild_a_ranking_once() {
         );
     }
     assert!(answers.iter().all(|a| *a == answers[0] && a.len() == 10));
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    let sunions = stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_sunion:calls="))
-        .map(|r| r.split(',').next().unwrap().parse::<u32>().unwrap());
-    assert_eq!(sunions, Some(1), "{stats}");
+    let (sunions, stats) = calls(&mut con, "sunion").await;
+    assert_eq!(sunions, 1, "{stats}");
 }
 
 /// A long run of equal bounds (3,000 articles with one view each at the
@@ -453,16 +467,7 @@ async fn a_run_of_equal_bounds_is_walked_only_as_far_as_the_top_needs() {
     store.ingest(events, T).await.unwrap();
     let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
     let first = store.hot(&q, T).await.unwrap();
-    let mut con = redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut con)
-        .await
-        .unwrap();
+    let mut con = counting(&server.url()).await;
     let second = store.hot(&q, T).await.unwrap();
     let ids = |p: &hotrank::model::HotPage| -> Vec<String> {
         p.items.iter().map(|i| i.id.to_string()).collect()
@@ -470,17 +475,7 @@ async fn a_run_of_equal_bounds_is_walked_only_as_far_as_the_top_needs() {
     let smallest: Vec<String> = (0..10).map(|a| format!("a{a:04}")).collect();
     assert_eq!(ids(&first), smallest);
     assert_eq!(ids(&second), smallest);
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut con)
-        .await
-        .unwrap();
-    let calls = |cmd: &str| {
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
-            .map_or(0, |r| r.split(',').next().unwrap().parse::<u32>().unwrap())
-    };
     // writeback.lua checks each pair it writes with one ZSCORE.
-    assert!(calls("zscore") <= 200, "{stats}");
+    let (zscores, stats) = calls(&mut con, "zscore").await;
+    assert!(zscores <= 200, "{stats}");
 }
