@@ -104,9 +104,10 @@ for i, e in ipairs(ev) do
     if e.kind == 'v' then
       view_group(e)
     else
-      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
-      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
-      local life = bucket(P .. 'counter:article:' .. e.art)
+      local A = AK(P, e.art)
+      local hh = bucket(A .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(A .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
+      local life = bucket(A .. 'counter:article:' .. e.art)
       if e.kind == 'd' then
       add(life, 'dwell_s', e.secs)
       add(life, 'dwell_n', 1)
@@ -131,18 +132,20 @@ for i, e in ipairs(ev) do
     -- Quarantined events never register an article, but are tallied on
     -- the ones that exist.
     if e.tally then
-      add(bucket(P .. 'counter:article:' .. e.art), name, 1)
-      add(bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
+      local A = AK(P, e.art)
+      add(bucket(A .. 'counter:article:' .. e.art), name, 1)
+      add(bucket(A .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
     end
   end
 end
 
 for _, g in ipairs(vorder) do
   local a, h, d = g.art, nstr(g.hour), nstr(g.day)
-  redis.call('INCRBY', P .. 'counter:views:' .. a, nstr(g.n))
-  pfadd(P .. 'hll:uv:' .. a, g)
-  view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
-  view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
+  local A = AK(P, a)
+  redis.call('INCRBY', A .. 'counter:views:' .. a, nstr(g.n))
+  pfadd(A .. 'hll:uv:' .. a, g)
+  view_bucket(A .. 'bucket:h:' .. a .. ':' .. h, A .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
+  view_bucket(A .. 'bucket:d:' .. a .. ':' .. d, A .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
 end
 
 for _, key in ipairs(key_order) do

@@ -219,25 +219,26 @@ pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
 /// Everything under the store's prefix as dump records.
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
-    let prefix = &keys.prefix;
     let mut con = store.con();
     let mut found = Found::default();
-    let mut cursor: u64 = 0;
-    let pattern = format!("{}*", glob_escape(prefix));
-    loop {
-        let (next, batch): (u64, Vec<String>) = con
-            .scan(&keys.clock(), cursor, &pattern, 1000)
-            .await
-            .map_err(store_err)?;
-        for k in &batch {
-            if let Some(rest) = k.strip_prefix(prefix.as_str()) {
-                classify(&mut found, k, rest);
+    for (route, prefix) in keys.scan_prefixes() {
+        let mut cursor: u64 = 0;
+        let pattern = format!("{}*", glob_escape(&prefix));
+        loop {
+            let (next, batch): (u64, Vec<String>) = con
+                .scan(&route, cursor, &pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            for k in &batch {
+                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
+                    classify(&mut found, k, rest);
+                }
             }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
     }
     let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
     let oldest = oldest_hour(now, store.options().hourly_days);
@@ -664,16 +665,20 @@ pub async fn load_redis(
     let keys = store.keys();
     let mut con = store.con();
     let err = |e: StoreError| e.to_string();
-    let (_, existing): (u64, Vec<String>) = con
-        .scan(
-            &keys.clock(),
-            0,
-            &format!("{}meta:article:*", glob_escape(&keys.prefix)),
-            100_000,
-        )
-        .await
-        .map_err(|e| err(store_err(e)))?;
-    if !existing.is_empty() {
+    let mut existing = false;
+    for (route, prefix) in keys.scan_prefixes() {
+        let (_, found): (u64, Vec<String>) = con
+            .scan(
+                &route,
+                0,
+                &format!("{}meta:article:*", glob_escape(&prefix)),
+                100_000,
+            )
+            .await
+            .map_err(|e| err(store_err(e)))?;
+        existing |= !found.is_empty();
+    }
+    if existing {
         return Err(
             "this Redis prefix already holds articles: import only into an empty one".into(),
         );

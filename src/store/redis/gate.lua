@@ -115,7 +115,7 @@ local new_untrusted = false
 for _, id in ipairs(art_list) do
   local a = arts[id]
   if require_known or not a.exists then
-    local m = redis.call('HMGET', K(P .. 'meta:article:' .. id), 'publishedAt', 'known')
+    local m = redis.call('HMGET', K(AK(P, id) .. 'meta:article:' .. id), 'publishedAt', 'known')
     a.exists = m[1] and true or false
     a.known = m[2] == '1'
   end
@@ -282,7 +282,7 @@ end
 
 -- New articles: registered by their first counted event.
 for _, id in ipairs(new_arts) do
-  local meta = P .. 'meta:article:' .. id
+  local meta = AK(P, id) .. 'meta:article:' .. id
   redis.call('HSETNX', meta, 'publishedAt', arts[id].published)
   redis.call('ZADD', SK(P, id) .. 'articles:new', arts[id].published, id)
 end

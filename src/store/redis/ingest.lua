@@ -94,20 +94,20 @@ if DECLARED then
   end
   for _, e in ipairs(ev) do
     local a, h, d = e.art, e.hour, e.day
-    local S = SK(P, a)
+    local S, A = SK(P, a), AK(P, a)
     K(S .. 'changes:seq')
     K(S .. 'changes')
     K(S .. 'articles:new')
     K(S .. 'active:h:' .. h)
     K(S .. 'active:d:' .. d)
-    K(P .. 'counter:views:' .. a)
-    K(P .. 'hll:uv:' .. a)
-    K(P .. 'counter:article:' .. a)
-    K(P .. 'meta:article:' .. a)
-    K(P .. 'bucket:h:' .. a .. ':' .. h)
-    K(P .. 'hll:uv:h:' .. a .. ':' .. h)
-    K(P .. 'bucket:d:' .. a .. ':' .. d)
-    K(P .. 'hll:uv:d:' .. a .. ':' .. d)
+    K(A .. 'counter:views:' .. a)
+    K(A .. 'hll:uv:' .. a)
+    K(A .. 'counter:article:' .. a)
+    K(A .. 'meta:article:' .. a)
+    K(A .. 'bucket:h:' .. a .. ':' .. h)
+    K(A .. 'hll:uv:h:' .. a .. ':' .. h)
+    K(A .. 'bucket:d:' .. a .. ':' .. d)
+    K(A .. 'hll:uv:d:' .. a .. ':' .. d)
     K(P .. 'stats:quarantine:h:' .. h)
   end
 end

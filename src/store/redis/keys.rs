@@ -21,6 +21,11 @@ pub struct Keys {
     /// Article shards (`[redis] shards`): the keys of [`ShardKeys`] exist
     /// once per shard.
     pub shards: u32,
+    /// On a Redis Cluster, the site's hash tag (`site1:`, `hotrank` for
+    /// the empty prefix; the prefix is then `{<tag>}`). With more than one
+    /// shard, shard `k`'s keys and the per-article keys of its articles
+    /// carry the tag `{<tag>:s<k>}` ([`Keys::shard`], [`Keys::article`]).
+    pub tag: Option<String>,
 }
 
 /// The shard of article `id` among `n`: a polynomial hash of its bytes
@@ -38,12 +43,26 @@ pub fn shard_of(id: &str, n: u32) -> u32 {
     (h % u64::from(n)) as u32
 }
 
-/// The Lua chunk in front of every script that names a shard's key:
-/// the site's shard count, compiled in (so no script argument, and no
-/// journaled one, changes with it), and `shard.lua`'s helpers.
+/// The Lua chunk in front of every script that names a shard's key, on
+/// one Redis: the site's shard count, compiled in (so no script argument,
+/// and no journaled one, changes with it), and `shard.lua`'s helpers.
 pub fn shard_chunk(n: u32) -> String {
+    shard_chunk_tagged(n, None)
+}
+
+/// [`shard_chunk`] for a site whose keys carry the hash tag `tag` (a
+/// Redis Cluster, [`Keys::tag`]): `shard.lua` then names shard `k`'s keys,
+/// and with more than one shard the per-article keys of its articles,
+/// under `{<tag>:s<k>}`, as [`Keys::shard`] and [`Keys::article`] do.
+pub fn shard_chunk_tagged(n: u32, tag: Option<&str>) -> String {
+    // A tag is a validated prefix (`[A-Za-z0-9_:.-]`) or `hotrank`: it
+    // needs no quoting in a Lua string.
+    let stag = match tag {
+        Some(t) => format!("'{t}'"),
+        None => "nil".to_string(),
+    };
     format!(
-        "local NSHARDS = {}\n{}",
+        "local NSHARDS = {}\nlocal STAG = {stag}\n{}",
         n.max(1),
         include_str!("shard.lua")
     )
@@ -70,7 +89,13 @@ impl Keys {
             prefix: prefix.to_string(),
             seed_layout: false,
             shards: 1,
+            tag: None,
         }
+    }
+
+    /// The Lua chunk of this site's shard helpers ([`shard_chunk_tagged`]).
+    pub fn lua_chunk(&self) -> String {
+        shard_chunk_tagged(self.shards, self.tag.as_deref())
     }
 
     /// The same names over `n` article shards.
@@ -86,10 +111,14 @@ impl Keys {
         self.k(format_args!("shards"))
     }
 
-    /// The keys of shard `k`.
+    /// The keys of shard `k`: the site's names with one shard; with more,
+    /// `<prefix>s<k>:` on one Redis and the hash tag `{<tag>:s<k>}` on a
+    /// cluster (the shard's own slot).
     pub fn shard(&self, k: u32) -> ShardKeys {
         let prefix = if self.shards <= 1 {
             self.prefix.clone()
+        } else if let Some(tag) = &self.tag {
+            format!("{{{tag}:s{k}}}")
         } else {
             format!("{}s{k}:", self.prefix)
         };
@@ -125,6 +154,21 @@ impl Keys {
         groups
     }
 
+    /// Where the site's keys live, for a scan: (a key that routes to the
+    /// node, the prefix to match). The site's prefix covers everything on
+    /// one Redis (shard keys are `<prefix>s<k>:…`); on a cluster with more
+    /// than one shard each shard's tag is a prefix of its own, on the node
+    /// of the shard's slot.
+    pub fn scan_prefixes(&self) -> Vec<(String, String)> {
+        let mut out = vec![(self.clock(), self.prefix.clone())];
+        if self.tag.is_some() && self.shards > 1 {
+            for sk in self.all_shards() {
+                out.push((sk.changes(), sk.prefix));
+            }
+        }
+        out
+    }
+
     /// The keys of every shard, in shard order.
     pub fn all_shards(&self) -> Vec<ShardKeys> {
         (0..self.shards).map(|k| self.shard(k)).collect()
@@ -145,8 +189,26 @@ impl Keys {
         let tag = if prefix.is_empty() { "hotrank" } else { prefix };
         Keys {
             prefix: format!("{{{tag}}}"),
+            tag: Some(tag.to_string()),
             ..Keys::new("")
         }
+    }
+
+    /// The prefix of article `id`'s own keys (counters, metadata, buckets,
+    /// sketches, voters): the site's, except on a cluster with more than
+    /// one shard, where they live in the slot of the article's shard
+    /// (`{<tag>:s<k>}`, `shard.lua`'s `AK`). On one Redis they keep the
+    /// site's names whatever the shard count.
+    pub fn article(&self, id: &ArticleId) -> String {
+        if self.tag.is_some() && self.shards > 1 {
+            self.of(id).prefix
+        } else {
+            self.prefix.clone()
+        }
+    }
+
+    fn a(&self, id: &ArticleId, rest: std::fmt::Arguments<'_>) -> String {
+        format!("{}{}", self.article(id), rest)
     }
 
     /// The seed 003 post counter.
@@ -178,28 +240,28 @@ impl Keys {
     }
 
     pub fn views(&self, id: &ArticleId) -> String {
-        self.k(format_args!("counter:views:{id}"))
+        self.a(id, format_args!("counter:views:{id}"))
     }
     pub fn uv(&self, id: &ArticleId) -> String {
-        self.k(format_args!("hll:uv:{id}"))
+        self.a(id, format_args!("hll:uv:{id}"))
     }
     pub fn meta(&self, id: &ArticleId) -> String {
-        self.k(format_args!("meta:article:{id}"))
+        self.a(id, format_args!("meta:article:{id}"))
     }
     pub fn counters(&self, id: &ArticleId) -> String {
-        self.k(format_args!("counter:article:{id}"))
+        self.a(id, format_args!("counter:article:{id}"))
     }
     pub fn bucket_h(&self, id: &ArticleId, hour: i64) -> String {
-        self.k(format_args!("bucket:h:{id}:{hour}"))
+        self.a(id, format_args!("bucket:h:{id}:{hour}"))
     }
     pub fn uv_h(&self, id: &ArticleId, hour: i64) -> String {
-        self.k(format_args!("hll:uv:h:{id}:{hour}"))
+        self.a(id, format_args!("hll:uv:h:{id}:{hour}"))
     }
     pub fn bucket_d(&self, id: &ArticleId, day: i64) -> String {
-        self.k(format_args!("bucket:d:{id}:{day}"))
+        self.a(id, format_args!("bucket:d:{id}:{day}"))
     }
     pub fn uv_d(&self, id: &ArticleId, day: i64) -> String {
-        self.k(format_args!("hll:uv:d:{id}:{day}"))
+        self.a(id, format_args!("hll:uv:d:{id}:{day}"))
     }
     /// Articles ever registered (events, `PUT`, posts): `max_articles`.
     pub fn articles_count(&self) -> String {
@@ -255,7 +317,7 @@ impl Keys {
 
     /// Seed 003's voter set of an article.
     pub fn voted(&self, id: &ArticleId) -> String {
-        self.k(format_args!("voted:{id}"))
+        self.a(id, format_args!("voted:{id}"))
     }
 
     /// Seed 000's `hot:score` in seed layout: the top 1000 exact scores,
@@ -435,6 +497,79 @@ pub struct KeySpec {
     pub ttl: Ttl,
     pub ttl_text: &'static str,
     pub writer: &'static str,
+}
+
+/// Where a key lives on a Redis Cluster when the site has more than one
+/// article shard (with one, every key of the site is in the slot of `{<site>}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The site's slot, `{<site>}`: gate state, totals, the archive's and
+    /// the posts' bookkeeping.
+    Site,
+    /// Shard `k`'s slot, `{<site>:s<k>}`: its change log, activity sets,
+    /// `articles:new`, rankings and their index.
+    Shard,
+    /// The slot of the article's shard: the article's own keys.
+    Article,
+    /// Never on a sharded cluster (seed layout, the ingest pipeline:
+    /// config refuses either with `shards > 1`).
+    OneShard,
+}
+
+/// Per-article keys (their article's shard slot on a sharded cluster).
+const ARTICLE_KEYS: &[&str] = &[
+    "counter:views:<id>",
+    "hll:uv:<id>",
+    "meta:article:<id>",
+    "voted:<id>",
+    "counter:article:<id>",
+    "bucket:h:<id>:<hour>",
+    "hll:uv:h:<id>:<hour>",
+    "bucket:d:<id>:<day>",
+    "hll:uv:d:<id>:<day>",
+];
+
+/// Per-shard keys, as named with one shard (after a shard's tag on a
+/// sharded cluster) and with `s<k>:` on one Redis.
+const SHARD_KEYS: &[&str] = &[
+    "hot:score",
+    "active:h:<hour>",
+    "active:d:<day>",
+    "articles:new",
+    "hot:<model>:<range>:<filter>",
+    "hot:score:state",
+    "hot:<model>:<range>:<filter>:state",
+    "hot:index",
+    "changes",
+    "changes:seq",
+    "changes:floor",
+];
+
+impl KeySpec {
+    /// The slot this key lives in on a cluster with more than one shard.
+    pub fn slot(&self) -> Slot {
+        if matches!(self.section, "layouts" | "pipeline") {
+            Slot::OneShard
+        } else if ARTICLE_KEYS.contains(&self.pattern) {
+            Slot::Article
+        } else if SHARD_KEYS.contains(&self.pattern)
+            || SHARD_KEYS.contains(&self.pattern.trim_start_matches("s<k>:"))
+        {
+            Slot::Shard
+        } else {
+            Slot::Site
+        }
+    }
+
+    /// The id in `rest` (a key without its prefix or tag) of a per-article
+    /// key ([`Slot::Article`]), e.g. `42` in `bucket:h:42:493000`.
+    pub fn article_in<'a>(&self, rest: &'a str) -> Option<&'a str> {
+        if self.slot() != Slot::Article {
+            return None;
+        }
+        let head = self.pattern.split("<id>").next()?;
+        rest.strip_prefix(head)?.split(':').next()
+    }
 }
 
 macro_rules! key_spec {
@@ -1129,11 +1264,18 @@ pub const KEY_TABLE: &[KeySpec] = &[
 /// The markdown table of one docs section, as docs/redis-keys.md holds it
 /// between `<!-- keys:<section> -->` and `<!-- /keys -->`.
 pub fn render_key_table(section: &str) -> String {
-    let mut out =
-        String::from("| key | type | holds | TTL | written by |\n|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| key | type | holds | TTL | written by | tag on a cluster, shards > 1 |\n|---|---|---|---|---|---|\n",
+    );
     for k in KEY_TABLE.iter().filter(|k| k.section == section) {
+        let tag = match k.slot() {
+            Slot::Site => "`{<site>}`",
+            Slot::Shard => "`{<site>:s<k>}`",
+            Slot::Article => "`{<site>:s<k>}`, k = the article's shard",
+            Slot::OneShard => "(one shard only)",
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {tag} |\n",
             k.pattern, k.kind, k.holds, k.ttl_text, k.writer
         ));
     }

@@ -29,11 +29,12 @@ local id
 repeat
   n = n + 1
   id = tostring(n)
-  if DECLARED and not DECLARED[P .. 'meta:article:' .. id] then return '' end
-until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
+  if DECLARED and not DECLARED[AK(P, id) .. 'meta:article:' .. id] then return '' end
+until redis.call('EXISTS', K(AK(P, id) .. 'meta:article:' .. id)) == 0
 -- Every name is checked before the first write.
-local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
-local counters = K(P .. 'counter:article:' .. id)
+local A = AK(P, id)
+local meta, voted = K(A .. 'meta:article:' .. id), K(A .. 'voted:' .. id)
+local counters = K(A .. 'counter:article:' .. id)
 local S = SK(P, id)
 local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
 local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')

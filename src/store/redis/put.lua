@@ -5,7 +5,7 @@
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
 -- Every name is checked before the first write.
-local meta = K(P .. 'meta:article:' .. id)
+local meta = K(AK(P, id) .. 'meta:article:' .. id)
 local S = SK(P, id)
 local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
 local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')

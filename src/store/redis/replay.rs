@@ -24,7 +24,7 @@ use crate::model::Timestamp;
 /// replay) over more than one article shard for now.
 static REPLAY: LazyLock<Script> = LazyLock::new(|| {
     sharded(
-        1,
+        &super::Keys::new(""),
         &[
             EVENT,
             super::pipeline::GATE_ARGS,
