@@ -64,6 +64,19 @@ async fn make_redis_sharded(s: StoreSettings) -> Made {
     )
 }
 
+/// Issue 13: `shards = 3` with a cluster's key names on the binary's
+/// shared redis-server (`RedisOptions::cluster_names`).
+async fn make_redis_sharded_tagged(s: StoreSettings) -> Made {
+    let opts = RedisOptions {
+        cluster_names: true,
+        ..common::redis::shared_site(3)
+    };
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Made {
     let cluster = common::redis::RedisCluster::shared();
@@ -549,6 +562,7 @@ model_suite!(redis, super::make_redis);
 model_suite!(redis_cluster, super::make_redis_cluster);
 
 model_suite!(redis_sharded, super::make_redis_sharded);
+model_suite!(redis_sharded_tagged, super::make_redis_sharded_tagged);
 
 model_suite!(redis_pipeline, super::make_redis_pipeline);
 

@@ -934,23 +934,10 @@ async fn every_key(server: &Backend, prefix: &str, shards: u32, cluster_names: b
 /// single-slot, and the refusal of `cluster = true` with `shards > 1` goes
 /// when it is empty.
 const CROSSING_SLOTS: &[&str] = &[
-    // `/api/stats`: totals (site) and every shard's `articles:new`.
-    "pipeline of GET, HGETALL, ZCARD",
-    // Metadata of articles of several shards.
-    "pipeline of HGETALL",
-    // Write-backs: every shard's ranking index.
-    "pipeline of SMEMBERS",
-    // The walk's first chunk of every shard.
-    "pipeline of ZREVRANGEBYSCORE",
-    "pipeline of script sync",
-    "pipeline of script window",
-    "pipeline of script writeback",
     "script delete",
     "script ingest",
     "script post",
     "script put",
-    // `clock` (site) beside the shard's change log.
-    "script sync",
     "script vote",
 ];
 

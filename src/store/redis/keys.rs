@@ -161,7 +161,7 @@ impl Keys {
     /// of the shard's slot.
     pub fn scan_prefixes(&self) -> Vec<(String, String)> {
         let mut out = vec![(self.clock(), self.prefix.clone())];
-        if self.tag.is_some() && self.shards > 1 {
+        if self.spans_slots() {
             for sk in self.all_shards() {
                 out.push((sk.changes(), sk.prefix));
             }
@@ -200,11 +200,18 @@ impl Keys {
     /// (`{<tag>:s<k>}`, `shard.lua`'s `AK`). On one Redis they keep the
     /// site's names whatever the shard count.
     pub fn article(&self, id: &ArticleId) -> String {
-        if self.tag.is_some() && self.shards > 1 {
+        if self.spans_slots() {
             self.of(id).prefix
         } else {
             self.prefix.clone()
         }
+    }
+
+    /// Whether the site's keys span several cluster slots (tagged, more
+    /// than one shard): pipelines then run one per slot
+    /// (`slots::query_by_slot`).
+    pub fn spans_slots(&self) -> bool {
+        self.tag.is_some() && self.shards > 1
     }
 
     fn a(&self, id: &ArticleId, rest: std::fmt::Arguments<'_>) -> String {

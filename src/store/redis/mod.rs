@@ -774,17 +774,31 @@ impl RedisStore {
         &self,
         build: impl Fn(&mut redis::Pipeline),
     ) -> Result<T, StoreError> {
-        let mut con = self.con();
         let mut pipe = redis::pipe();
         build(&mut pipe);
-        match pipe.query_async::<T>(&mut con).await {
+        match self.query_pipe::<T>(&pipe).await {
             Ok(v) => Ok(v),
             Err(e) if is_noscript(&e) => {
                 self.load_scripts().await?;
-                pipe.query_async::<T>(&mut con).await.map_err(store_err)
+                self.query_pipe::<T>(&pipe).await.map_err(store_err)
             }
             Err(e) => Err(store_err(e)),
         }
+    }
+
+    /// `pipe`'s replies: one pipeline, or, when the site's keys span
+    /// slots (shards on a cluster), one pipeline per slot run
+    /// concurrently (slots.rs), the replies in command order.
+    async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        let mut con = self.con();
+        if !self.keys.spans_slots() {
+            return pipe.query_async::<T>(&mut con).await;
+        }
+        let got = slots::query_by_slot(&con, pipe).await?;
+        Ok(T::from_redis_value(Value::Array(got))?)
     }
 
     /// One `EVALSHA` declaring `keys` (every key the script touches: on a
@@ -835,6 +849,23 @@ impl RedisStore {
         Ok(got)
     }
 
+    /// The site's `clock` when the site spans slots (sync.lua then reads
+    /// only its shard's slot), read after the change logs: at least the
+    /// arrival of every change they held. `None` on one slot, where
+    /// sync.lua reads it.
+    async fn clock_after_sync(&self) -> Result<Option<i64>, StoreError> {
+        if !self.keys.spans_slots() {
+            return Ok(None);
+        }
+        let mut con = self.con();
+        let clock: Option<i64> = redis::cmd("GET")
+            .arg(self.keys.clock())
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(Some(clock.unwrap_or(0)))
+    }
+
     /// Metadata of many articles, from this node's cache when valid.
     async fn metas(
         &self,
@@ -853,9 +884,8 @@ impl RedisStore {
             for &i in &missing {
                 pipe.hgetall(self.keys.meta(&ids[i]));
             }
-            let mut con = self.con();
             let got: Vec<HashMap<String, String>> =
-                pipe.query_async(&mut con).await.map_err(store_err)?;
+                self.query_pipe(&pipe).await.map_err(store_err)?;
             let mut c = self.cache.lock();
             let fill = c.seq == seq && c.articles.len() < CACHE_MAX;
             for (&i, fields) in missing.iter().zip(got) {
@@ -1398,8 +1428,7 @@ impl Store for RedisStore {
         for sk in &shards {
             pipe.zcard(sk.newest());
         }
-        let mut con = self.con();
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
         let q_of = |v: &Value| -> Quarantine {
             let mut q = Quarantine::default();
             let pairs: Vec<(String, i64)> = match v {

@@ -163,24 +163,20 @@ impl RedisStore {
                     None => format!("{}changes:none", sk.prefix),
                 };
                 let node = node_seqs.get(i).copied().unwrap_or(0).to_string();
-                let keys = vec![
-                    sk.changes_seq(),
-                    sk.changes_floor(),
-                    state.clone(),
-                    self.keys.clock(),
-                    sk.changes(),
-                ];
-                let args = vec![
-                    self.keys.prefix.clone(),
-                    sk.prefix.clone(),
-                    state,
-                    node,
-                    max.clone(),
-                ];
+                // Over several slots `clock` (the site's) is read after.
+                let clock = match self.keys.spans_slots() {
+                    true => String::new(),
+                    false => self.keys.clock(),
+                };
+                let mut keys = vec![sk.changes_seq(), sk.changes_floor(), state.clone()];
+                keys.extend((!clock.is_empty()).then(|| clock.clone()));
+                keys.push(sk.changes());
+                let args = vec![clock, sk.prefix.clone(), state, node, max.clone()];
                 (keys, args)
             })
             .collect();
         let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
+        let clock = self.clock_after_sync().await?;
         let mut out = Vec::with_capacity(shards.len());
         for (sk, v) in shards.iter().zip(replies) {
             if v.len() < 6 {
@@ -203,7 +199,7 @@ impl RedisStore {
                 rseq: n(2)?,
                 rnow: n(3)?,
                 truncated: n(4)? == 1,
-                clock: n(5)?,
+                clock: clock.unwrap_or(n(5)?),
                 changed,
             });
         }
@@ -304,8 +300,7 @@ impl RedisStore {
             for sk in &rebuilt {
                 pipe.smembers(sk.ranking_index());
             }
-            let mut con = self.con();
-            indexes = pipe.query_async(&mut con).await.map_err(store_err)?;
+            indexes = self.query_pipe(&pipe).await.map_err(store_err)?;
         }
         let mut indexes = indexes.into_iter();
         let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
@@ -431,7 +426,6 @@ impl RedisStore {
                 chunk: first_chunk,
             })
             .collect();
-        let mut con = self.con();
         while !cursors.is_empty() {
             // One chunk of every live shard, in one pipeline.
             let mut pipe = redis::pipe();
@@ -446,7 +440,7 @@ impl RedisStore {
                     .arg(c.chunk);
             }
             let mut pages: Vec<Vec<(String, f64)>> =
-                pipe.query_async(&mut con).await.map_err(store_err)?;
+                self.query_pipe(&pipe).await.map_err(store_err)?;
             // A full page may end inside a run of equal bounds: its entries
             // above the lowest bound go first; the run itself is read
             // whole (so the next page starts strictly below it) only if
@@ -476,7 +470,7 @@ impl RedisStore {
                         .arg("WITHSCORES");
                 }
                 let got: Vec<Vec<(String, f64)>> =
-                    pipe.query_async(&mut con).await.map_err(store_err)?;
+                    self.query_pipe(&pipe).await.map_err(store_err)?;
                 let mut ties = vec![Vec::new(); cursors.len()];
                 for (&i, run) in runs.iter().zip(got) {
                     ties[i] = run;
@@ -805,9 +799,7 @@ impl RedisStore {
                 .arg(0)
                 .arg(chunk);
         }
-        let mut con = self.con();
-        let mut pages: Vec<Vec<(String, f64)>> =
-            pipe.query_async(&mut con).await.map_err(store_err)?;
+        let mut pages: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
         let full: Vec<bool> = pages.iter().map(|p| p.len() == chunk).collect();
         if full.iter().any(|f| *f) {
             let mut pipe = redis::pipe();
@@ -821,8 +813,7 @@ impl RedisStore {
                         .arg("WITHSCORES");
                 }
             }
-            let ties: Vec<Vec<(String, f64)>> =
-                pipe.query_async(&mut con).await.map_err(store_err)?;
+            let ties: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
             let mut ties = ties.into_iter();
             for page in pages.iter_mut().filter(|p| p.len() == chunk) {
                 let lowest = page[page.len() - 1].1;

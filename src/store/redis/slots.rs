@@ -1,15 +1,19 @@
-//! Which Redis Cluster slot each call touches, for a site run with a
+//! Calls by Redis Cluster slot. A cluster refuses a command whose keys
+//! hash to more than one slot (`CROSSSLOT`) and sends a pipeline to the
+//! node of its first key. So a site spread over several slots (article
+//! shards on a cluster, docs/redis-keys.md) runs a pipeline as one
+//! pipeline per slot, concurrently ([`query_by_slot`]); and with a
 //! cluster's key names on one redis-server (`RedisOptions::cluster_names`,
-//! tests only). A cluster refuses a command whose keys hash to more than
-//! one slot (`CROSSSLOT`) and sends a pipeline to the node of its first
-//! key; one redis-server refuses neither, so this log records each call
-//! that a cluster would not run as one slot: what is left before one site
-//! may span several primaries (docs/redis-keys.md, "Not built yet").
+//! tests only), which refuses neither, [`SlotLog`] records each call that
+//! a cluster would not run as one slot: what is left before one site may
+//! span several primaries (docs/redis-keys.md, "Not built yet").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use redis::{Cmd, Pipeline};
+use redis::{Cmd, Pipeline, RedisError, Value};
+
+use super::Con;
 
 /// The cluster slot of `key`: CRC16 (XMODEM) of the key, or of its hash
 /// tag (the bytes between the first `{` and the next `}` after it, when
@@ -91,6 +95,71 @@ fn args_of(cmd: &Cmd) -> Vec<&[u8]> {
         .filter_map(|a| match a {
             redis::Arg::Simple(b) => Some(b),
             _ => None,
+        })
+        .collect()
+}
+
+/// `pipeline` as one pipeline per slot (of each command's first key; a
+/// command without keys goes with the one before it), run concurrently
+/// on clones of `con`: the replies in command order. A pipeline of one
+/// slot runs as it is. Not for pipelines with ignored commands or
+/// `atomic()` ones (their replies do not map one to one).
+pub(super) async fn query_by_slot(
+    con: &Con,
+    pipeline: &Pipeline,
+) -> redis::RedisResult<Vec<Value>> {
+    let mut slots: Vec<u16> = Vec::new();
+    let mut at: Vec<usize> = Vec::new();
+    let mut pipes: Vec<Pipeline> = Vec::new();
+    for cmd in pipeline.cmd_iter() {
+        let args = args_of(cmd);
+        let slot = keys_of(&args).first().map(|k| key_slot(k));
+        let i = match slot {
+            Some(s) => match slots.iter().position(|x| *x == s) {
+                Some(i) => i,
+                None => {
+                    slots.push(s);
+                    pipes.push(redis::pipe());
+                    slots.len() - 1
+                }
+            },
+            None if pipes.is_empty() => {
+                slots.push(u16::MAX);
+                pipes.push(redis::pipe());
+                0
+            }
+            None => *at.last().unwrap_or(&0),
+        };
+        pipes[i].add_command(cmd.clone());
+        at.push(i);
+    }
+    let mut con = con.clone();
+    if pipes.len() <= 1 {
+        return pipeline.query_async(&mut con).await;
+    }
+    let tasks: Vec<_> = pipes
+        .into_iter()
+        .map(|p| {
+            let mut con = con.clone();
+            tokio::spawn(async move { p.query_async::<Vec<Value>>(&mut con).await })
+        })
+        .collect();
+    let mut replies = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let got = t.await.map_err(|e| {
+            RedisError::from((redis::ErrorKind::Io, "pipeline task", e.to_string()))
+        })??;
+        replies.push(got.into_iter());
+    }
+    at.into_iter()
+        .map(|i| {
+            replies[i].next().ok_or_else(|| {
+                RedisError::from((
+                    redis::ErrorKind::Parse,
+                    "pipeline",
+                    "too few replies".to_string(),
+                ))
+            })
         })
         .collect()
 }
