@@ -192,8 +192,11 @@ if counted > 0 then
       redis.call('ZADD', S .. 'changes', unpack(args))
     end
   end
-  for s = 1, #changed_list, SET_CHUNK do
-    redis.call('SADD', P .. 'archive:dirty', unpack(changed_list, s, math.min(s + SET_CHUNK - 1, #changed_list)))
+  for _, k in ipairs(shard_order) do
+    local list = changed_by[k]
+    for s = 1, #list, SET_CHUNK do
+      redis.call('SADD', LK(P, k) .. 'archive:dirty', unpack(list, s, math.min(s + SET_CHUNK - 1, #list)))
+    end
   end
   for hour, set in pairs(act_h) do
     sadd_sharded('active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)

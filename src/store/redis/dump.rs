@@ -698,13 +698,22 @@ pub async fn load_redis(
         pipe.hset(key, field, v).expire(key, *life);
     };
     let mut articles = 0u64;
+    // `stats:articles`, one count per copy (keys.rs `Keys::ledger`).
+    let mut registered: BTreeMap<String, u64> = keys
+        .ledgers("stats:articles")
+        .into_iter()
+        .map(|k| (k, 0))
+        .collect();
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
     for r in records {
         match r {
             Record::Header { .. } => {}
-            Record::Article { .. } => {
+            Record::Article { id, .. } => {
                 articles += 1;
+                *registered
+                    .entry(keys.ledger(id, "stats:articles"))
+                    .or_default() += 1;
                 article_writes(&mut pipe, store, r, settings, now, true)?;
             }
             Record::Totals {
@@ -779,7 +788,9 @@ pub async fn load_redis(
     for sk in keys.all_shards() {
         pipe.incr(sk.changes_seq(), 1);
     }
-    pipe.set(keys.articles_count(), articles);
+    for (key, n) in registered {
+        pipe.set(key, n);
+    }
     pipe.query_async::<()>(&mut con)
         .await
         .map_err(|e| err(store_err(e)))?;

@@ -126,7 +126,10 @@ if max_articles > 0 then
     if not arts[e.art].exists and not e.trusted then new_untrusted = true end
   end
   if new_untrusted then
-    article_count = tonumber(redis.call('GET', K(P .. 'stats:articles')) or '0')
+    -- (Each shard's count when each keeps its own: their sum.)
+    for k = 0, (SPLIT and NSHARDS or 1) - 1 do
+      article_count = article_count + tonumber(redis.call('GET', K(LK(P, k) .. 'stats:articles')) or '0')
+    end
   end
 end
 
@@ -286,5 +289,12 @@ for _, id in ipairs(new_arts) do
   redis.call('HSETNX', meta, 'publishedAt', arts[id].published)
   redis.call('ZADD', SK(P, id) .. 'articles:new', arts[id].published, id)
 end
-if #new_arts > 0 then redis.call('INCRBY', P .. 'stats:articles', #new_arts) end
+if #new_arts > 0 then
+  if SPLIT then
+    local by, order = by_shard(new_arts)
+    for _, k in ipairs(order) do redis.call('INCRBY', LK(P, k) .. 'stats:articles', #by[k]) end
+  else
+    redis.call('INCRBY', P .. 'stats:articles', #new_arts)
+  end
+end
 

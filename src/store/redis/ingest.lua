@@ -88,9 +88,13 @@ end
 -- checked before anything is read or written (dedupe keys and gate slots
 -- are checked where they are named, also before the first write).
 if DECLARED then
-  for _, name in ipairs({ 'clock', 'stats:counted', 'archive:dirty',
-      'stats:quarantine', 'stats:articles' }) do
+  for _, name in ipairs({ 'clock', 'stats:counted', 'stats:quarantine' }) do
     K(P .. name)
+  end
+  for k = 0, (SPLIT and NSHARDS or 1) - 1 do
+    for _, name in ipairs({ 'archive:dirty', 'archive:evicted', 'stats:articles' }) do
+      K(LK(P, k) .. name)
+    end
   end
   for _, e in ipairs(ev) do
     local a, h, d = e.art, e.hour, e.day

@@ -283,6 +283,29 @@ impl Keys {
     pub fn quarantine_h(&self, hour: i64) -> String {
         self.k(format_args!("stats:quarantine:h:{hour}"))
     }
+    /// The copy of the site's bookkeeping `name` (`stats:articles`,
+    /// `archive:dirty`, `archive:evicted`, `time:`, `score:`) that writes
+    /// of article `id` touch: the site's, except when the site spans slots
+    /// (tagged, more than one shard), where each shard keeps its own in
+    /// its slot (`shard.lua`'s `LK`) and readers take them all
+    /// ([`Keys::ledgers`]).
+    pub fn ledger(&self, id: &ArticleId, name: &str) -> String {
+        self.a(id, format_args!("{name}"))
+    }
+
+    /// Every copy of the site's bookkeeping `name` (see [`Keys::ledger`]):
+    /// the site's, or one per shard.
+    pub fn ledgers(&self, name: &str) -> Vec<String> {
+        if self.spans_slots() {
+            self.all_shards()
+                .into_iter()
+                .map(|sk| format!("{}{name}", sk.prefix))
+                .collect()
+        } else {
+            vec![self.k(format_args!("{name}"))]
+        }
+    }
+
     /// Articles changed since the archive writer last took the set.
     pub fn archive_dirty(&self) -> String {
         self.k(format_args!("archive:dirty"))
@@ -518,6 +541,9 @@ pub enum Slot {
     Shard,
     /// The slot of the article's shard: the article's own keys.
     Article,
+    /// Each shard's slot: the copy each shard keeps of the site's
+    /// bookkeeping that writes of its articles touch ([`Keys::ledger`]).
+    Ledger,
     /// Never on a sharded cluster (seed layout, the ingest pipeline:
     /// config refuses either with `shards > 1`).
     OneShard,
@@ -534,6 +560,16 @@ const ARTICLE_KEYS: &[&str] = &[
     "hll:uv:h:<id>:<hour>",
     "bucket:d:<id>:<day>",
     "hll:uv:d:<id>:<day>",
+];
+
+/// The site's bookkeeping of which each shard keeps a copy when the site
+/// spans slots ([`Keys::ledger`]).
+const LEDGER_KEYS: &[&str] = &[
+    "stats:articles",
+    "archive:dirty",
+    "archive:evicted",
+    "time:",
+    "score:",
 ];
 
 /// Per-shard keys, as named with one shard (after a shard's tag on a
@@ -559,6 +595,8 @@ impl KeySpec {
             Slot::OneShard
         } else if ARTICLE_KEYS.contains(&self.pattern) {
             Slot::Article
+        } else if LEDGER_KEYS.contains(&self.pattern) {
+            Slot::Ledger
         } else if SHARD_KEYS.contains(&self.pattern)
             || SHARD_KEYS.contains(&self.pattern.trim_start_matches("s<k>:"))
         {
@@ -1279,6 +1317,7 @@ pub fn render_key_table(section: &str) -> String {
             Slot::Site => "`{<site>}`",
             Slot::Shard => "`{<site>:s<k>}`",
             Slot::Article => "`{<site>:s<k>}`, k = the article's shard",
+            Slot::Ledger => "`{<site>:s<k>}`: a copy per shard, of its articles",
             Slot::OneShard => "(one shard only)",
         };
         out.push_str(&format!(

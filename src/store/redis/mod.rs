@@ -1028,16 +1028,11 @@ impl RedisStore {
             keys.insert(k.gate_slot(name, slot));
             keys.insert(k.gate_slot(name, slot - 1));
         }
-        for name in [
-            k.batch(batch_id),
-            k.articles_count(),
-            k.clock(),
-            k.counted(),
-            k.archive_dirty(),
-            k.archive_evicted(),
-            k.quarantine(),
-        ] {
+        for name in [k.batch(batch_id), k.clock(), k.counted(), k.quarantine()] {
             keys.insert(name);
+        }
+        for name in ["stats:articles", "archive:dirty", "archive:evicted"] {
+            keys.extend(k.ledgers(name));
         }
         for ev in part {
             let a = &ev.article;
@@ -1120,7 +1115,7 @@ impl RedisStore {
             sk.newest(),
             sk.changes_seq(),
             sk.changes(),
-            k.archive_dirty(),
+            k.ledger(id, "archive:dirty"),
         ];
         let (done, stamp): (i64, _) = self
             .op_eval(
@@ -1616,11 +1611,11 @@ impl RedisStore {
         let (k, sk) = (&self.keys, self.keys.of(id));
         let keys = [
             k.meta(id),
-            k.articles_count(),
+            k.ledger(id, "stats:articles"),
             sk.newest(),
             sk.changes_seq(),
             sk.changes(),
-            k.archive_dirty(),
+            k.ledger(id, "archive:dirty"),
         ];
         let before = self.seed_groups_before(id).await?;
         let (created, stamp): (i64, _) = self.op_eval(ops::OpKind::Put, &keys, &args, run).await?;
@@ -1677,22 +1672,20 @@ impl RedisStore {
                 .await
                 .map_err(store_err)?;
             let cur = cur.unwrap_or(0);
-            let mut keys = vec![
-                k.post_request(&request),
-                k.post_counter(),
-                k.articles_count(),
-                k.vote_time(),
-                k.vote_score(),
-                k.archive_dirty(),
-            ];
+            let mut keys = vec![k.post_request(&request), k.post_counter()];
             let mut shards = std::collections::BTreeSet::new();
             for n in cur + 1..=cur + candidates {
                 let id = ArticleId::parse(&n.to_string()).map_err(|_| bad_reply("post"))?;
                 keys.push(k.meta(&id));
                 keys.push(k.voted(&id));
                 keys.push(k.counters(&id));
+                for name in ["stats:articles", "time:", "score:", "archive:dirty"] {
+                    keys.push(k.ledger(&id, name));
+                }
                 shards.insert(k.shard_index(&id));
             }
+            keys.sort();
+            keys.dedup();
             // The shard keys of every candidate's shard.
             for sk in shards.into_iter().map(|i| k.shard(i)) {
                 keys.extend([sk.newest(), sk.changes_seq(), sk.changes()]);
@@ -1747,12 +1740,12 @@ impl RedisStore {
             k.meta(id),
             k.voted(id),
             k.counters(id),
-            k.vote_time(),
-            k.vote_score(),
+            k.ledger(id, "time:"),
+            k.ledger(id, "score:"),
             sk.changes_seq(),
             sk.changes(),
-            k.archive_dirty(),
-            k.archive_evicted(),
+            k.ledger(id, "archive:dirty"),
+            k.ledger(id, "archive:evicted"),
         ];
         let (mut r, mut stamp): (Vec<i64>, _) =
             self.op_eval(ops::OpKind::Vote, &keys, &args, run).await?;

@@ -36,9 +36,9 @@ local A = AK(P, id)
 local meta, voted = K(A .. 'meta:article:' .. id), K(A .. 'voted:' .. id)
 local counters = K(A .. 'counter:article:' .. id)
 local S = SK(P, id)
-local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
-local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
+local stats, newest = K(A .. 'stats:articles'), K(S .. 'articles:new')
+local vtime, vscore = K(A .. 'time:'), K(A .. 'score:')
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(A .. 'archive:dirty')
 -- As the seed's INCR loop leaves it: the counter at the new id.
 if n > high then redis.call('SET', counter, n) end
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }

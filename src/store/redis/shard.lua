@@ -7,7 +7,11 @@
 -- `shard_prefix(P, k)`; with one shard that is the site's prefix P itself.
 -- An article's own keys (counters, metadata, buckets, sketches, voters)
 -- live under `AK(P, id)`: P, except on a cluster with more than one
--- shard, where they join their shard's slot (keys.rs `Keys::article`).
+-- shard, where they join their shard's slot (keys.rs `Keys::article`);
+-- so do the copies each shard then keeps of the site's bookkeeping that
+-- writes of an article touch (`stats:articles`, `archive:dirty`,
+-- `archive:evicted`, `time:`, `score:`; keys.rs `Keys::ledger`), under
+-- `LK(P, k)` for shard k.
 --
 -- shard_of must equal keys.rs `shard_of` (a test runs both): a polynomial
 -- hash of the id's bytes (x 31, mod 2^31 - 1), mod NSHARDS. Every value
@@ -37,6 +41,13 @@ end
 -- The prefix of article id's own keys.
 local function AK(P, id)
   if STAG and NSHARDS > 1 then return SK(P, id) end
+  return P
+end
+-- Whether each shard keeps its own copy of the site's bookkeeping.
+local SPLIT = STAG ~= nil and NSHARDS > 1
+-- The prefix of shard k's copy of that bookkeeping (P on one slot).
+local function LK(P, k)
+  if SPLIT then return shard_prefix(P, k) end
   return P
 end
 -- `ids` by shard: a table shard -> its ids (in the order given), and the
