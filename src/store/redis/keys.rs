@@ -226,6 +226,11 @@ impl Keys {
     pub fn post_request(&self, request: &str) -> String {
         self.k(format_args!("post:req:{request}"))
     }
+    /// The id the first stage of a post over a split site reserved, by
+    /// request id (`post_id.lua`).
+    pub fn post_reserved(&self, request: &str) -> String {
+        self.k(format_args!("post:id:{request}"))
+    }
     /// Seed 003's `time:` and `score:` sorted sets.
     pub fn vote_time(&self) -> String {
         self.k(format_args!("time:"))
@@ -565,6 +570,7 @@ const ARTICLE_KEYS: &[&str] = &[
 /// The site's bookkeeping of which each shard keeps a copy when the site
 /// spans slots ([`Keys::ledger`]).
 const LEDGER_KEYS: &[&str] = &[
+    "post:req:<hex>",
     "stats:articles",
     "archive:dirty",
     "archive:evicted",
@@ -689,10 +695,20 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "post:req:<hex>",
         r"^post:req:[0-9a-f]{32}$",
         "string",
-        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice",
+        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice (over a split site: `post_at.lua`'s, per shard)",
         Ttl::Expires,
         "2 min",
-        "post.lua"
+        "post.lua, post_at.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "post:id:<hex>",
+        r"^post:id:[0-9a-f]{32}$",
+        "string",
+        "over a split site only: the id the first stage of one post reserved (`post_id.lua`), so a re-sent call reserves nothing twice",
+        Ttl::Expires,
+        "2 min",
+        "post_id.lua"
     ),
     key_spec!(
         "seed003",

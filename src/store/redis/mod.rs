@@ -193,6 +193,10 @@ struct Scripts {
     delete: Script,
     post: Script,
     vote: Script,
+    /// A post over a site spread over slots: the id (site slot), then the
+    /// article (its shard's slot).
+    post_id: Script,
+    post_at: Script,
     /// The same four on a pipeline node with a journal (ops.rs).
     journaled: ops::OpScripts,
 }
@@ -269,12 +273,21 @@ impl Scripts {
             post: ops::plain(keys, ops::OpKind::Post),
             vote: ops::plain(keys, ops::OpKind::Vote),
             delete: ops::plain(keys, ops::OpKind::Delete),
+            post_id: script(include_str!("post_id.lua")),
+            post_at: sharded(
+                keys,
+                &[
+                    include_str!("post_at.lua"),
+                    include_str!("post_make.lua"),
+                    include_str!("post_at_end.lua"),
+                ],
+            ),
             journaled: ops::OpScripts::new(keys),
         }
     }
 
     /// The names of [`Scripts::all`], in its order.
-    const NAMES: [&'static str; 12] = [
+    const NAMES: [&'static str; 14] = [
         "ingest",
         "window",
         "sync",
@@ -287,9 +300,11 @@ impl Scripts {
         "delete (journaled)",
         "post (journaled)",
         "vote (journaled)",
+        "post: id",
+        "post: article",
     ];
 
-    fn all(&self) -> [&Script; 12] {
+    fn all(&self) -> [&Script; 14] {
         let j = &self.journaled;
         [
             &self.ingest,
@@ -304,6 +319,8 @@ impl Scripts {
             &j.delete,
             &j.post,
             &j.vote,
+            &self.post_id,
+            &self.post_at,
         ]
     }
 }
@@ -1659,6 +1676,9 @@ impl RedisStore {
             args.push(k.as_bytes());
             args.push(v.as_bytes());
         }
+        if self.keys.spans_slots() {
+            return self.post_over_slots(&args, &request).await;
+        }
         // The script picks the id after the counter's, skipping ids taken
         // otherwise; it may only touch the candidates declared here, and
         // answers '' (writing nothing) when all of them are taken.
@@ -1697,6 +1717,52 @@ impl RedisStore {
                 return Ok((id, stamp));
             }
             candidates *= 8;
+        }
+        Err(StoreError::Unavailable(
+            "redis: post ids kept being taken; try again".into(),
+        ))
+    }
+
+    /// A post over a site spread over slots (no journal: config refuses
+    /// a pipeline with shards): `post_id.lua` reserves the next id in the
+    /// site's slot, `post_at.lua` creates the article in its shard's slot
+    /// unless that id is taken (then the next one). Each call is one slot
+    /// and answers a re-sent call as the first one (by `request`); a
+    /// request whose second call never ran leaves its id unused.
+    async fn post_over_slots(
+        &self,
+        args: &[&[u8]],
+        request: &str,
+    ) -> Result<(ArticleId, Option<ops::OpStamp>), StoreError> {
+        let k = &self.keys;
+        let reserve_keys = [k.post_reserved(request), k.post_counter()];
+        let mut taken = String::new();
+        for _ in 0..1000 {
+            let id: String = self
+                .eval(&self.scripts.post_id, &reserve_keys, &[taken.as_bytes()])
+                .await?;
+            let aid = ArticleId::parse(&id).map_err(|_| bad_reply("post"))?;
+            let sk = k.of(&aid);
+            let mut keys = vec![
+                k.meta(&aid),
+                k.voted(&aid),
+                k.counters(&aid),
+                sk.newest(),
+                sk.changes_seq(),
+                sk.changes(),
+            ];
+            for name in ["stats:articles", "time:", "score:", "archive:dirty"] {
+                keys.push(k.ledger(&aid, name));
+            }
+            keys.push(k.ledger(&aid, &format!("post:req:{request}")));
+            let mut all: Vec<&[u8]> = args[..6].to_vec();
+            all.push(id.as_bytes());
+            all.extend_from_slice(&args[6..]);
+            let made: String = self.eval(&self.scripts.post_at, &keys, &all).await?;
+            if !made.is_empty() {
+                return Ok((aid, None));
+            }
+            taken = id;
         }
         Err(StoreError::Unavailable(
             "redis: post ids kept being taken; try again".into(),

@@ -16,6 +16,8 @@
 -- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local per = tonumber(ARGV[6])
+-- The first field/value pair of the metadata.
+local FIRST = 7
 local req = K(P .. 'post:req:' .. ARGV[5])
 local done = redis.call('GET', req)
 if done then return done end
@@ -31,29 +33,4 @@ repeat
   id = tostring(n)
   if DECLARED and not DECLARED[AK(P, id) .. 'meta:article:' .. id] then return '' end
 until redis.call('EXISTS', K(AK(P, id) .. 'meta:article:' .. id)) == 0
--- Every name is checked before the first write.
-local A = AK(P, id)
-local meta, voted = K(A .. 'meta:article:' .. id), K(A .. 'voted:' .. id)
-local counters = K(A .. 'counter:article:' .. id)
-local S = SK(P, id)
-local stats, newest = K(A .. 'stats:articles'), K(S .. 'articles:new')
-local vtime, vscore = K(A .. 'time:'), K(A .. 'score:')
-local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(A .. 'archive:dirty')
--- As the seed's INCR loop leaves it: the counter at the new id.
-if n > high then redis.call('SET', counter, n) end
-local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
-for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
-redis.call('HSET', meta, unpack(args))
-redis.call('INCR', stats)
-redis.call('ZADD', newest, published, id)
-redis.call('ZADD', vtime, published, id)
-redis.call('HINCRBY', counters, 'ups', 1)
-redis.call('ZADD', vscore, tonumber(published) + per, id)
-redis.call('SADD', voted, poster)
-redis.call('EXPIRE', voted, window)
-local seq = redis.call('INCR', cseq)
-redis.call('ZADD', changes, seq, id)
-redis.call('SADD', dirty, id)
-redis.call('SET', req, id, 'EX', 120)
-op_done(meta)
-return id
+-- (post_make.lua, then post_end.lua, follow.)
