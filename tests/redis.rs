@@ -1147,20 +1147,7 @@ async fn a_post_over_slots_is_two_idempotent_calls() {
     let create = |request: &str, id: &str| {
         let a = self::id(id);
         let mut inv = make.prepare_invoke();
-        let sk = keys.of(&a);
-        for k in [
-            keys.meta(&a),
-            keys.voted(&a),
-            keys.counters(&a),
-            sk.newest(),
-            sk.changes_seq(),
-            sk.changes(),
-            keys.ledger(&a, "stats:articles"),
-            keys.ledger(&a, "time:"),
-            keys.ledger(&a, "score:"),
-            keys.ledger(&a, "archive:dirty"),
-            keys.ledger(&a, &format!("post:req:{request}")),
-        ] {
+        for k in keys.post_at_keys(&a, request) {
             inv.key(k);
         }
         inv.arg(keys.prefix.as_str())
@@ -1594,7 +1581,8 @@ fn cluster_runs_the_same_suites() {
 
 /// `[redis] shards`: Lua (`shard.lua`) and Rust (`keys::shard_of`) put
 /// every id in the same shard, for several shard counts; with more than
-/// one, ids spread over all of them.
+/// one, ids spread over all of them; and both name the shard's keys and
+/// the article's own the same, on one Redis and with a cluster's tag.
 #[tokio::test]
 async fn shard_of_is_the_same_in_lua_and_rust() {
     use hotrank::store::redis::{shard_chunk, shard_of};
@@ -1636,22 +1624,11 @@ async fn shard_of_is_the_same_in_lua_and_rust() {
             assert!((0..n).all(|k| rust.contains(&k)), "{n} shards: one unused");
         }
     }
-}
-
-/// The shard helpers' names are the same in Lua (`shard.lua`: a shard's
-/// prefix, an article's own prefix) and Rust (`Keys::shard`,
-/// `Keys::article`): on one Redis (the site's names, `s<k>:` after the
-/// prefix for the shard keys) and with a cluster's tag (`{<tag>:s<k>}`
-/// for both when sharded).
-#[tokio::test]
-async fn shard_prefixes_are_the_same_in_lua_and_rust() {
+    // The names: a shard's prefix (`SK`, `Keys::shard`) and an article's
+    // own (`AK`, `Keys::article`), on one Redis (the site's names, `s<k>:`
+    // after the prefix for the shard keys) and with a cluster's tag
+    // (`{<tag>:s<k>}` for both when sharded).
     use hotrank::store::redis::Keys;
-    let server = RedisServer::start();
-    let mut con = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
     let ids: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
     for n in [1u32, 3, 5] {
         for keys in [

@@ -231,6 +231,24 @@ impl Keys {
     pub fn post_reserved(&self, request: &str) -> String {
         self.k(format_args!("post:id:{request}"))
     }
+    /// Every key `post_at.lua` touches creating article `id` for
+    /// `request` (one slot: the article's shard's).
+    pub fn post_at_keys(&self, id: &ArticleId, request: &str) -> Vec<String> {
+        let sk = self.of(id);
+        let mut keys = vec![
+            self.meta(id),
+            self.voted(id),
+            self.counters(id),
+            sk.newest(),
+            sk.changes_seq(),
+            sk.changes(),
+        ];
+        for name in ["stats:articles", "time:", "score:", "archive:dirty"] {
+            keys.push(self.ledger(id, name));
+        }
+        keys.push(self.ledger(id, &format!("post:req:{request}")));
+        keys
+    }
     /// Seed 003's `time:` and `score:` sorted sets.
     pub fn vote_time(&self) -> String {
         self.k(format_args!("time:"))

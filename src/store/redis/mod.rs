@@ -1742,19 +1742,7 @@ impl RedisStore {
                 .eval(&self.scripts.post_id, &reserve_keys, &[taken.as_bytes()])
                 .await?;
             let aid = ArticleId::parse(&id).map_err(|_| bad_reply("post"))?;
-            let sk = k.of(&aid);
-            let mut keys = vec![
-                k.meta(&aid),
-                k.voted(&aid),
-                k.counters(&aid),
-                sk.newest(),
-                sk.changes_seq(),
-                sk.changes(),
-            ];
-            for name in ["stats:articles", "time:", "score:", "archive:dirty"] {
-                keys.push(k.ledger(&aid, name));
-            }
-            keys.push(k.ledger(&aid, &format!("post:req:{request}")));
+            let keys = k.post_at_keys(&aid, request);
             let mut all: Vec<&[u8]> = args[..6].to_vec();
             all.push(id.as_bytes());
             all.extend_from_slice(&args[6..]);
