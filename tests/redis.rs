@@ -402,17 +402,24 @@ async fn seed_keys(server: &Backend, prefix: &str) {
 /// embedded → export → import into Redis → same answers; and back.
 #[tokio::test]
 async fn export_import_both_ways() {
-    export_import(&Backend::One(RedisServer::start()), "imported:", 1).await;
+    export_import(&Backend::One(RedisServer::start()), "imported:", 1, false).await;
 }
 
 /// The same into and out of 4 article shards (each article's activity
 /// sets and `articles:new` entry in its shard).
 #[tokio::test]
 async fn export_import_with_shards() {
-    export_import(&Backend::One(RedisServer::start()), "imported4:", 4).await;
+    export_import(&Backend::One(RedisServer::start()), "imported4:", 4, false).await;
 }
 
-async fn export_import(server: &Backend, prefix: &str, shards: u32) {
+/// The same over 3 shards with a cluster's key names (issue 13): export
+/// and import find every shard's tag (`Keys::scan_prefixes`).
+#[tokio::test]
+async fn export_import_with_cluster_names() {
+    export_import(&Backend::One(RedisServer::start()), "imported3t:", 3, true).await;
+}
+
+async fn export_import(server: &Backend, prefix: &str, shards: u32, cluster_names: bool) {
     let (metas, batches) = stream();
     let d1 = tempfile::tempdir().unwrap();
     let e1 = embedded(d1.path(), StoreSettings::default());
@@ -432,6 +439,7 @@ async fn export_import(server: &Backend, prefix: &str, shards: u32) {
     dump.extend(e1.export());
     let opts = RedisOptions {
         shards,
+        cluster_names,
         ..server.options(prefix)
     };
     let r = RedisStore::connect(opts, StoreSettings::default()).expect("redis store");
@@ -1569,7 +1577,7 @@ fn cluster_runs_the_same_suites() {
         same_answers(&cluster, "c1:").await;
         two_nodes(&cluster, "c2:").await;
         seed_keys(&cluster, "").await;
-        export_import(&cluster, "c4:", 1).await;
+        export_import(&cluster, "c4:", 1, false).await;
         every_key(&cluster, "c5:", 1, false).await;
         windows_at_midnight(&cluster, "c6:").await;
         sharded_keys_hash_to_their_tags(&cluster);

@@ -719,7 +719,7 @@ impl RedisStore {
         };
         if let Con::One(_, Some(log)) = &con {
             for (script, name) in scripts.all().into_iter().zip(Scripts::NAMES) {
-                log.name_script(&script.get_hash(), name);
+                log.name_script(script.get_hash(), name);
             }
         }
         Ok(RedisStore {
