@@ -6,7 +6,8 @@
 -- vb, secs, hour, day, tally), `verdicts` (one code per event) and
 -- `counted` (how many are 0), and shard.lua's helpers. Writes the
 -- counters, hourly and daily buckets, sketches, activity sets and change
--- log (of each article's shard) and quarantine tallies.
+-- log (of each article's shard) and per-article quarantine tallies; the
+-- site's totals are totals.lua's.
 
 local QNAMES = { 'q_dup', 'q_rl', 'q_bot', 'q_rep' }
 local QSLOT = { 1, 2, 3, 4, nil, nil, 3, 3 }
@@ -86,8 +87,6 @@ end
 
 local changed, changed_list = {}, {}
 local act_h, act_d = {}, {}
-local q_global = { 0, 0, 0, 0 }
-local q_hour = {}
 for i, e in ipairs(ev) do
   local v = verdicts[i]
   if v == 0 then
@@ -123,12 +122,7 @@ for i, e in ipairs(ev) do
       end
     end
   elseif v <= 4 or v >= 7 then
-    local slot = QSLOT[v]
-    local name = QNAMES[slot]
-    q_global[slot] = q_global[slot] + 1
-    local qh = q_hour[e.hour]
-    if not qh then qh = { 0, 0, 0, 0 }; q_hour[e.hour] = qh end
-    qh[slot] = qh[slot] + 1
+    local name = QNAMES[QSLOT[v]]
     -- Quarantined events never register an article, but are tallied on
     -- the ones that exist.
     if e.tally then
@@ -177,7 +171,6 @@ local function sadd_sharded(name, set, expires_at)
 end
 
 if counted > 0 then
-  redis.call('INCRBY', P .. 'stats:counted', counted)
   -- Changed articles by shard, in first-change order; one seq per shard.
   local changed_by, shard_order = by_shard(changed_list)
   for _, k in ipairs(shard_order) do
@@ -205,16 +198,3 @@ if counted > 0 then
     sadd_sharded('active:d:' .. day, set, (day + 1) * 86400 + dkeep)
   end
 end
-for v = 1, 4 do
-  if q_global[v] > 0 then
-    redis.call('HINCRBY', P .. 'stats:quarantine', QNAMES[v], q_global[v])
-  end
-end
-for hour, qh in pairs(q_hour) do
-  local key = P .. 'stats:quarantine:h:' .. hour
-  for v = 1, 4 do
-    if qh[v] > 0 then redis.call('HINCRBY', key, QNAMES[v], qh[v]) end
-  end
-  redis.call('EXPIRE', key, ttl((hour + 1) * 3600 + dkeep))
-end
-

@@ -243,6 +243,7 @@ fn ingest_script_with(keys: &Keys, extra: &[&str]) -> Script {
         COMMON,
         GATE,
         APPLY,
+        TOTALS,
     ];
     parts.extend_from_slice(extra);
     parts.push(include_str!("reply.lua"));
@@ -255,6 +256,8 @@ const EVENT: &str = include_str!("event.lua");
 const GATE: &str = include_str!("gate.lua");
 /// The counters of gated events (`apply.lua`).
 const APPLY: &str = include_str!("apply.lua");
+/// The site's totals of gated events (`totals.lua`).
+const TOTALS: &str = include_str!("totals.lua");
 /// Refuses, before any write, a batch touching an evicted article
 /// (`evicted.lua`).
 const EVICTED: &str = include_str!("evicted.lua");

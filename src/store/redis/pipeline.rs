@@ -146,6 +146,7 @@ impl IngestPipeline {
                         super::EVICTED,
                         COMMON,
                         APPLY,
+                        super::TOTALS,
                         tail,
                     ],
                 ),

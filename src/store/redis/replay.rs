@@ -33,6 +33,7 @@ static REPLAY: LazyLock<Script> = LazyLock::new(|| {
             GATE,
             include_str!("pipe_replay_apply.lua"),
             APPLY,
+            super::TOTALS,
             "\nreturn { #ev, counted }\n",
         ],
     )
