@@ -647,6 +647,28 @@ fn redis_sharded_two_nodes_match_the_oracle() {
     });
 }
 
+/// Issue 13: 3 shards with a cluster's key names (each shard and its
+/// articles under a tag of their own; ingest split into a gate stage and a
+/// count stage per shard, pipelines one per slot), on the binary's shared
+/// redis-server (`RedisOptions::cluster_names`).
+#[test]
+fn redis_sharded_tagged_two_nodes_match_the_oracle() {
+    let url = common::redis::RedisServer::shared().url();
+    drive("redis, 3 tagged shards", 192, |case| {
+        let opts = RedisOptions {
+            url: url.clone(),
+            prefix: format!("oracle-t3-{case}:"),
+            shards: 3,
+            cluster_names: true,
+            ..RedisOptions::default()
+        };
+        Nodes {
+            a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
+            b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
+        }
+    });
+}
+
 /// The same on a 3-primary Redis Cluster: each case is a site of its own
 /// (its own prefix, so its own slot), the cases spread over the primaries.
 #[test]

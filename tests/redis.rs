@@ -447,6 +447,9 @@ async fn export_import(server: &Backend, prefix: &str, shards: u32, cluster_name
         .await
         .expect("import to redis");
     assert_eq!(n, 14);
+    // Import writes one pipeline per slot (the export's snapshot does not
+    // yet: docs/redis-keys.md, "Not built yet").
+    assert!(r.crossed_slots().is_empty(), "{:?}", r.crossed_slots());
     let want = answers(&e1, T0 + 3000).await;
     assert_same(&want, &answers(&r, T0 + 3000).await, "embedded -> redis");
     // Gate state moved too: a repeat is a duplicate, a retry is replayed.
@@ -944,7 +947,7 @@ async fn every_key(server: &Backend, prefix: &str, shards: u32, cluster_names: b
 /// of [`every_key`] finds them: the list shrinks as each becomes
 /// single-slot, and the refusal of `cluster = true` with `shards > 1` goes
 /// when it is empty.
-const CROSSING_SLOTS: &[&str] = &["script ingest"];
+const CROSSING_SLOTS: &[&str] = &[];
 
 /// With one shard, a cluster's names put every key in the site's slot:
 /// no call of the mixed load crosses slots (the slot log is checked by
@@ -1203,6 +1206,99 @@ async fn a_post_over_slots_is_two_idempotent_calls() {
     assert_eq!(made, "3");
     let counter: i64 = con.get(keys.post_counter()).await.unwrap();
     assert_eq!(counter, 3);
+}
+
+/// Issue 13, step 2: over a split site a batch is gated in the site's slot
+/// (verdicts and an outbox entry per shard) and counted by one stage per
+/// shard. A node that stops after the gate stage acknowledges nothing;
+/// the sweeper (any node's maintenance) counts the batch once, later
+/// sweeps count nothing again, and the client's retry is `replayed`. A
+/// node that stops after the count stages, before it clears the outbox,
+/// leaves entries the sweeper finds applied (their marker): nothing is
+/// counted twice.
+#[tokio::test]
+async fn the_sweeper_counts_a_batch_left_between_stages_once() {
+    use hotrank::store::redis::{SWEEP_AFTER_SECS, SplitFault};
+    let server = RedisServer::start();
+    let mk = |fault: SplitFault| {
+        RedisStore::connect(
+            RedisOptions {
+                url: server.url(),
+                prefix: "sweep:".into(),
+                shards: 3,
+                cluster_names: true,
+                split_fault: fault,
+                ..RedisOptions::default()
+            },
+            StoreSettings::default(),
+        )
+        .expect("redis store")
+    };
+    let (stopped, counted_only, node) = (
+        mk(SplitFault::AfterGate),
+        mk(SplitFault::AfterCount),
+        mk(SplitFault::None),
+    );
+    let batch = |first: u128| -> Vec<Event> {
+        (0..9u128)
+            .map(|i| Event {
+                ip: (first + i) as u64,
+                event_id: Some(first + i),
+                ..Event::view(id(&format!("sw{}", i % 3)), first + i, T0)
+            })
+            .collect()
+    };
+    let mut con = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys = node.keys().clone();
+    let views = |con: &mut redis::aio::MultiplexedConnection| {
+        let keys = keys.clone();
+        let mut con = con.clone();
+        async move {
+            let mut total = 0i64;
+            for a in 0..3 {
+                let v: Option<i64> = con.get(keys.views(&id(&format!("sw{a}")))).await.unwrap();
+                total += v.unwrap_or(0);
+            }
+            total
+        }
+    };
+    let pending = |con: &mut redis::aio::MultiplexedConnection| {
+        let key = keys.outbox();
+        let mut con = con.clone();
+        async move { con.zcard::<_, i64>(key).await.unwrap() }
+    };
+    // Stopped after the gate stage: not acknowledged, nothing counted.
+    assert!(stopped.ingest(batch(100), T0).await.is_err());
+    assert_eq!(views(&mut con).await, 0);
+    assert!(pending(&mut con).await > 0);
+    // Too young for the sweeper yet; then swept once.
+    assert_eq!(node.sweep_outbox(T0).await.unwrap(), 0);
+    node.maintain(T0 + SWEEP_AFTER_SECS + 1).await.unwrap();
+    assert_eq!(views(&mut con).await, 9, "the batch counted once");
+    assert_eq!(pending(&mut con).await, 0);
+    assert_eq!(node.sweep_outbox(T0 + 60).await.unwrap(), 0);
+    // The client's retry (same eventIds): replayed, nothing counted again.
+    let again = node.ingest(batch(100), T0 + 1).await.unwrap();
+    assert!(
+        again
+            .iter()
+            .all(|o| o.as_ref().unwrap().verdict == Verdict::Replayed)
+    );
+    assert_eq!(views(&mut con).await, 9);
+    // Stopped after counting, before clearing: the sweeper finds the
+    // entries applied (their markers) and only clears them.
+    assert!(counted_only.ingest(batch(200), T0 + 2).await.is_err());
+    assert_eq!(views(&mut con).await, 18);
+    assert!(pending(&mut con).await > 0);
+    assert!(node.sweep_outbox(T0 + 60).await.unwrap() > 0);
+    assert_eq!(views(&mut con).await, 18, "nothing counted twice");
+    assert_eq!(pending(&mut con).await, 0);
+    let stats = node.stats(T0 + 60, 24).await.unwrap();
+    assert_eq!(stats.counted, 18);
 }
 
 /// Issue 11 item 2: a 180 h window's PV only follows the events in its

@@ -777,7 +777,9 @@ pub async fn load_redis(
         }
         queued += 1;
         if queued >= CHUNK {
-            pipe.query_async::<()>(&mut con)
+            // (One pipeline per slot when the site spans slots.)
+            store
+                .query_pipe::<()>(&pipe)
                 .await
                 .map_err(|e| err(store_err(e)))?;
             pipe = redis::pipe();
@@ -791,7 +793,8 @@ pub async fn load_redis(
     for (key, n) in registered {
         pipe.set(key, n);
     }
-    pipe.query_async::<()>(&mut con)
+    store
+        .query_pipe::<()>(&pipe)
         .await
         .map_err(|e| err(store_err(e)))?;
     Ok(articles)

@@ -55,9 +55,29 @@ local batch_id = ARGV[14]
 local n = tonumber(ARGV[15])
 local H = 15
 local F = 12
+-- Over a split site's gate stage (GATE_STAGE, set by the chunk in front:
+-- gate_stage.lua follows gate.lua and totals.lua instead of the counters),
+-- the events are followed by what a read of the shards saw: the number
+-- of copies of `stats:articles` summed (for max_articles), the number of
+-- articles m, then m times (id, exists 0/1, known 0/1). gate.lua takes
+-- existence from there (`GIVEN`) instead of the shards' keys.
+local GIVEN = nil
+local tail = 0
+if GATE_STAGE and n then
+  local m = tonumber(ARGV[H + n * F + 2])
+  if m then
+    GIVEN = { count = tonumber(ARGV[H + n * F + 1]), arts = {} }
+    for j = 0, m - 1 do
+      local b = H + n * F + 2 + 3 * j
+      GIVEN.arts[ARGV[b + 1]] = { exists = ARGV[b + 2] == '1', known = ARGV[b + 3] == '1' }
+    end
+    tail = 2 + 3 * m
+  end
+end
 
 if not (now and window and vlimit and iplimit and eid_ttl and hkeep and dkeep
-    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F then
+    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F + tail
+    or (GATE_STAGE and not (GIVEN and GIVEN.count and batch_id ~= '')) then
   return redis.error_reply('ERR ingest.lua: malformed header')
 end
 
@@ -67,6 +87,7 @@ local BATCH_TTL = 120
 -- A retried batch: the first call's answer, nothing applied again.
 if batch_key then
   local done = redis.call('GET', batch_key)
+  if done and GATE_STAGE then return gate_stage_recorded(done, P, batch_id) end
   if done then
     local out = {}
     for v in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(v) end
@@ -87,7 +108,7 @@ end
 -- With declared keys (a cluster), every name the batch may write is
 -- checked before anything is read or written (dedupe keys and gate slots
 -- are checked where they are named, also before the first write).
-if DECLARED then
+if DECLARED and not GATE_STAGE then
   for _, name in ipairs({ 'clock', 'stats:counted', 'stats:quarantine' }) do
     K(P .. name)
   end

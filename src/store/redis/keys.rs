@@ -264,6 +264,16 @@ impl Keys {
     pub fn batch(&self, id: &str) -> String {
         self.k(format_args!("gate:batch:{id}"))
     }
+    /// Over a split site: shard `k`'s outbox entry of one batch (what its
+    /// count stage applies), in the site's slot.
+    pub fn outbox_entry(&self, k: u32, batch: &str) -> String {
+        self.k(format_args!("gate:out:{k}:{batch}"))
+    }
+    /// Over a split site: the pending outbox entries (`<k>:<batch>`) by
+    /// the time of their gate stage.
+    pub fn outbox(&self) -> String {
+        self.k(format_args!("gate:outbox"))
+    }
 
     fn k(&self, rest: std::fmt::Arguments<'_>) -> String {
         format!("{}{}", self.prefix, rest)
@@ -610,6 +620,7 @@ const SHARD_KEYS: &[&str] = &[
     "changes",
     "changes:seq",
     "changes:floor",
+    "gate:done:<hex>",
 ];
 
 impl KeySpec {
@@ -1007,6 +1018,36 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::Expires,
         "2 min",
         "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:out:<k>:<hex>",
+        r"^gate:out:[0-9]{1,3}:[0-9a-f]{32}$",
+        "string",
+        "over a split site only: shard `k`'s outbox entry of one batch (its counted events, quarantine tallies and new articles, MessagePack), written by the gate stage, removed once the shard's count stage ran",
+        Ttl::None,
+        "none (removed after the count stage, or by the sweeper)",
+        "gate_stage.lua; split.rs removes it"
+    ),
+    key_spec!(
+        "gate",
+        "gate:outbox",
+        r"^gate:outbox$",
+        "zset",
+        "over a split site only: pending outbox entries, member `<k>:<batch>`, score = the gate stage's `now`; the sweeper applies those older than 5 s",
+        Ttl::None,
+        "none",
+        "gate_stage.lua; split.rs"
+    ),
+    key_spec!(
+        "gate",
+        "gate:done:<hex>",
+        r"^gate:done:[0-9a-f]{32}$",
+        "string",
+        "over a split site only, in each shard's slot: the batch's count stage ran there (it runs once)",
+        Ttl::Expires,
+        "1 day",
+        "count_stage.lua"
     ),
     key_spec!(
         "rankings",

@@ -59,6 +59,7 @@ mod rank;
 mod replay;
 mod seed;
 pub mod slots;
+mod split;
 mod version;
 
 pub use dump::{article_records, dump_redis, load_redis};
@@ -74,6 +75,7 @@ pub use pipeline::{
 pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals, stream_id};
 pub use replay::Replayed;
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
+pub use split::{SWEEP_AFTER_SECS, SplitFault};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -130,6 +132,9 @@ pub struct RedisOptions {
     /// not all stay in one slot yet (docs/redis-keys.md, "Not built yet"),
     /// runs, and a test checks where each of its keys would live.
     pub cluster_names: bool,
+    /// Tests only: where a split ingest stops (split.rs), to show that
+    /// the sweeper counts what a node left behind.
+    pub split_fault: SplitFault,
 }
 
 impl Default for RedisOptions {
@@ -147,6 +152,7 @@ impl Default for RedisOptions {
             seed_refresh_secs: 60,
             shards: 1,
             cluster_names: false,
+            split_fault: SplitFault::None,
         }
     }
 }
@@ -167,6 +173,7 @@ impl RedisOptions {
             seed_refresh_secs: r.seed_refresh_secs,
             shards: r.shards,
             cluster_names: false,
+            split_fault: SplitFault::None,
         }
     }
 }
@@ -197,6 +204,10 @@ struct Scripts {
     /// article (its shard's slot).
     post_id: Script,
     post_at: Script,
+    /// Ingest over a split site: the gate stage (site slot) and a count
+    /// stage (a shard's slot), split.rs.
+    gate_stage: Script,
+    count_stage: Script,
     /// The same four on a pipeline node with a journal (ops.rs).
     journaled: ops::OpScripts,
 }
@@ -237,6 +248,7 @@ pub fn ingest_script() -> Script {
 /// keys (seed.rs).
 fn ingest_script_with(keys: &Keys, extra: &[&str]) -> Script {
     let mut parts = vec![
+        "local GATE_STAGE = false\n",
         EVENT,
         include_str!("ingest.lua"),
         EVICTED,
@@ -277,6 +289,27 @@ impl Scripts {
             vote: ops::plain(keys, ops::OpKind::Vote),
             delete: ops::plain(keys, ops::OpKind::Delete),
             post_id: script(include_str!("post_id.lua")),
+            gate_stage: sharded(
+                keys,
+                &[
+                    include_str!("gate_stage_pre.lua"),
+                    EVENT,
+                    include_str!("ingest.lua"),
+                    COMMON,
+                    GATE,
+                    TOTALS,
+                    include_str!("gate_stage.lua"),
+                ],
+            ),
+            count_stage: sharded(
+                keys,
+                &[
+                    include_str!("count_stage.lua"),
+                    COMMON,
+                    APPLY,
+                    include_str!("count_stage_end.lua"),
+                ],
+            ),
             post_at: sharded(
                 keys,
                 &[
@@ -290,7 +323,7 @@ impl Scripts {
     }
 
     /// The names of [`Scripts::all`], in its order.
-    const NAMES: [&'static str; 14] = [
+    const NAMES: [&'static str; 16] = [
         "ingest",
         "window",
         "sync",
@@ -305,9 +338,11 @@ impl Scripts {
         "vote (journaled)",
         "post: id",
         "post: article",
+        "ingest: gate stage",
+        "ingest: count stage",
     ];
 
-    fn all(&self) -> [&Script; 14] {
+    fn all(&self) -> [&Script; 16] {
         let j = &self.journaled;
         [
             &self.ingest,
@@ -324,6 +359,8 @@ impl Scripts {
             &j.vote,
             &self.post_id,
             &self.post_at,
+            &self.gate_stage,
+            &self.count_stage,
         ]
     }
 }
@@ -1148,6 +1185,50 @@ impl RedisStore {
         Ok((done == 1, stamp))
     }
 
+    /// The outcomes of `n` events from ingest replies (verdict, PV, UV per
+    /// event), with the gate's metrics.
+    #[allow(clippy::type_complexity)]
+    fn outcomes(
+        &self,
+        replies: Vec<Value>,
+        n: usize,
+    ) -> Result<Vec<Result<Outcome, IngestReject>>, StoreError> {
+        let mut out = Vec::with_capacity(n);
+        let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
+        for r in replies {
+            let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| bad_reply("ingest"))?;
+            for t in r.chunks(3) {
+                let [code, pv, uv] = t else {
+                    return Err(bad_reply("ingest"));
+                };
+                out.push(match verdict_of(*code) {
+                    Some(verdict) => {
+                        if *code >= 7 {
+                            behaviour[0] += 1;
+                            behaviour[1] += u64::from(*code == 8);
+                        }
+                        Ok(Outcome {
+                            verdict,
+                            pv: (*pv).max(0) as u64,
+                            uv: (*uv).max(0) as u64,
+                        })
+                    }
+                    None if *code == 5 => Err(IngestReject::UnknownArticle),
+                    None if *code == 6 => {
+                        refused += 1;
+                        Err(IngestReject::TooManyArticles)
+                    }
+                    None => return Err(bad_reply("ingest")),
+                });
+            }
+        }
+        if out.len() != n {
+            return Err(bad_reply("ingest"));
+        }
+        crate::store::gate_metrics::record(refused, behaviour[0], behaviour[1]);
+        Ok(out)
+    }
+
     async fn lifetime(&self, id: &ArticleId) -> Result<(Counters, Quarantine), StoreError> {
         let got: Vec<Value> = self
             .eval_pipe(|p| {
@@ -1212,6 +1293,19 @@ impl Store for RedisStore {
             .chunks(chunk)
             .map(|_| format!("{:032x}", rand::random::<u128>()))
             .collect();
+        let parts: Vec<&[Event]> = events.chunks(chunk).collect();
+        // Over a split site: a gate stage, then a count stage per shard
+        // (split.rs).
+        if self.keys.spans_slots() {
+            let mut replies = Vec::with_capacity(parts.len());
+            for (part, batch) in parts.iter().zip(&ids) {
+                replies.push(
+                    self.ingest_over_slots(&header, batch, part, now, with_counts)
+                        .await?,
+                );
+            }
+            return self.outcomes(replies, events.len());
+        }
         // On a cluster each call declares every key it may touch (one slot:
         // the site's tag); on one Redis it declares none, which saves
         // sending ~8 names per event.
@@ -1226,7 +1320,6 @@ impl Store for RedisStore {
                 }
             })
             .collect();
-        let parts: Vec<&[Event]> = events.chunks(chunk).collect();
         let call = |p: &mut redis::Pipeline, i: usize| {
             let c = p.cmd("EVALSHA").arg(sha).arg(keys[i].len());
             for k in &keys[i] {
@@ -1312,40 +1405,7 @@ impl Store for RedisStore {
                 replies[i] = v;
             }
         }
-        let mut out = Vec::with_capacity(events.len());
-        let (mut refused, mut behaviour) = (0u64, [0u64; 2]);
-        for r in replies {
-            let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| bad_reply("ingest"))?;
-            for t in r.chunks(3) {
-                let [code, pv, uv] = t else {
-                    return Err(bad_reply("ingest"));
-                };
-                out.push(match verdict_of(*code) {
-                    Some(verdict) => {
-                        if *code >= 7 {
-                            behaviour[0] += 1;
-                            behaviour[1] += u64::from(*code == 8);
-                        }
-                        Ok(Outcome {
-                            verdict,
-                            pv: (*pv).max(0) as u64,
-                            uv: (*uv).max(0) as u64,
-                        })
-                    }
-                    None if *code == 5 => Err(IngestReject::UnknownArticle),
-                    None if *code == 6 => {
-                        refused += 1;
-                        Err(IngestReject::TooManyArticles)
-                    }
-                    None => return Err(bad_reply("ingest")),
-                });
-            }
-        }
-        if out.len() != events.len() {
-            return Err(bad_reply("ingest"));
-        }
-        crate::store::gate_metrics::record(refused, behaviour[0], behaviour[1]);
-        Ok(out)
+        self.outcomes(replies, events.len())
     }
 
     async fn put_article(
@@ -1584,6 +1644,8 @@ impl Store for RedisStore {
         if due {
             self.collect_changes().await?;
         }
+        // Batches a node left between the gate and count stages.
+        self.sweep_outbox(now).await?;
         if self.seed_layout() {
             let refresh = {
                 let mut last = self.last_seed_refresh.lock();
