@@ -169,6 +169,20 @@ async fn make_redis_sharded_tagged(s: StoreSettings) -> Harness {
     redis_harness(opts, s, false, Box::new(())).await
 }
 
+/// Issue 13: one site over 3 shards on the binary's shared 3-primary
+/// cluster (`RedisOptions::allow_split_cluster`: config still refuses it).
+async fn make_redis_cluster_sharded(s: StoreSettings) -> Harness {
+    let opts = RedisOptions {
+        url: common::redis::RedisCluster::shared().url(),
+        prefix: common::redis::unique_prefix(),
+        cluster: true,
+        shards: 3,
+        allow_split_cluster: true,
+        ..RedisOptions::default()
+    };
+    redis_harness(opts, s, false, Box::new(())).await
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Harness {
     let opts = RedisOptions {
@@ -883,6 +897,7 @@ contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
 contract_suite!(redis_seed_layout, make_redis_seed);
 contract_suite!(redis_cluster, make_redis_cluster);
+contract_suite!(redis_cluster_sharded, make_redis_cluster_sharded);
 contract_suite!(redis_sharded, make_redis_sharded);
 contract_suite!(redis_sharded_tagged, make_redis_sharded_tagged);
 contract_suite!(redis_pipeline, make_redis_pipeline);

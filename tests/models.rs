@@ -77,6 +77,23 @@ async fn make_redis_sharded_tagged(s: StoreSettings) -> Made {
     )
 }
 
+/// Issue 13: one site over 3 shards on the binary's shared 3-primary
+/// cluster (`RedisOptions::allow_split_cluster`: config still refuses it).
+async fn make_redis_cluster_sharded(s: StoreSettings) -> Made {
+    let opts = RedisOptions {
+        url: common::redis::RedisCluster::shared().url(),
+        prefix: common::redis::unique_prefix(),
+        cluster: true,
+        shards: 3,
+        allow_split_cluster: true,
+        ..RedisOptions::default()
+    };
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Made {
     let cluster = common::redis::RedisCluster::shared();
@@ -560,6 +577,7 @@ model_suite!(embedded, super::make_embedded);
 model_suite!(redis, super::make_redis);
 
 model_suite!(redis_cluster, super::make_redis_cluster);
+model_suite!(redis_cluster_sharded, super::make_redis_cluster_sharded);
 
 model_suite!(redis_sharded, super::make_redis_sharded);
 model_suite!(redis_sharded_tagged, super::make_redis_sharded_tagged);
