@@ -1664,6 +1664,44 @@ fn sharded_keys_hash_to_their_tags(b: &Backend) {
     }
 }
 
+/// Issue 13: with `wait_replicas`, a split site's ingest acknowledges a
+/// batch only when its gate stage and each count stage are on that many
+/// replicas of their node: with one replica per primary, 1 is met; 2
+/// cannot be, and the batch answers 503 (a retry is safe).
+async fn split_waits_for_replicas(b: &Backend) {
+    let opts = |replicas: u32| RedisOptions {
+        shards: 3,
+        allow_split_cluster: true,
+        wait_replicas: replicas,
+        response_timeout_ms: 1000,
+        ..b.options("c9:")
+    };
+    let views: Vec<Event> = (0..30u128)
+        .map(|i| Event {
+            ip: i as u64,
+            ..Event::view(id(&format!("wr{}", i % 6)), 1000 + i, T0)
+        })
+        .collect();
+    let one = RedisStore::connect(opts(1), StoreSettings::default()).unwrap();
+    let got = one.ingest(views.clone(), T0).await.expect("on a replica");
+    assert!(
+        got.iter()
+            .all(|o| o.as_ref().unwrap().verdict == Verdict::Counted)
+    );
+    let two = RedisStore::connect(opts(2), StoreSettings::default()).unwrap();
+    let more: Vec<Event> = views
+        .into_iter()
+        .map(|e| Event {
+            visitor: e.visitor + 100,
+            ..e
+        })
+        .collect();
+    match two.ingest(more, T0).await {
+        Err(hotrank::store::StoreError::Unavailable(m)) => assert!(m.contains("replicas"), "{m}"),
+        other => panic!("two replicas cannot confirm: {other:?}"),
+    }
+}
+
 /// The Redis suites above on a 3-primary Redis Cluster (one replica each),
 /// one cluster for the whole binary, one key prefix (so one slot) per
 /// suite. Alone: `cargo test --test redis cluster`.
@@ -1684,6 +1722,7 @@ fn cluster_runs_the_same_suites() {
         // One site over 3 shards (config still refuses it: the archive,
         // export and wait_replicas are not split yet).
         every_key(&cluster, "c8:", 3, false).await;
+        split_waits_for_replicas(&cluster).await;
         windows_at_midnight(&cluster, "c6:").await;
         sharded_keys_hash_to_their_tags(&cluster);
         reshard_under_load(&cluster).await;

@@ -114,8 +114,10 @@ impl RedisStore {
                 for g in &given {
                     c.arg(g.as_str());
                 }
+                self.wait_after(p);
             })
             .await?;
+        let reply = self.replicated(reply, 1)?;
         let [Value::Array(reply)] = reply.as_slice() else {
             return Err(bad_reply("gate stage"));
         };
@@ -208,7 +210,7 @@ impl RedisStore {
                 keys
             })
             .collect();
-        let _: Vec<i64> = self
+        let got: Vec<Value> = self
             .eval_pipe(|p| {
                 for ((s, entry), keys) in entries.iter().zip(&calls) {
                     let c = p
@@ -219,10 +221,49 @@ impl RedisStore {
                         c.arg(n.as_str());
                     }
                     c.arg(k.prefix.as_str()).arg(batch).arg(*s).arg(&entry[..]);
+                    self.wait_after(p);
                 }
             })
             .await?;
+        self.replicated(got, entries.len())?;
         Ok(())
+    }
+
+    /// With `wait_replicas`, a `WAIT` after the call just queued: without
+    /// keys, it goes with that call to its slot's node (slots.rs), so the
+    /// stage is on that many of the node's replicas before the batch is
+    /// acknowledged.
+    fn wait_after(&self, p: &mut redis::Pipeline) {
+        if self.opts.wait_replicas > 0 {
+            p.cmd("WAIT")
+                .arg(self.opts.wait_replicas)
+                .arg(self.opts.response_timeout_ms / 2);
+        }
+    }
+
+    /// The replies of `calls` calls, each followed by its `WAIT` when
+    /// [`wait_after`](Self::wait_after) queued one: the calls' replies, or
+    /// 503 when a stage is on fewer replicas than `wait_replicas` (it may
+    /// have been applied: a retry is safe, by batch id and markers).
+    fn replicated(&self, got: Vec<Value>, calls: usize) -> Result<Vec<Value>, StoreError> {
+        if self.opts.wait_replicas == 0 {
+            return Ok(got);
+        }
+        if got.len() != 2 * calls {
+            return Err(bad_reply("WAIT"));
+        }
+        let mut out = Vec::with_capacity(calls);
+        for pair in got.chunks(2) {
+            let acked = v_i64(&pair[1]).unwrap_or(0);
+            if acked < i64::from(self.opts.wait_replicas) {
+                return Err(StoreError::Unavailable(format!(
+                    "redis: {acked} of {} replicas confirmed an ingest stage",
+                    self.opts.wait_replicas
+                )));
+            }
+            out.push(pair[0].clone());
+        }
+        Ok(out)
     }
 
     /// The count stages of `batch` for `shards` ran: their outbox entries
