@@ -339,12 +339,12 @@ async fn read_articles(
     hours_of: &HashMap<ArticleId, Vec<i64>>,
     days_of: &HashMap<ArticleId, Vec<i64>>,
 ) -> Result<Vec<Record>, StoreError> {
-    let mut con = store.con();
     let mut out = Vec::with_capacity(ids.len());
     for ids in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         queue_reads(&mut pipe, store, ids, hours_of, days_of);
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        // (One pipeline per slot when the site spans slots.)
+        let got: Vec<Value> = store.query_pipe(&pipe).await.map_err(store_err)?;
         parse_reads(&mut got.into_iter(), ids, hours_of, days_of, &mut out)?;
     }
     Ok(out)
@@ -482,11 +482,10 @@ async fn members_over(
     if span.is_empty() {
         return Ok(out);
     }
-    let mut con = store.con();
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         queue_members(&mut pipe, store, part, span.clone(), &set);
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let got: Vec<Value> = store.query_pipe(&pipe).await.map_err(store_err)?;
         collect_members(&mut got.into_iter(), store, part, span.clone(), &mut out)?;
     }
     Ok(out)
