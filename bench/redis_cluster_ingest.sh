@@ -6,6 +6,11 @@
 # one load generator each, their slots on three different primaries, run
 # at the same time. Each line gives events/s and the Redis CPU (user+sys,
 # INFO cpu) per event of the primary (or primaries) that did the work.
+# Then (d) one site at shards = 1 against shards = 3 on the same cluster
+# (issue 13), alternated 1 3 3 1, through RedisStore::ingest without HTTP
+# (examples/cluster_shards_ingest.rs: config still refuses cluster with
+# shards > 1): events/s and each primary's Redis CPU per event.
+# SHARDS_ONLY=1 runs (d) alone.
 # Usage: bench/redis_cluster_ingest.sh   (env: DUR seconds, BIN hotrank
 #   binary, default $CARGO_TARGET_DIR or target, release)
 # Needs redis-server 7, redis-cli, curl; builds hotrank --release.
@@ -25,7 +30,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-[ -x "$BIN" ] || cargo build --release --quiet --bin hotrank
+[ -n "${SHARDS_ONLY:-}" ] || [ -x "$BIN" ] || cargo build --release --quiet --bin hotrank
 start_redis() { # port [extra args]
   local port=$1; shift
   mkdir -p "$TMP/r$port"
@@ -81,6 +86,17 @@ primary_of() {
 }
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+shards_runs() { # (d): one site, 1 shard against 3, same cluster
+  local ex=${CARGO_TARGET_DIR:-target}/release/examples/cluster_shards_ingest
+  [ -x "$ex" ] || cargo build --release --quiet --example cluster_shards_ingest
+  SEEDS="$SEEDS" PORTS="$((BASE + 1)),$((BASE + 2)),$((BASE + 3))" "$ex" "$DUR" "${RUNS:-4}"
+}
+if [ -n "${SHARDS_ONLY:-}" ]; then
+  shards_runs
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+
 serve one 18101 false "redis://127.0.0.1:$BASE/0" ""
 c0=$(rcpu "$BASE"); ev=$(load 18101); c1=$(rcpu "$BASE")
 echo "one redis:               $ev events/s, redis $(awk "BEGIN {printf \"%.1f\", ($c1 - $c0) * 1e6 / ($ev * $DUR)}") us/event"
@@ -110,4 +126,6 @@ wait_loads
 c1=$(rcpu $((BASE + 1)) $((BASE + 2)) $((BASE + 3)))
 total=$(cat "$TMP"/ev0 "$TMP"/ev1 "$TMP"/ev2 | awk '{s += $1} END {print s}')
 echo "cluster, three sites:    $total events/s in all ($(cat "$TMP"/ev0 "$TMP"/ev1 "$TMP"/ev2 | paste -sd+)), primaries $(awk "BEGIN {printf \"%.1f\", ($c1 - $c0) * 1e6 / ($total * $DUR)}") us/event"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+shards_runs
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -719,7 +719,7 @@ impl Config {
         }
         if rc.shards > 1 && rc.cluster {
             return Err(
-                "redis.shards > 1 runs on one Redis only for now (set redis.cluster = false or shards = 1)".into(),
+                "redis.shards > 1 runs on one Redis only for now: on a cluster the archive would still cross slots (set redis.cluster = false or shards = 1)".into(),
             );
         }
         if rc.shards > 1 && rc.layout == RedisLayout::Seed {

@@ -157,6 +157,25 @@ async fn make_redis_sharded(s: StoreSettings) -> Harness {
     redis_harness(common::redis::shared_site(4), s, false, Box::new(())).await
 }
 
+/// Issue 13: `shards = 3` with a cluster's key names (each shard and its
+/// articles under a tag of their own, pipelines one per slot), on the
+/// binary's shared redis-server (`RedisOptions::cluster_names`: the
+/// sharded cluster layout whose writes do not all stay in one slot yet).
+async fn make_redis_sharded_tagged(s: StoreSettings) -> Harness {
+    let opts = RedisOptions {
+        cluster_names: true,
+        ..common::redis::shared_site(3)
+    };
+    redis_harness(opts, s, false, Box::new(())).await
+}
+
+/// Issue 13: one site over 3 shards on the binary's shared 3-primary
+/// cluster (`RedisOptions::allow_split_cluster`: config still refuses it).
+async fn make_redis_cluster_sharded(s: StoreSettings) -> Harness {
+    let opts = common::redis::shared_cluster_site(3);
+    redis_harness(opts, s, false, Box::new(())).await
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Harness {
     let opts = RedisOptions {
@@ -871,5 +890,7 @@ contract_suite!(embedded, make_embedded);
 contract_suite!(redis, make_redis);
 contract_suite!(redis_seed_layout, make_redis_seed);
 contract_suite!(redis_cluster, make_redis_cluster);
+contract_suite!(redis_cluster_sharded, make_redis_cluster_sharded);
 contract_suite!(redis_sharded, make_redis_sharded);
+contract_suite!(redis_sharded_tagged, make_redis_sharded_tagged);
 contract_suite!(redis_pipeline, make_redis_pipeline);

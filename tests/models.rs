@@ -64,6 +64,29 @@ async fn make_redis_sharded(s: StoreSettings) -> Made {
     )
 }
 
+/// Issue 13: `shards = 3` with a cluster's key names on the binary's
+/// shared redis-server (`RedisOptions::cluster_names`).
+async fn make_redis_sharded_tagged(s: StoreSettings) -> Made {
+    let opts = RedisOptions {
+        cluster_names: true,
+        ..common::redis::shared_site(3)
+    };
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
+/// Issue 13: one site over 3 shards on the binary's shared 3-primary
+/// cluster (`RedisOptions::allow_split_cluster`: config still refuses it).
+async fn make_redis_cluster_sharded(s: StoreSettings) -> Made {
+    let opts = common::redis::shared_cluster_site(3);
+    (
+        Arc::new(RedisStore::connect(opts, s).expect("redis store")),
+        Box::new(()),
+    )
+}
+
 /// On the binary's shared 3-primary cluster, under a prefix of its own.
 async fn make_redis_cluster(s: StoreSettings) -> Made {
     let cluster = common::redis::RedisCluster::shared();
@@ -547,8 +570,10 @@ model_suite!(embedded, super::make_embedded);
 model_suite!(redis, super::make_redis);
 
 model_suite!(redis_cluster, super::make_redis_cluster);
+model_suite!(redis_cluster_sharded, super::make_redis_cluster_sharded);
 
 model_suite!(redis_sharded, super::make_redis_sharded);
+model_suite!(redis_sharded_tagged, super::make_redis_sharded_tagged);
 
 model_suite!(redis_pipeline, super::make_redis_pipeline);
 

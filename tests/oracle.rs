@@ -647,13 +647,49 @@ fn redis_sharded_two_nodes_match_the_oracle() {
     });
 }
 
+/// Issue 13: 3 shards with a cluster's key names (each shard and its
+/// articles under a tag of their own; ingest split into a gate stage and a
+/// count stage per shard, pipelines one per slot), on the binary's shared
+/// redis-server (`RedisOptions::cluster_names`).
+#[test]
+fn redis_sharded_tagged_two_nodes_match_the_oracle() {
+    let url = common::redis::RedisServer::shared().url();
+    drive("redis, 3 tagged shards", 192, |case| {
+        let opts = RedisOptions {
+            url: url.clone(),
+            prefix: format!("oracle-t3-{case}:"),
+            shards: 3,
+            cluster_names: true,
+            ..RedisOptions::default()
+        };
+        Nodes {
+            a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
+            b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
+        }
+    });
+}
+
 /// The same on a 3-primary Redis Cluster: each case is a site of its own
-/// (its own prefix, so its own slot), the cases spread over the primaries.
+/// (its own prefix, so its own slot), the cases spread over the primaries;
+/// then each case one site over 3 shards (4 slots).
 #[test]
 fn redis_cluster_two_nodes_match_the_oracle() {
     let cluster = common::redis::Backend::Cluster(common::redis::RedisCluster::start(3, 0));
     drive("redis cluster", 192, |case| {
         let opts = cluster.options(&format!("oracle{case}:"));
+        Nodes {
+            a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
+            b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
+        }
+    });
+    // Issue 13: one site over 3 shards on the same cluster (config still
+    // refuses it; `allow_split_cluster` is for tests).
+    drive("redis cluster, 3 shards", 192, |case| {
+        let opts = RedisOptions {
+            shards: 3,
+            allow_split_cluster: true,
+            ..cluster.options(&format!("oracle-c3-{case}:"))
+        };
         Nodes {
             a: Arc::new(RedisStore::connect(opts.clone(), settings()).unwrap()),
             b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),

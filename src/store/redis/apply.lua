@@ -6,7 +6,8 @@
 -- vb, secs, hour, day, tally), `verdicts` (one code per event) and
 -- `counted` (how many are 0), and shard.lua's helpers. Writes the
 -- counters, hourly and daily buckets, sketches, activity sets and change
--- log (of each article's shard) and quarantine tallies.
+-- log (of each article's shard) and per-article quarantine tallies; the
+-- site's totals are totals.lua's.
 
 local QNAMES = { 'q_dup', 'q_rl', 'q_bot', 'q_rep' }
 local QSLOT = { 1, 2, 3, 4, nil, nil, 3, 3 }
@@ -86,8 +87,6 @@ end
 
 local changed, changed_list = {}, {}
 local act_h, act_d = {}, {}
-local q_global = { 0, 0, 0, 0 }
-local q_hour = {}
 for i, e in ipairs(ev) do
   local v = verdicts[i]
   if v == 0 then
@@ -104,9 +103,10 @@ for i, e in ipairs(ev) do
     if e.kind == 'v' then
       view_group(e)
     else
-      local hh = bucket(P .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
-      local hd = bucket(P .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
-      local life = bucket(P .. 'counter:article:' .. e.art)
+      local A = AK(P, e.art)
+      local hh = bucket(A .. 'bucket:h:' .. e.art .. ':' .. nstr(e.hour), (e.hour + 1) * 3600 + hkeep)
+      local hd = bucket(A .. 'bucket:d:' .. e.art .. ':' .. nstr(e.day), (e.day + 1) * 86400 + dkeep)
+      local life = bucket(A .. 'counter:article:' .. e.art)
       if e.kind == 'd' then
       add(life, 'dwell_s', e.secs)
       add(life, 'dwell_n', 1)
@@ -122,27 +122,24 @@ for i, e in ipairs(ev) do
       end
     end
   elseif v <= 4 or v >= 7 then
-    local slot = QSLOT[v]
-    local name = QNAMES[slot]
-    q_global[slot] = q_global[slot] + 1
-    local qh = q_hour[e.hour]
-    if not qh then qh = { 0, 0, 0, 0 }; q_hour[e.hour] = qh end
-    qh[slot] = qh[slot] + 1
+    local name = QNAMES[QSLOT[v]]
     -- Quarantined events never register an article, but are tallied on
     -- the ones that exist.
     if e.tally then
-      add(bucket(P .. 'counter:article:' .. e.art), name, 1)
-      add(bucket(P .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
+      local A = AK(P, e.art)
+      add(bucket(A .. 'counter:article:' .. e.art), name, 1)
+      add(bucket(A .. 'bucket:h:' .. e.art .. ':' .. e.hour, (e.hour + 1) * 3600 + hkeep), name, 1)
     end
   end
 end
 
 for _, g in ipairs(vorder) do
   local a, h, d = g.art, nstr(g.hour), nstr(g.day)
-  redis.call('INCRBY', P .. 'counter:views:' .. a, nstr(g.n))
-  pfadd(P .. 'hll:uv:' .. a, g)
-  view_bucket(P .. 'bucket:h:' .. a .. ':' .. h, P .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
-  view_bucket(P .. 'bucket:d:' .. a .. ':' .. d, P .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
+  local A = AK(P, a)
+  redis.call('INCRBY', A .. 'counter:views:' .. a, nstr(g.n))
+  pfadd(A .. 'hll:uv:' .. a, g)
+  view_bucket(A .. 'bucket:h:' .. a .. ':' .. h, A .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
+  view_bucket(A .. 'bucket:d:' .. a .. ':' .. d, A .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
 end
 
 for _, key in ipairs(key_order) do
@@ -174,7 +171,6 @@ local function sadd_sharded(name, set, expires_at)
 end
 
 if counted > 0 then
-  redis.call('INCRBY', P .. 'stats:counted', counted)
   -- Changed articles by shard, in first-change order; one seq per shard.
   local changed_by, shard_order = by_shard(changed_list)
   for _, k in ipairs(shard_order) do
@@ -189,8 +185,11 @@ if counted > 0 then
       redis.call('ZADD', S .. 'changes', unpack(args))
     end
   end
-  for s = 1, #changed_list, SET_CHUNK do
-    redis.call('SADD', P .. 'archive:dirty', unpack(changed_list, s, math.min(s + SET_CHUNK - 1, #changed_list)))
+  for _, k in ipairs(shard_order) do
+    local list = changed_by[k]
+    for s = 1, #list, SET_CHUNK do
+      redis.call('SADD', LK(P, k) .. 'archive:dirty', unpack(list, s, math.min(s + SET_CHUNK - 1, #list)))
+    end
   end
   for hour, set in pairs(act_h) do
     sadd_sharded('active:h:' .. hour, set, (hour + 1) * 3600 + hkeep)
@@ -199,16 +198,3 @@ if counted > 0 then
     sadd_sharded('active:d:' .. day, set, (day + 1) * 86400 + dkeep)
   end
 end
-for v = 1, 4 do
-  if q_global[v] > 0 then
-    redis.call('HINCRBY', P .. 'stats:quarantine', QNAMES[v], q_global[v])
-  end
-end
-for hour, qh in pairs(q_hour) do
-  local key = P .. 'stats:quarantine:h:' .. hour
-  for v = 1, 4 do
-    if qh[v] > 0 then redis.call('HINCRBY', key, QNAMES[v], qh[v]) end
-  end
-  redis.call('EXPIRE', key, ttl((hour + 1) * 3600 + dkeep))
-end
-

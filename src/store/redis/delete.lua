@@ -3,10 +3,10 @@
 -- ARGV: prefix, article id. Returns 0 if unknown or already deleted.
 local P, id = ARGV[1], ARGV[2]
 -- Every name is checked before the first write.
-local meta = K(P .. 'meta:article:' .. id)
+local meta = K(AK(P, id) .. 'meta:article:' .. id)
 local S = SK(P, id)
 local newest, cseq, changes = K(S .. 'articles:new'), K(S .. 'changes:seq'), K(S .. 'changes')
-local dirty = K(P .. 'archive:dirty')
+local dirty = K(AK(P, id) .. 'archive:dirty')
 if redis.call('EXISTS', meta) == 0 or redis.call('HGET', meta, 'deleted') == '1' then
   return 0
 end

@@ -219,25 +219,26 @@ pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
 /// Everything under the store's prefix as dump records.
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
-    let prefix = &keys.prefix;
     let mut con = store.con();
     let mut found = Found::default();
-    let mut cursor: u64 = 0;
-    let pattern = format!("{}*", glob_escape(prefix));
-    loop {
-        let (next, batch): (u64, Vec<String>) = con
-            .scan(&keys.clock(), cursor, &pattern, 1000)
-            .await
-            .map_err(store_err)?;
-        for k in &batch {
-            if let Some(rest) = k.strip_prefix(prefix.as_str()) {
-                classify(&mut found, k, rest);
+    for (route, prefix) in keys.scan_prefixes() {
+        let mut cursor: u64 = 0;
+        let pattern = format!("{}*", glob_escape(&prefix));
+        loop {
+            let (next, batch): (u64, Vec<String>) = con
+                .scan(&route, cursor, &pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            for k in &batch {
+                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
+                    classify(&mut found, k, rest);
+                }
             }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
     }
     let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
     let oldest = oldest_hour(now, store.options().hourly_days);
@@ -338,12 +339,12 @@ async fn read_articles(
     hours_of: &HashMap<ArticleId, Vec<i64>>,
     days_of: &HashMap<ArticleId, Vec<i64>>,
 ) -> Result<Vec<Record>, StoreError> {
-    let mut con = store.con();
     let mut out = Vec::with_capacity(ids.len());
     for ids in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         queue_reads(&mut pipe, store, ids, hours_of, days_of);
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        // (One pipeline per slot when the site spans slots.)
+        let got: Vec<Value> = store.query_pipe(&pipe).await.map_err(store_err)?;
         parse_reads(&mut got.into_iter(), ids, hours_of, days_of, &mut out)?;
     }
     Ok(out)
@@ -481,11 +482,10 @@ pub(super) async fn members_over(
     if span.is_empty() {
         return Ok(out);
     }
-    let mut con = store.con();
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         queue_members(&mut pipe, store, part, span.clone(), &set);
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let got: Vec<Value> = store.query_pipe(&pipe).await.map_err(store_err)?;
         collect_members(&mut got.into_iter(), store, part, span.clone(), &mut out)?;
     }
     Ok(out)
@@ -664,16 +664,20 @@ pub async fn load_redis(
     let keys = store.keys();
     let mut con = store.con();
     let err = |e: StoreError| e.to_string();
-    let (_, existing): (u64, Vec<String>) = con
-        .scan(
-            &keys.clock(),
-            0,
-            &format!("{}meta:article:*", glob_escape(&keys.prefix)),
-            100_000,
-        )
-        .await
-        .map_err(|e| err(store_err(e)))?;
-    if !existing.is_empty() {
+    let mut existing = false;
+    for (route, prefix) in keys.scan_prefixes() {
+        let (_, found): (u64, Vec<String>) = con
+            .scan(
+                &route,
+                0,
+                &format!("{}meta:article:*", glob_escape(&prefix)),
+                100_000,
+            )
+            .await
+            .map_err(|e| err(store_err(e)))?;
+        existing |= !found.is_empty();
+    }
+    if existing {
         return Err(
             "this Redis prefix already holds articles: import only into an empty one".into(),
         );
@@ -693,13 +697,22 @@ pub async fn load_redis(
         pipe.hset(key, field, v).expire(key, *life);
     };
     let mut articles = 0u64;
+    // `stats:articles`, one count per copy (keys.rs `Keys::ledger`).
+    let mut registered: BTreeMap<String, u64> = keys
+        .ledgers("stats:articles")
+        .into_iter()
+        .map(|k| (k, 0))
+        .collect();
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
     for r in records {
         match r {
             Record::Header { .. } => {}
-            Record::Article { .. } => {
+            Record::Article { id, .. } => {
                 articles += 1;
+                *registered
+                    .entry(keys.ledger(id, "stats:articles"))
+                    .or_default() += 1;
                 article_writes(&mut pipe, store, r, settings, now, true)?;
             }
             Record::Totals {
@@ -763,7 +776,9 @@ pub async fn load_redis(
         }
         queued += 1;
         if queued >= CHUNK {
-            pipe.query_async::<()>(&mut con)
+            // (One pipeline per slot when the site spans slots.)
+            store
+                .query_pipe::<()>(&pipe)
                 .await
                 .map_err(|e| err(store_err(e)))?;
             pipe = redis::pipe();
@@ -774,8 +789,11 @@ pub async fn load_redis(
     for sk in keys.all_shards() {
         pipe.incr(sk.changes_seq(), 1);
     }
-    pipe.set(keys.articles_count(), articles);
-    pipe.query_async::<()>(&mut con)
+    for (key, n) in registered {
+        pipe.set(key, n);
+    }
+    store
+        .query_pipe::<()>(&pipe)
         .await
         .map_err(|e| err(store_err(e)))?;
     Ok(articles)

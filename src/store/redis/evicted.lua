@@ -4,8 +4,9 @@
 -- batch id: nothing of it ran). Put after a head that parsed `ev` (each
 -- with `.art`) and defined `P`, before any write (docs/design.md,
 -- "Eviction and restore"). One SCARD when nothing is evicted.
-do
-  local tomb = K(P .. 'archive:evicted')
+for t = 0, (SPLIT and NSHARDS or 1) - 1 do
+  -- (Each shard's tombstones when each keeps its own.)
+  local tomb = K(LK(P, t) .. 'archive:evicted')
   if redis.call('SCARD', tomb) > 0 then
     local ids, seen, gone = {}, {}, {}
     for _, e in ipairs(ev) do

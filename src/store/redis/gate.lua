@@ -102,8 +102,14 @@ for _, e in ipairs(ev) do
     art_list[#art_list + 1] = e.art
   end
 end
--- (Each article in its shard's articles:new.)
-local arts_by, shard_order = by_shard(art_list)
+-- (Each article in its shard's articles:new; or, in a split site's gate
+-- stage, as the read before it saw them: `GIVEN`.)
+local arts_by, shard_order = by_shard(GIVEN and {} or art_list)
+for _, id in ipairs(GIVEN and art_list or {}) do
+  local g = GIVEN.arts[id]
+  arts[id].exists = g ~= nil and g.exists
+  arts[id].known = g ~= nil and g.known
+end
 for _, k in ipairs(shard_order) do
   local list, newest = arts_by[k], K(shard_prefix(P, k) .. 'articles:new')
   for s = 1, #list, CHUNK do
@@ -112,10 +118,10 @@ for _, k in ipairs(shard_order) do
   end
 end
 local new_untrusted = false
-for _, id in ipairs(art_list) do
+for _, id in ipairs(GIVEN and {} or art_list) do
   local a = arts[id]
   if require_known or not a.exists then
-    local m = redis.call('HMGET', K(P .. 'meta:article:' .. id), 'publishedAt', 'known')
+    local m = redis.call('HMGET', K(AK(P, id) .. 'meta:article:' .. id), 'publishedAt', 'known')
     a.exists = m[1] and true or false
     a.known = m[2] == '1'
   end
@@ -126,7 +132,11 @@ if max_articles > 0 then
     if not arts[e.art].exists and not e.trusted then new_untrusted = true end
   end
   if new_untrusted then
-    article_count = tonumber(redis.call('GET', K(P .. 'stats:articles')) or '0')
+    -- (Each shard's count when each keeps its own: their sum.)
+    if GIVEN then article_count = GIVEN.count end
+    for k = 0, (GIVEN and 0 or (SPLIT and NSHARDS or 1)) - 1 do
+      article_count = article_count + tonumber(redis.call('GET', K(LK(P, k) .. 'stats:articles')) or '0')
+    end
   end
 end
 
@@ -280,11 +290,19 @@ for _, f in ipairs(FAM) do
   end
 end
 
--- New articles: registered by their first counted event.
-for _, id in ipairs(new_arts) do
-  local meta = P .. 'meta:article:' .. id
+-- New articles: registered by their first counted event (in a split
+-- site's gate stage, by the count stage of their shard).
+for _, id in ipairs(GIVEN and {} or new_arts) do
+  local meta = AK(P, id) .. 'meta:article:' .. id
   redis.call('HSETNX', meta, 'publishedAt', arts[id].published)
   redis.call('ZADD', SK(P, id) .. 'articles:new', arts[id].published, id)
 end
-if #new_arts > 0 then redis.call('INCRBY', P .. 'stats:articles', #new_arts) end
+if #new_arts > 0 and not GIVEN then
+  if SPLIT then
+    local by, order = by_shard(new_arts)
+    for _, k in ipairs(order) do redis.call('INCRBY', LK(P, k) .. 'stats:articles', #by[k]) end
+  else
+    redis.call('INCRBY', P .. 'stats:articles', #new_arts)
+  end
+end
 

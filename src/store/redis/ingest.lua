@@ -55,9 +55,29 @@ local batch_id = ARGV[14]
 local n = tonumber(ARGV[15])
 local H = 15
 local F = 12
+-- Over a split site's gate stage (GATE_STAGE, set by the chunk in front:
+-- gate_stage.lua follows gate.lua and totals.lua instead of the counters),
+-- the events are followed by what a read of the shards saw: the number
+-- of copies of `stats:articles` summed (for max_articles), the number of
+-- articles m, then m times (id, exists 0/1, known 0/1). gate.lua takes
+-- existence from there (`GIVEN`) instead of the shards' keys.
+local GIVEN = nil
+local tail = 0
+if GATE_STAGE and n then
+  local m = tonumber(ARGV[H + n * F + 2])
+  if m then
+    GIVEN = { count = tonumber(ARGV[H + n * F + 1]), arts = {} }
+    for j = 0, m - 1 do
+      local b = H + n * F + 2 + 3 * j
+      GIVEN.arts[ARGV[b + 1]] = { exists = ARGV[b + 2] == '1', known = ARGV[b + 3] == '1' }
+    end
+    tail = 2 + 3 * m
+  end
+end
 
 if not (now and window and vlimit and iplimit and eid_ttl and hkeep and dkeep
-    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F then
+    and max_articles and bot_n and bot_ms and n) or #ARGV ~= H + n * F + tail
+    or (GATE_STAGE and not (GIVEN and GIVEN.count and batch_id ~= '')) then
   return redis.error_reply('ERR ingest.lua: malformed header')
 end
 
@@ -67,6 +87,7 @@ local BATCH_TTL = 120
 -- A retried batch: the first call's answer, nothing applied again.
 if batch_key then
   local done = redis.call('GET', batch_key)
+  if done and GATE_STAGE then return gate_stage_recorded(done, P, batch_id) end
   if done then
     local out = {}
     for v in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(v) end
@@ -87,27 +108,31 @@ end
 -- With declared keys (a cluster), every name the batch may write is
 -- checked before anything is read or written (dedupe keys and gate slots
 -- are checked where they are named, also before the first write).
-if DECLARED then
-  for _, name in ipairs({ 'clock', 'stats:counted', 'archive:dirty',
-      'stats:quarantine', 'stats:articles' }) do
+if DECLARED and not GATE_STAGE then
+  for _, name in ipairs({ 'clock', 'stats:counted', 'stats:quarantine' }) do
     K(P .. name)
+  end
+  for k = 0, (SPLIT and NSHARDS or 1) - 1 do
+    for _, name in ipairs({ 'archive:dirty', 'archive:evicted', 'stats:articles' }) do
+      K(LK(P, k) .. name)
+    end
   end
   for _, e in ipairs(ev) do
     local a, h, d = e.art, e.hour, e.day
-    local S = SK(P, a)
+    local S, A = SK(P, a), AK(P, a)
     K(S .. 'changes:seq')
     K(S .. 'changes')
     K(S .. 'articles:new')
     K(S .. 'active:h:' .. h)
     K(S .. 'active:d:' .. d)
-    K(P .. 'counter:views:' .. a)
-    K(P .. 'hll:uv:' .. a)
-    K(P .. 'counter:article:' .. a)
-    K(P .. 'meta:article:' .. a)
-    K(P .. 'bucket:h:' .. a .. ':' .. h)
-    K(P .. 'hll:uv:h:' .. a .. ':' .. h)
-    K(P .. 'bucket:d:' .. a .. ':' .. d)
-    K(P .. 'hll:uv:d:' .. a .. ':' .. d)
+    K(A .. 'counter:views:' .. a)
+    K(A .. 'hll:uv:' .. a)
+    K(A .. 'counter:article:' .. a)
+    K(A .. 'meta:article:' .. a)
+    K(A .. 'bucket:h:' .. a .. ':' .. h)
+    K(A .. 'hll:uv:h:' .. a .. ':' .. h)
+    K(A .. 'bucket:d:' .. a .. ':' .. d)
+    K(A .. 'hll:uv:d:' .. a .. ':' .. d)
     K(P .. 'stats:quarantine:h:' .. h)
   end
 end

@@ -21,6 +21,11 @@ pub struct Keys {
     /// Article shards (`[redis] shards`): the keys of [`ShardKeys`] exist
     /// once per shard.
     pub shards: u32,
+    /// On a Redis Cluster, the site's hash tag (`site1:`, `hotrank` for
+    /// the empty prefix; the prefix is then `{<tag>}`). With more than one
+    /// shard, shard `k`'s keys and the per-article keys of its articles
+    /// carry the tag `{<tag>:s<k>}` ([`Keys::shard`], [`Keys::article`]).
+    pub tag: Option<String>,
 }
 
 /// The shard of article `id` among `n`: a polynomial hash of its bytes
@@ -38,12 +43,26 @@ pub fn shard_of(id: &str, n: u32) -> u32 {
     (h % u64::from(n)) as u32
 }
 
-/// The Lua chunk in front of every script that names a shard's key:
-/// the site's shard count, compiled in (so no script argument, and no
-/// journaled one, changes with it), and `shard.lua`'s helpers.
+/// The Lua chunk in front of every script that names a shard's key, on
+/// one Redis: the site's shard count, compiled in (so no script argument,
+/// and no journaled one, changes with it), and `shard.lua`'s helpers.
 pub fn shard_chunk(n: u32) -> String {
+    shard_chunk_tagged(n, None)
+}
+
+/// [`shard_chunk`] for a site whose keys carry the hash tag `tag` (a
+/// Redis Cluster, [`Keys::tag`]): `shard.lua` then names shard `k`'s keys,
+/// and with more than one shard the per-article keys of its articles,
+/// under `{<tag>:s<k>}`, as [`Keys::shard`] and [`Keys::article`] do.
+pub fn shard_chunk_tagged(n: u32, tag: Option<&str>) -> String {
+    // A tag is a validated prefix (`[A-Za-z0-9_:.-]`) or `hotrank`: it
+    // needs no quoting in a Lua string.
+    let stag = match tag {
+        Some(t) => format!("'{t}'"),
+        None => "nil".to_string(),
+    };
     format!(
-        "local NSHARDS = {}\n{}",
+        "local NSHARDS = {}\nlocal STAG = {stag}\n{}",
         n.max(1),
         include_str!("shard.lua")
     )
@@ -70,7 +89,13 @@ impl Keys {
             prefix: prefix.to_string(),
             seed_layout: false,
             shards: 1,
+            tag: None,
         }
+    }
+
+    /// The Lua chunk of this site's shard helpers ([`shard_chunk_tagged`]).
+    pub fn lua_chunk(&self) -> String {
+        shard_chunk_tagged(self.shards, self.tag.as_deref())
     }
 
     /// The same names over `n` article shards.
@@ -86,10 +111,14 @@ impl Keys {
         self.k(format_args!("shards"))
     }
 
-    /// The keys of shard `k`.
+    /// The keys of shard `k`: the site's names with one shard; with more,
+    /// `<prefix>s<k>:` on one Redis and the hash tag `{<tag>:s<k>}` on a
+    /// cluster (the shard's own slot).
     pub fn shard(&self, k: u32) -> ShardKeys {
         let prefix = if self.shards <= 1 {
             self.prefix.clone()
+        } else if let Some(tag) = &self.tag {
+            format!("{{{tag}:s{k}}}")
         } else {
             format!("{}s{k}:", self.prefix)
         };
@@ -125,6 +154,21 @@ impl Keys {
         groups
     }
 
+    /// Where the site's keys live, for a scan: (a key that routes to the
+    /// node, the prefix to match). The site's prefix covers everything on
+    /// one Redis (shard keys are `<prefix>s<k>:…`); on a cluster with more
+    /// than one shard each shard's tag is a prefix of its own, on the node
+    /// of the shard's slot.
+    pub fn scan_prefixes(&self) -> Vec<(String, String)> {
+        let mut out = vec![(self.clock(), self.prefix.clone())];
+        if self.spans_slots() {
+            for sk in self.all_shards() {
+                out.push((sk.changes(), sk.prefix));
+            }
+        }
+        out
+    }
+
     /// The keys of every shard, in shard order.
     pub fn all_shards(&self) -> Vec<ShardKeys> {
         (0..self.shards).map(|k| self.shard(k)).collect()
@@ -145,8 +189,33 @@ impl Keys {
         let tag = if prefix.is_empty() { "hotrank" } else { prefix };
         Keys {
             prefix: format!("{{{tag}}}"),
+            tag: Some(tag.to_string()),
             ..Keys::new("")
         }
+    }
+
+    /// The prefix of article `id`'s own keys (counters, metadata, buckets,
+    /// sketches, voters): the site's, except on a cluster with more than
+    /// one shard, where they live in the slot of the article's shard
+    /// (`{<tag>:s<k>}`, `shard.lua`'s `AK`). On one Redis they keep the
+    /// site's names whatever the shard count.
+    pub fn article(&self, id: &ArticleId) -> String {
+        if self.spans_slots() {
+            self.of(id).prefix
+        } else {
+            self.prefix.clone()
+        }
+    }
+
+    /// Whether the site's keys span several cluster slots (tagged, more
+    /// than one shard): pipelines then run one per slot
+    /// (`slots::query_by_slot`).
+    pub fn spans_slots(&self) -> bool {
+        self.tag.is_some() && self.shards > 1
+    }
+
+    fn a(&self, id: &ArticleId, rest: std::fmt::Arguments<'_>) -> String {
+        format!("{}{}", self.article(id), rest)
     }
 
     /// The seed 003 post counter.
@@ -156,6 +225,29 @@ impl Keys {
     /// The id one post.lua call created, by request id.
     pub fn post_request(&self, request: &str) -> String {
         self.k(format_args!("post:req:{request}"))
+    }
+    /// The id the first stage of a post over a split site reserved, by
+    /// request id (`post_id.lua`).
+    pub fn post_reserved(&self, request: &str) -> String {
+        self.k(format_args!("post:id:{request}"))
+    }
+    /// Every key `post_at.lua` touches creating article `id` for
+    /// `request` (one slot: the article's shard's).
+    pub fn post_at_keys(&self, id: &ArticleId, request: &str) -> Vec<String> {
+        let sk = self.of(id);
+        let mut keys = vec![
+            self.meta(id),
+            self.voted(id),
+            self.counters(id),
+            sk.newest(),
+            sk.changes_seq(),
+            sk.changes(),
+        ];
+        for name in ["stats:articles", "time:", "score:", "archive:dirty"] {
+            keys.push(self.ledger(id, name));
+        }
+        keys.push(self.ledger(id, &format!("post:req:{request}")));
+        keys
     }
     /// Seed 003's `time:` and `score:` sorted sets.
     pub fn vote_time(&self) -> String {
@@ -172,34 +264,44 @@ impl Keys {
     pub fn batch(&self, id: &str) -> String {
         self.k(format_args!("gate:batch:{id}"))
     }
+    /// Over a split site: shard `k`'s outbox entry of one batch (what its
+    /// count stage applies), in the site's slot.
+    pub fn outbox_entry(&self, k: u32, batch: &str) -> String {
+        self.k(format_args!("gate:out:{k}:{batch}"))
+    }
+    /// Over a split site: the pending outbox entries (`<k>:<batch>`) by
+    /// the time of their gate stage.
+    pub fn outbox(&self) -> String {
+        self.k(format_args!("gate:outbox"))
+    }
 
     fn k(&self, rest: std::fmt::Arguments<'_>) -> String {
         format!("{}{}", self.prefix, rest)
     }
 
     pub fn views(&self, id: &ArticleId) -> String {
-        self.k(format_args!("counter:views:{id}"))
+        self.a(id, format_args!("counter:views:{id}"))
     }
     pub fn uv(&self, id: &ArticleId) -> String {
-        self.k(format_args!("hll:uv:{id}"))
+        self.a(id, format_args!("hll:uv:{id}"))
     }
     pub fn meta(&self, id: &ArticleId) -> String {
-        self.k(format_args!("meta:article:{id}"))
+        self.a(id, format_args!("meta:article:{id}"))
     }
     pub fn counters(&self, id: &ArticleId) -> String {
-        self.k(format_args!("counter:article:{id}"))
+        self.a(id, format_args!("counter:article:{id}"))
     }
     pub fn bucket_h(&self, id: &ArticleId, hour: i64) -> String {
-        self.k(format_args!("bucket:h:{id}:{hour}"))
+        self.a(id, format_args!("bucket:h:{id}:{hour}"))
     }
     pub fn uv_h(&self, id: &ArticleId, hour: i64) -> String {
-        self.k(format_args!("hll:uv:h:{id}:{hour}"))
+        self.a(id, format_args!("hll:uv:h:{id}:{hour}"))
     }
     pub fn bucket_d(&self, id: &ArticleId, day: i64) -> String {
-        self.k(format_args!("bucket:d:{id}:{day}"))
+        self.a(id, format_args!("bucket:d:{id}:{day}"))
     }
     pub fn uv_d(&self, id: &ArticleId, day: i64) -> String {
-        self.k(format_args!("hll:uv:d:{id}:{day}"))
+        self.a(id, format_args!("hll:uv:d:{id}:{day}"))
     }
     /// Articles ever registered (events, `PUT`, posts): `max_articles`.
     pub fn articles_count(&self) -> String {
@@ -214,6 +316,29 @@ impl Keys {
     pub fn quarantine_h(&self, hour: i64) -> String {
         self.k(format_args!("stats:quarantine:h:{hour}"))
     }
+    /// The copy of the site's bookkeeping `name` (`stats:articles`,
+    /// `archive:dirty`, `archive:evicted`, `time:`, `score:`) that writes
+    /// of article `id` touch: the site's, except when the site spans slots
+    /// (tagged, more than one shard), where each shard keeps its own in
+    /// its slot (`shard.lua`'s `LK`) and readers take them all
+    /// ([`Keys::ledgers`]).
+    pub fn ledger(&self, id: &ArticleId, name: &str) -> String {
+        self.a(id, format_args!("{name}"))
+    }
+
+    /// Every copy of the site's bookkeeping `name` (see [`Keys::ledger`]):
+    /// the site's, or one per shard.
+    pub fn ledgers(&self, name: &str) -> Vec<String> {
+        if self.spans_slots() {
+            self.all_shards()
+                .into_iter()
+                .map(|sk| format!("{}{name}", sk.prefix))
+                .collect()
+        } else {
+            vec![self.k(format_args!("{name}"))]
+        }
+    }
+
     /// Articles changed since the archive writer last took the set.
     pub fn archive_dirty(&self) -> String {
         self.k(format_args!("archive:dirty"))
@@ -255,7 +380,7 @@ impl Keys {
 
     /// Seed 003's voter set of an article.
     pub fn voted(&self, id: &ArticleId) -> String {
-        self.k(format_args!("voted:{id}"))
+        self.a(id, format_args!("voted:{id}"))
     }
 
     /// Seed 000's `hot:score` in seed layout: the top 1000 exact scores,
@@ -444,6 +569,97 @@ pub struct KeySpec {
     pub writer: &'static str,
 }
 
+/// Where a key lives on a Redis Cluster when the site has more than one
+/// article shard (with one, every key of the site is in the slot of `{<site>}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The site's slot, `{<site>}`: gate state, totals, the archive's and
+    /// the posts' bookkeeping.
+    Site,
+    /// Shard `k`'s slot, `{<site>:s<k>}`: its change log, activity sets,
+    /// `articles:new`, rankings and their index.
+    Shard,
+    /// The slot of the article's shard: the article's own keys.
+    Article,
+    /// Each shard's slot: the copy each shard keeps of the site's
+    /// bookkeeping that writes of its articles touch ([`Keys::ledger`]).
+    Ledger,
+    /// Never on a sharded cluster (seed layout, the ingest pipeline:
+    /// config refuses either with `shards > 1`).
+    OneShard,
+}
+
+/// Per-article keys (their article's shard slot on a sharded cluster).
+const ARTICLE_KEYS: &[&str] = &[
+    "counter:views:<id>",
+    "hll:uv:<id>",
+    "meta:article:<id>",
+    "voted:<id>",
+    "counter:article:<id>",
+    "bucket:h:<id>:<hour>",
+    "hll:uv:h:<id>:<hour>",
+    "bucket:d:<id>:<day>",
+    "hll:uv:d:<id>:<day>",
+];
+
+/// The site's bookkeeping of which each shard keeps a copy when the site
+/// spans slots ([`Keys::ledger`]).
+const LEDGER_KEYS: &[&str] = &[
+    "post:req:<hex>",
+    "stats:articles",
+    "archive:dirty",
+    "archive:evicted",
+    "time:",
+    "score:",
+];
+
+/// Per-shard keys, as named with one shard (after a shard's tag on a
+/// sharded cluster) and with `s<k>:` on one Redis.
+const SHARD_KEYS: &[&str] = &[
+    "hot:score",
+    "active:h:<hour>",
+    "active:d:<day>",
+    "articles:new",
+    "hot:<model>:<range>:<filter>",
+    "hot:score:state",
+    "hot:<model>:<range>:<filter>:state",
+    "hot:index",
+    "<ranking>:build:<hex>",
+    "changes",
+    "changes:seq",
+    "changes:floor",
+    "gate:done:<hex>",
+];
+
+impl KeySpec {
+    /// The slot this key lives in on a cluster with more than one shard.
+    pub fn slot(&self) -> Slot {
+        if matches!(self.section, "layouts" | "pipeline") {
+            Slot::OneShard
+        } else if ARTICLE_KEYS.contains(&self.pattern) {
+            Slot::Article
+        } else if LEDGER_KEYS.contains(&self.pattern) {
+            Slot::Ledger
+        } else if SHARD_KEYS.contains(&self.pattern)
+            || SHARD_KEYS.contains(&self.pattern.trim_start_matches("s<k>:"))
+        {
+            Slot::Shard
+        } else {
+            Slot::Site
+        }
+    }
+
+    /// The id in `rest` (a key without its prefix or tag) of a per-article
+    /// key ([`Slot::Article`]), e.g. `42` in `bucket:h:42:493000`.
+    pub fn article_in<'a>(&self, rest: &'a str) -> Option<&'a str> {
+        if self.slot() != Slot::Article {
+            return None;
+        }
+        let head = self.pattern.split("<id>").next()?;
+        rest.strip_prefix(head)?.split(':').next()
+    }
+}
+
 macro_rules! key_spec {
     ($section:expr, $pattern:expr, $regex:expr, $kind:expr, $holds:expr, $ttl:expr, $ttl_text:expr, $writer:expr) => {
         KeySpec {
@@ -516,10 +732,20 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "post:req:<hex>",
         r"^post:req:[0-9a-f]{32}$",
         "string",
-        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice",
+        "the id one post.lua call created, so a call re-sent after a lost reply creates nothing twice (over a split site: `post_at.lua`'s, per shard)",
         Ttl::Expires,
         "2 min",
-        "post.lua"
+        "post.lua, post_at.lua"
+    ),
+    key_spec!(
+        "seed003",
+        "post:id:<hex>",
+        r"^post:id:[0-9a-f]{32}$",
+        "string",
+        "over a split site only: the id the first stage of one post reserved (`post_id.lua`), so a re-sent call reserves nothing twice",
+        Ttl::Expires,
+        "2 min",
+        "post_id.lua"
     ),
     key_spec!(
         "seed003",
@@ -800,6 +1026,36 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::Expires,
         "2 min",
         "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:out:<k>:<hex>",
+        r"^gate:out:[0-9]{1,3}:[0-9a-f]{32}$",
+        "string",
+        "over a split site only: shard `k`'s outbox entry of one batch (its counted events, quarantine tallies and new articles, MessagePack), written by the gate stage, removed once the shard's count stage ran",
+        Ttl::None,
+        "none (removed after the count stage, or by the sweeper)",
+        "gate_stage.lua; split.rs removes it"
+    ),
+    key_spec!(
+        "gate",
+        "gate:outbox",
+        r"^gate:outbox$",
+        "zset",
+        "over a split site only: pending outbox entries, member `<k>:<batch>`, score = the gate stage's `now`; the sweeper applies those older than 5 s",
+        Ttl::None,
+        "none",
+        "gate_stage.lua; split.rs"
+    ),
+    key_spec!(
+        "gate",
+        "gate:done:<hex>",
+        r"^gate:done:[0-9a-f]{32}$",
+        "string",
+        "over a split site only, in each shard's slot: the batch's count stage ran there (it runs once)",
+        Ttl::Expires,
+        "1 day",
+        "count_stage.lua"
     ),
     key_spec!(
         "rankings",
@@ -1156,11 +1412,19 @@ pub const KEY_TABLE: &[KeySpec] = &[
 /// The markdown table of one docs section, as docs/redis-keys.md holds it
 /// between `<!-- keys:<section> -->` and `<!-- /keys -->`.
 pub fn render_key_table(section: &str) -> String {
-    let mut out =
-        String::from("| key | type | holds | TTL | written by |\n|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| key | type | holds | TTL | written by | tag on a cluster, shards > 1 |\n|---|---|---|---|---|---|\n",
+    );
     for k in KEY_TABLE.iter().filter(|k| k.section == section) {
+        let tag = match k.slot() {
+            Slot::Site => "`{<site>}`",
+            Slot::Shard => "`{<site>:s<k>}`",
+            Slot::Article => "`{<site>:s<k>}`, k = the article's shard",
+            Slot::Ledger => "`{<site>:s<k>}`: a copy per shard, of its articles",
+            Slot::OneShard => "(one shard only)",
+        };
         out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} | {tag} |\n",
             k.pattern, k.kind, k.holds, k.ttl_text, k.writer
         ));
     }

@@ -13,7 +13,7 @@
 
 use redis::Script;
 
-use super::{RedisStore, Scripts, StoreError, sharded};
+use super::{Keys, RedisStore, Scripts, StoreError, sharded};
 
 /// One kind of article operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,17 +44,20 @@ impl OpKind {
     fn body(self) -> &'static str {
         match self {
             OpKind::Put => include_str!("put.lua"),
-            OpKind::Post => include_str!("post.lua"),
+            OpKind::Post => concat!(
+                include_str!("post.lua"),
+                include_str!("post_make.lua"),
+                include_str!("post_end.lua")
+            ),
             OpKind::Vote => include_str!("vote.lua"),
             OpKind::Delete => include_str!("delete.lua"),
         }
     }
 }
 
-/// The script of `kind` without a journal, for a site of `shards`
-/// article shards.
-pub(super) fn plain(shards: u32, kind: OpKind) -> Script {
-    sharded(shards, &[include_str!("op_plain.lua"), kind.body()])
+/// The script of `kind` without a journal, for the site `keys` names.
+pub(super) fn plain(keys: &Keys, kind: OpKind) -> Script {
+    sharded(keys, &[include_str!("op_plain.lua"), kind.body()])
 }
 
 /// The four operations as a node with a journal runs them.
@@ -66,11 +69,11 @@ pub(super) struct OpScripts {
 }
 
 impl OpScripts {
-    /// For a site of `shards` article shards.
-    pub fn new(shards: u32) -> Self {
+    /// For the site `keys` names.
+    pub fn new(keys: &Keys) -> Self {
         let j = |k: OpKind| {
             sharded(
-                shards,
+                keys,
                 &[
                     include_str!("op_journal.lua"),
                     k.body(),

@@ -18,6 +18,8 @@
 -- finds nothing to redo.
 --
 -- Returns { entries decided, entries skipped }.
+-- (No read before the gate: gate.lua reads existence itself.)
+local GIVEN = nil
 local SRC, DST, GROUP = ARGV[12], ARGV[13], ARGV[14]
 local n = tonumber(ARGV[15])
 local H, F = 15, 14

@@ -16,6 +16,8 @@
 -- node's `now` (s), and the 12 event fields of ingest.lua.
 --
 -- Returns { entries applied, entries counted }.
+-- (No read before the gate: gate.lua reads existence itself.)
+local GIVEN = nil
 local n = tonumber(ARGV[12])
 local H, F = 12, 15
 if not (gate_args_ok and n) or #ARGV ~= H + n * F or n == 0 then

@@ -118,7 +118,7 @@ impl IngestPipeline {
         let undone = include_str!("pipe_undone.lua");
         // The gate and the counters name shard keys (config refuses a
         // pipeline over more than one shard for now).
-        let shards = store.keys.shards;
+        let keys = store.keys.clone();
         IngestPipeline {
             store,
             cfg,
@@ -126,7 +126,7 @@ impl IngestPipeline {
                 append: chunks(&[include_str!("pipe_append.lua")]),
                 unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
                 filter: sharded(
-                    shards,
+                    &keys,
                     &[
                         EVENT,
                         undone,
@@ -139,13 +139,14 @@ impl IngestPipeline {
                     ],
                 ),
                 count: sharded(
-                    shards,
+                    &keys,
                     &[
                         undone,
                         include_str!("pipe_count.lua"),
                         super::EVICTED,
                         COMMON,
                         APPLY,
+                        super::TOTALS,
                         tail,
                     ],
                 ),

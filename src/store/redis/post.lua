@@ -16,6 +16,8 @@
 -- the caller tries again with the next candidates.
 local P, published, poster, window = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local per = tonumber(ARGV[6])
+-- The first field/value pair of the metadata.
+local FIRST = 7
 local req = K(P .. 'post:req:' .. ARGV[5])
 local done = redis.call('GET', req)
 if done then return done end
@@ -29,30 +31,6 @@ local id
 repeat
   n = n + 1
   id = tostring(n)
-  if DECLARED and not DECLARED[P .. 'meta:article:' .. id] then return '' end
-until redis.call('EXISTS', K(P .. 'meta:article:' .. id)) == 0
--- Every name is checked before the first write.
-local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
-local counters = K(P .. 'counter:article:' .. id)
-local S = SK(P, id)
-local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
-local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
-local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
--- As the seed's INCR loop leaves it: the counter at the new id.
-if n > high then redis.call('SET', counter, n) end
-local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
-for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
-redis.call('HSET', meta, unpack(args))
-redis.call('INCR', stats)
-redis.call('ZADD', newest, published, id)
-redis.call('ZADD', vtime, published, id)
-redis.call('HINCRBY', counters, 'ups', 1)
-redis.call('ZADD', vscore, tonumber(published) + per, id)
-redis.call('SADD', voted, poster)
-redis.call('EXPIRE', voted, window)
-local seq = redis.call('INCR', cseq)
-redis.call('ZADD', changes, seq, id)
-redis.call('SADD', dirty, id)
-redis.call('SET', req, id, 'EX', 120)
-op_done(meta)
-return id
+  if DECLARED and not DECLARED[AK(P, id) .. 'meta:article:' .. id] then return '' end
+until redis.call('EXISTS', K(AK(P, id) .. 'meta:article:' .. id)) == 0
+-- (post_make.lua, then post_end.lua, follow.)

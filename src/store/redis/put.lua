@@ -5,10 +5,10 @@
 -- Returns 1 if the article is new to readers (never PUT, or deleted).
 local P, id, published = ARGV[1], ARGV[2], ARGV[3]
 -- Every name is checked before the first write.
-local meta = K(P .. 'meta:article:' .. id)
+local meta = K(AK(P, id) .. 'meta:article:' .. id)
 local S = SK(P, id)
-local stats, newest = K(P .. 'stats:articles'), K(S .. 'articles:new')
-local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
+local stats, newest = K(AK(P, id) .. 'stats:articles'), K(S .. 'articles:new')
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(AK(P, id) .. 'archive:dirty')
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
 if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end

@@ -304,24 +304,20 @@ impl RedisStore {
                     None => format!("{}changes:none", sk.prefix),
                 };
                 let node = node_seqs.get(i).copied().unwrap_or(0).to_string();
-                let keys = vec![
-                    sk.changes_seq(),
-                    sk.changes_floor(),
-                    state.clone(),
-                    self.keys.clock(),
-                    sk.changes(),
-                ];
-                let args = vec![
-                    self.keys.prefix.clone(),
-                    sk.prefix.clone(),
-                    state,
-                    node,
-                    max.clone(),
-                ];
+                // Over several slots `clock` (the site's) is read after.
+                let clock = match self.keys.spans_slots() {
+                    true => String::new(),
+                    false => self.keys.clock(),
+                };
+                let mut keys = vec![sk.changes_seq(), sk.changes_floor(), state.clone()];
+                keys.extend((!clock.is_empty()).then(|| clock.clone()));
+                keys.push(sk.changes());
+                let args = vec![clock, sk.prefix.clone(), state, node, max.clone()];
                 (keys, args)
             })
             .collect();
         let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
+        let clock = self.clock_after_sync().await?;
         let mut out = Vec::with_capacity(shards.len());
         for (sk, v) in shards.iter().zip(replies) {
             if v.len() < 6 {
@@ -344,7 +340,7 @@ impl RedisStore {
                 rseq: n(2)?,
                 rnow: n(3)?,
                 truncated: n(4)? == 1,
-                clock: n(5)?,
+                clock: clock.unwrap_or(n(5)?),
                 changed,
             });
         }
@@ -449,8 +445,7 @@ impl RedisStore {
             for sk in &rebuilt {
                 pipe.smembers(sk.ranking_index());
             }
-            let mut con = self.con();
-            indexes = pipe.query_async(&mut con).await.map_err(store_err)?;
+            indexes = self.query_pipe(&pipe).await.map_err(store_err)?;
         }
         let mut indexes = indexes.into_iter();
         let plans: Vec<WritePlan> = shards
@@ -572,7 +567,6 @@ impl RedisStore {
                 chunk: first_chunk,
             })
             .collect();
-        let mut con = self.con();
         while !cursors.is_empty() {
             // One chunk of every live shard, in one pipeline.
             let mut pipe = redis::pipe();
@@ -587,11 +581,11 @@ impl RedisStore {
                     .arg(c.chunk);
             }
             let mut pages: Vec<Vec<(String, f64)>> =
-                pipe.query_async(&mut con).await.map_err(store_err)?;
+                self.query_pipe(&pipe).await.map_err(store_err)?;
             // A full page may end inside a run of equal bounds: its entries
             // above the lowest bound go first; the run itself is read
-            // whole (so the next page starts strictly below it) only if
-            // the walk still wants that bound.
+            // (below) only if the walk still wants that bound, and the
+            // next page starts strictly below it.
             let mut lowest: Vec<Option<f64>> = Vec::with_capacity(pages.len());
             for (c, page) in cursors.iter().zip(pages.iter_mut()) {
                 let low = (page.len() == c.chunk).then(|| page[page.len() - 1].1);
@@ -629,7 +623,7 @@ impl RedisStore {
                         .arg(limit);
                 }
                 let got: Vec<Vec<(String, f64)>> =
-                    pipe.query_async(&mut con).await.map_err(store_err)?;
+                    self.query_pipe(&pipe).await.map_err(store_err)?;
                 let mut ties = vec![Vec::new(); cursors.len()];
                 let mut whole = Vec::new();
                 for (&i, run) in open.iter().zip(got) {
@@ -964,9 +958,7 @@ impl RedisStore {
                 .arg(0)
                 .arg(chunk);
         }
-        let mut con = self.con();
-        let mut pages: Vec<Vec<(String, f64)>> =
-            pipe.query_async(&mut con).await.map_err(store_err)?;
+        let mut pages: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
         let full: Vec<bool> = pages.iter().map(|p| p.len() == chunk).collect();
         if full.iter().any(|f| *f) {
             let mut pipe = redis::pipe();
@@ -980,8 +972,7 @@ impl RedisStore {
                         .arg("WITHSCORES");
                 }
             }
-            let ties: Vec<Vec<(String, f64)>> =
-                pipe.query_async(&mut con).await.map_err(store_err)?;
+            let ties: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
             let mut ties = ties.into_iter();
             for page in pages.iter_mut().filter(|p| p.len() == chunk) {
                 let lowest = page[page.len() - 1].1;

@@ -24,7 +24,7 @@ use crate::model::Timestamp;
 /// replay) over more than one article shard for now.
 static REPLAY: LazyLock<Script> = LazyLock::new(|| {
     sharded(
-        1,
+        &super::Keys::new(""),
         &[
             EVENT,
             super::pipeline::GATE_ARGS,
@@ -33,6 +33,7 @@ static REPLAY: LazyLock<Script> = LazyLock::new(|| {
             GATE,
             include_str!("pipe_replay_apply.lua"),
             APPLY,
+            super::TOTALS,
             "\nreturn { #ev, counted }\n",
         ],
     )

@@ -4,8 +4,8 @@ local out = {}
 for i, e in ipairs(ev) do
   out[#out + 1] = verdicts[i]
   if with_counts and arts[e.art].exists and verdicts[i] ~= 5 and verdicts[i] ~= 6 then
-    out[#out + 1] = tonumber(redis.call('GET', P .. 'counter:views:' .. e.art) or '0')
-    out[#out + 1] = redis.call('PFCOUNT', P .. 'hll:uv:' .. e.art)
+    out[#out + 1] = tonumber(redis.call('GET', AK(P, e.art) .. 'counter:views:' .. e.art) or '0')
+    out[#out + 1] = redis.call('PFCOUNT', AK(P, e.art) .. 'hll:uv:' .. e.art)
   else
     out[#out + 1] = 0
     out[#out + 1] = 0

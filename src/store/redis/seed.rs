@@ -59,7 +59,7 @@ fn scripts() -> &'static SeedScripts {
 /// The ingest script of seed layout: [`super::ingest_script`]'s chunks
 /// with `seed_apply.lua` (seeds 001 and 004's keys) before the reply.
 pub(super) fn ingest_script() -> Script {
-    super::ingest_script_with(1, &[include_str!("seed_apply.lua")])
+    super::ingest_script_with(&super::Keys::new(""), &[include_str!("seed_apply.lua")])
 }
 
 /// The seed 003 member of a user id as sent (`user:<id>`).

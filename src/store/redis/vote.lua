@@ -13,12 +13,13 @@
 local P, id, user, dir = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local now, window, allow, per = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 -- Every name is checked before the first write.
-local meta, voted = K(P .. 'meta:article:' .. id), K(P .. 'voted:' .. id)
-local counters = K(P .. 'counter:article:' .. id)
-local vtime, vscore = K(P .. 'time:'), K(P .. 'score:')
+local A = AK(P, id)
+local meta, voted = K(A .. 'meta:article:' .. id), K(A .. 'voted:' .. id)
+local counters = K(A .. 'counter:article:' .. id)
+local vtime, vscore = K(A .. 'time:'), K(A .. 'score:')
 local S = SK(P, id)
-local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(P .. 'archive:dirty')
-local evicted = K(P .. 'archive:evicted')
+local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(A .. 'archive:dirty')
+local evicted = K(A .. 'archive:evicted')
 local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 if not st[1] or st[2] == '1' then return { -1 } end
 if redis.call('SISMEMBER', evicted, id) == 1 then return { -5 } end
