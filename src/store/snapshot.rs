@@ -561,7 +561,7 @@ mod tests {
     /// A snapshot being written has the kernel write out every megabyte
     /// as it goes: consecutive ranges from the start, each at least
     /// [`WRITE_OUT_EVERY`] and less than one more write, covering all but
-    /// the last (unfinished) megabyte; the bytes arrive whole.
+    /// the last (unfinished) megabyte.
     #[test]
     fn a_snapshot_is_written_out_a_megabyte_at_a_time() {
         let out = Arc::new(Mutex::new(Vec::new()));
