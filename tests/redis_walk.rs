@@ -479,3 +479,69 @@ async fn a_run_of_equal_bounds_is_walked_only_as_far_as_the_top_needs() {
     let (zscores, stats) = calls(&mut con, "zscore").await;
     assert!(zscores <= 200, "{stats}");
 }
+
+/// Nodes that need the same rebuild at once wait for the one that claims
+/// it (`<ranking>:rebuilding`): four nodes' first queries read the
+/// activity sets once between them, answer alike, and the claim is given
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_that_need_the_same_rebuild_wait_for_the_one_that_claims_it() {
+    let server = common::redis::RedisServer::start();
+    let node = || {
+        Arc::new(
+            RedisStore::connect(
+                RedisOptions {
+                    url: server.url(),
+                    ..RedisOptions::default()
+                },
+                settings(),
+            )
+            .unwrap(),
+        )
+    };
+    let nodes: Vec<_> = (0..4).map(|_| node()).collect();
+    let events: Vec<Event> = (0..3_000u32)
+        .map(|a| view(&format!("a{a}"), u128::from(a)))
+        .collect();
+    nodes[0].ingest(events, T).await.unwrap();
+    let mut con = counting(&server.url()).await;
+    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
+    let start = Arc::new(tokio::sync::Barrier::new(nodes.len()));
+    let tasks: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let (n, q, start) = (n.clone(), q.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                n.hot(&q, T).await.unwrap()
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        let page = t.await.unwrap();
+        answers.push(
+            page.items
+                .iter()
+                .map(|i| i.id.to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(answers.iter().all(|a| *a == answers[0] && a.len() == 10));
+    let (sunions, stats) = calls(&mut con, "sunion").await;
+    assert_eq!(sunions, 1, "{stats}");
+    // The claim goes back (a task of the node that held it deletes it).
+    let mut claims: Vec<String> = Vec::new();
+    for _ in 0..100 {
+        claims = redis::cmd("KEYS")
+            .arg("*:rebuilding")
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        if claims.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(claims.is_empty(), "claims left: {claims:?}");
+}

@@ -490,6 +490,11 @@ pub fn ranking_state(zkey: &str) -> String {
     format!("{zkey}:state")
 }
 
+/// A node's claim to rebuild a ranking (rank.rs `Claim`), in its slot.
+pub fn ranking_claim(zkey: &str) -> String {
+    format!("{zkey}:rebuilding")
+}
+
 /// Where one rebuild of a ranking gathers its entries before they replace
 /// the ranking at once (`writeback.lua` modes `b` and `r`): a name of its
 /// own per rebuild (`nonce`), in the ranking's slot.
@@ -625,6 +630,7 @@ const SHARD_KEYS: &[&str] = &[
     "hot:<model>:<range>:<filter>:state",
     "hot:index",
     "<ranking>:build:<hex>",
+    "<ranking>:rebuilding",
     "changes",
     "changes:seq",
     "changes:floor",
@@ -1099,6 +1105,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
     ),
     key_spec!(
         "rankings",
+        "<ranking>:rebuilding",
+        r"^hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
+        "string",
+        "a token of the node rebuilding the ranking `<ranking>` (`SET NX`): other nodes' queries that need the same rebuild wait for it (at most 2 min), then walk what it built",
+        Ttl::Expires,
+        "2 min; given back by its node when the rebuild ends",
+        "rank.rs (`Claim`)"
+    ),
+    key_spec!(
+        "rankings",
         "hot:index",
         r"^hot:index$",
         "set",
@@ -1336,6 +1352,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::Expires,
         "10 min (an abandoned rebuild)",
         "writeback.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:<ranking>:rebuilding",
+        r"^s[0-9]{1,3}:hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
+        "string",
+        "a node's claim to rebuild a ranking over every shard (shard 0's name stands for all)",
+        Ttl::Expires,
+        "2 min; given back when the rebuild ends",
+        "rank.rs (`Claim`)"
     ),
     key_spec!(
         "shards",

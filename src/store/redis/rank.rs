@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use super::keys::{ShardKeys, ranking_build, ranking_state, window_plan};
+use super::keys::{ShardKeys, ranking_build, ranking_claim, ranking_state, window_plan};
 use super::{MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
@@ -132,6 +132,61 @@ impl Drop for Turn<'_> {
         if Arc::strong_count(&self.lock) == 2 {
             map.remove(&self.key);
         }
+    }
+}
+
+/// How long a node's claim to rebuild a ranking lasts if the node never
+/// gives it back (it died), and the longest another node waits on it
+/// before it rebuilds the ranking itself.
+const REBUILD_CLAIM: std::time::Duration = std::time::Duration::from_secs(120);
+/// How often a node waiting on another's rebuild looks again.
+const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A node's claim to rebuild a ranking (`<ranking>:rebuilding`, holding a
+/// token of its own, in the ranking's slot): queries of other nodes that
+/// need the same rebuild wait while it stands, then walk what it built.
+/// Given back when dropped (a task deletes it if it still holds this
+/// token), or by its expiry.
+pub(super) struct Claim {
+    con: super::Con,
+    key: String,
+    token: String,
+}
+
+impl Claim {
+    /// Claims the rebuild of the ranking `zkey` unless another node holds
+    /// the claim (`None`).
+    async fn take(mut con: super::Con, zkey: &str) -> Result<Option<Claim>, StoreError> {
+        let key = ranking_claim(zkey);
+        let token = format!("{:016x}", rand::random::<u64>());
+        let got: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(REBUILD_CLAIM.as_millis() as u64)
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(got.map(|_| Claim { con, key, token }))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut con = self.con.clone();
+        let key = std::mem::take(&mut self.key);
+        let token = std::mem::take(&mut self.token);
+        tokio::spawn(async move {
+            let give_back = redis::Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            );
+            let gone: redis::RedisResult<i64> =
+                give_back.key(&key).arg(&token).invoke_async(&mut con).await;
+            if let Err(e) = gone {
+                tracing::warn!(%key, error = %e, "could not give back a rebuild claim; it expires by itself");
+            }
+        });
     }
 }
 
@@ -505,10 +560,21 @@ impl RedisStore {
         // A rebuild reads every article of the ranking: queries of this
         // node that need the same one wait for the one under way, then
         // look again (and usually find it built).
+        // Other nodes wait for the one that claims the rebuild.
         let _turn = if synced.iter().any(stale) {
             let turn = self.rebuilds.take(&zkeys[0]).await;
             synced = self.sync(Some(&zkeys)).await?;
-            Some(turn)
+            let mut claim = None;
+            let waited = std::time::Instant::now();
+            while synced.iter().any(stale) {
+                claim = Claim::take(self.con(), &zkeys[0]).await?;
+                if claim.is_some() || waited.elapsed() >= REBUILD_CLAIM {
+                    break;
+                }
+                tokio::time::sleep(REBUILD_POLL).await;
+                synced = self.sync(Some(&zkeys)).await?;
+            }
+            Some((turn, claim))
         } else {
             None
         };
