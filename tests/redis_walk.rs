@@ -87,6 +87,43 @@ fn view(article: &str, visitor: u128) -> Event {
     Event::view(ArticleId::parse(article).unwrap(), visitor, T)
 }
 
+/// Runs the same first query on every store at once (after `start`,
+/// when given): the answers must agree, hold 10 items, and the activity
+/// sets must have been read once (one `SUNION`: one rebuild) as `con`
+/// counts.
+async fn one_rebuild_for_all(
+    stores: &[Arc<RedisStore>],
+    start: Option<Arc<tokio::sync::Barrier>>,
+    con: &mut redis::aio::MultiplexedConnection,
+) {
+    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
+    let tasks: Vec<_> = stores
+        .iter()
+        .map(|n| {
+            let (n, q, start) = (n.clone(), q.clone(), start.clone());
+            tokio::spawn(async move {
+                if let Some(start) = start {
+                    start.wait().await;
+                }
+                n.hot(&q, T).await.unwrap()
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        let page = t.await.unwrap();
+        answers.push(
+            page.items
+                .iter()
+                .map(|i| i.id.to_string())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert!(answers.iter().all(|a| *a == answers[0] && a.len() == 10));
+    let (sunions, stats) = calls(con, "sunion").await;
+    assert_eq!(sunions, 1, "{stats}");
+}
+
 /// A connection to `url` that counts commands from now on (`CONFIG
 /// RESETSTAT`): [`calls`] reads the counts.
 async fn counting(url: &str) -> redis::aio::MultiplexedConnection {
@@ -422,26 +459,8 @@ async fn concurrent_queries_of_a_node_rebuild_a_ranking_once() {
         .collect();
     store.ingest(events, T).await.unwrap();
     let mut con = counting(&server.url()).await;
-    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let (store, q) = (store.clone(), q.clone());
-            tokio::spawn(async move { store.hot(&q, T).await.unwrap() })
-        })
-        .collect();
-    let mut answers = Vec::new();
-    for t in tasks {
-        let page = t.await.unwrap();
-        answers.push(
-            page.items
-                .iter()
-                .map(|i| i.id.to_string())
-                .collect::<Vec<_>>(),
-        );
-    }
-    assert!(answers.iter().all(|a| *a == answers[0] && a.len() == 10));
-    let (sunions, stats) = calls(&mut con, "sunion").await;
-    assert_eq!(sunions, 1, "{stats}");
+    let same: Vec<_> = (0..8).map(|_| store.clone()).collect();
+    one_rebuild_for_all(&same, None, &mut con).await;
 }
 
 /// A long run of equal bounds (3,000 articles with one view each at the
@@ -505,31 +524,8 @@ async fn nodes_that_need_the_same_rebuild_wait_for_the_one_that_claims_it() {
         .collect();
     nodes[0].ingest(events, T).await.unwrap();
     let mut con = counting(&server.url()).await;
-    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
     let start = Arc::new(tokio::sync::Barrier::new(nodes.len()));
-    let tasks: Vec<_> = nodes
-        .iter()
-        .map(|n| {
-            let (n, q, start) = (n.clone(), q.clone(), start.clone());
-            tokio::spawn(async move {
-                start.wait().await;
-                n.hot(&q, T).await.unwrap()
-            })
-        })
-        .collect();
-    let mut answers = Vec::new();
-    for t in tasks {
-        let page = t.await.unwrap();
-        answers.push(
-            page.items
-                .iter()
-                .map(|i| i.id.to_string())
-                .collect::<Vec<_>>(),
-        );
-    }
-    assert!(answers.iter().all(|a| *a == answers[0] && a.len() == 10));
-    let (sunions, stats) = calls(&mut con, "sunion").await;
-    assert_eq!(sunions, 1, "{stats}");
+    one_rebuild_for_all(&nodes, Some(start), &mut con).await;
     // The claim goes back (a task of the node that held it deletes it).
     let mut claims: Vec<String> = Vec::new();
     for _ in 0..100 {

@@ -527,10 +527,12 @@ mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    /// A file in memory that records the ranges it was asked to write out.
+    /// A file in memory that records the ranges it was asked to write out
+    /// (and fails that call when `fail`, as a disk error would).
     struct Recording {
         bytes: Vec<u8>,
         out: Arc<Mutex<Vec<(u64, u64)>>>,
+        fail: bool,
     }
 
     impl Write for Recording {
@@ -551,6 +553,9 @@ mod tests {
         }
         fn write_out(&mut self, offset: u64, len: u64) -> io::Result<()> {
             self.out.lock().unwrap().push((offset, len));
+            if self.fail {
+                return Err(io::Error::other("EIO"));
+            }
             Ok(())
         }
         fn try_clone(&self) -> io::Result<Box<dyn crate::store::storage::StorageFile>> {
@@ -568,6 +573,7 @@ mod tests {
         let file = Recording {
             bytes: Vec::new(),
             out: out.clone(),
+            fail: false,
         };
         let mut w = BufWriter::with_capacity(
             256 << 10,
@@ -598,5 +604,24 @@ mod tests {
             "{next} of {total} written out"
         );
         assert_eq!(ranges.len(), 5);
+    }
+
+    /// A write-out that fails fails the snapshot's write: the call took
+    /// the error from the file, so a later sync would not report it.
+    #[test]
+    fn a_failed_write_out_fails_the_snapshot() {
+        let file = Recording {
+            bytes: Vec::new(),
+            out: Arc::new(Mutex::new(Vec::new())),
+            fail: true,
+        };
+        let mut w = Paced {
+            file: Box::new(file),
+            written: 0,
+            out: 0,
+        };
+        let data = vec![7u8; (WRITE_OUT_EVERY as usize) * 2];
+        let err = w.write_all(&data).unwrap_err();
+        assert_eq!(err.to_string(), "EIO");
     }
 }

@@ -525,8 +525,6 @@ pub struct RedisStore {
     last_seed_refresh: Mutex<Timestamp>,
     /// Where evicted articles are restored from (archive.rs).
     archive: std::sync::OnceLock<crate::archive::Archive>,
-    /// One rebuild at a time per ranking on this node (rank.rs).
-    rebuilds: rank::Turns,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -786,7 +784,6 @@ impl RedisStore {
             version_ok: Default::default(),
             last_seed_refresh: Mutex::new(i64::MIN / 2),
             archive: std::sync::OnceLock::new(),
-            rebuilds: rank::Turns::default(),
         })
     }
 

@@ -32,7 +32,7 @@
 //! is fetched in one pipeline, so a query costs a round trip per chunk
 //! depth, not per shard. Rebuilds and write-backs are per shard.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use redis::Value;
@@ -72,6 +72,14 @@ pub(super) struct Synced {
     pub changed: Vec<(ArticleId, i64)>,
 }
 
+impl Synced {
+    /// Whether the shard's ranking must be rebuilt: it does not exist, or
+    /// its change log entries were collected or did not all come back.
+    fn stale(&self) -> bool {
+        self.rseq < 0 || self.rseq < self.floor || self.truncated
+    }
+}
+
 /// One article with its exact score, bound and window counters.
 #[derive(Debug, Clone)]
 pub(super) struct Scored {
@@ -96,51 +104,19 @@ struct WriteBack {
     pairs: Vec<(ArticleId, Option<f64>)>,
 }
 
-/// Rankings being rebuilt by a query of this node, each with the lock
-/// the next query that needs the same rebuild waits on.
-#[derive(Default)]
-pub(super) struct Turns(parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-/// A query's turn at rebuilding one ranking: the next waits until it is
-/// dropped.
-pub(super) struct Turn<'a> {
-    turns: &'a Turns,
-    key: String,
-    lock: Arc<tokio::sync::Mutex<()>>,
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Turns {
-    /// Waits for the turn at ranking `key`.
-    pub(super) async fn take(&self, key: &str) -> Turn<'_> {
-        let lock = self.0.lock().entry(key.to_string()).or_default().clone();
-        let guard = lock.clone().lock_owned().await;
-        Turn {
-            turns: self,
-            key: key.to_string(),
-            lock,
-            guard: Some(guard),
-        }
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        self.guard.take();
-        let mut map = self.turns.0.lock();
-        // Only the map and this turn hold it: nobody waits, so it goes.
-        if Arc::strong_count(&self.lock) == 2 {
-            map.remove(&self.key);
-        }
-    }
-}
-
 /// How long a node's claim to rebuild a ranking lasts if the node never
 /// gives it back (it died), and the longest another node waits on it
 /// before it rebuilds the ranking itself.
 const REBUILD_CLAIM: std::time::Duration = std::time::Duration::from_secs(120);
 /// How often a node waiting on another's rebuild looks again.
 const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Deletes a claim (KEYS[1]) only if it still holds this token (ARGV[1]).
+static GIVE_BACK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    )
+});
 
 /// A node's claim to rebuild a ranking (`<ranking>:rebuilding`, holding a
 /// token of its own, in the ranking's slot): queries of other nodes that
@@ -178,11 +154,8 @@ impl Drop for Claim {
         let key = std::mem::take(&mut self.key);
         let token = std::mem::take(&mut self.token);
         tokio::spawn(async move {
-            let give_back = redis::Script::new(
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            );
             let gone: redis::RedisResult<i64> =
-                give_back.key(&key).arg(&token).invoke_async(&mut con).await;
+                GIVE_BACK.key(&key).arg(&token).invoke_async(&mut con).await;
             if let Err(e) = gone {
                 tracing::warn!(%key, error = %e, "could not give back a rebuild claim; it expires by itself");
             }
@@ -541,6 +514,32 @@ impl RedisStore {
         Ok(())
     }
 
+    /// When a shard of the ranking `zkeys` needs a rebuild: claims it, or,
+    /// while another query (of any node) holds the claim, looks again
+    /// (`synced` anew) until the ranking is built, the claim is gone, or
+    /// [`REBUILD_CLAIM`] has passed. The claim, if this query is to
+    /// rebuild; `None` once nothing is stale (or after the wait).
+    async fn claim_rebuild(
+        &self,
+        zkeys: &[String],
+        synced: &mut Vec<Synced>,
+    ) -> Result<Option<Claim>, StoreError> {
+        let waited = std::time::Instant::now();
+        while synced.iter().any(Synced::stale) {
+            if let Some(claim) = Claim::take(self.con(), &zkeys[0]).await? {
+                // The claim's last holder may have finished just before.
+                *synced = self.sync(Some(zkeys)).await?;
+                return Ok(synced.iter().any(Synced::stale).then_some(claim));
+            }
+            if waited.elapsed() >= REBUILD_CLAIM {
+                break;
+            }
+            tokio::time::sleep(REBUILD_POLL).await;
+            *synced = self.sync(Some(zkeys)).await?;
+        }
+        Ok(None)
+    }
+
     /// Runs `walk` over the ranking of `q` at `now` (or later: the
     /// rankings' newest scores or the newest ingest may be ahead, see
     /// [`rank::query_time`]): the exact items the walk asked for, and the
@@ -556,33 +555,12 @@ impl RedisStore {
         let shards = self.keys.all_shards();
         let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
         let mut synced = self.sync(Some(&zkeys)).await?;
-        let stale = |s: &Synced| s.rseq < 0 || s.rseq < s.floor || s.truncated;
-        // A rebuild reads every article of the ranking: queries of this
-        // node that need the same one wait for the one under way, then
-        // look again (and usually find it built).
-        // Other nodes wait for the one that claims the rebuild.
-        let _turn = if synced.iter().any(stale) {
-            let turn = self.rebuilds.take(&zkeys[0]).await;
-            synced = self.sync(Some(&zkeys)).await?;
-            let mut claim = None;
-            let waited = std::time::Instant::now();
-            while synced.iter().any(stale) {
-                claim = Claim::take(self.con(), &zkeys[0]).await?;
-                if claim.is_some() || waited.elapsed() >= REBUILD_CLAIM {
-                    break;
-                }
-                tokio::time::sleep(REBUILD_POLL).await;
-                synced = self.sync(Some(&zkeys)).await?;
-            }
-            Some((turn, claim))
-        } else {
-            None
-        };
+        let _claim = self.claim_rebuild(&zkeys, &mut synced).await?;
         let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
         let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
         let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
         let at = rank::query_time(now, bounds_at, clock);
-        let rebuild: Vec<bool> = synced.iter().map(stale).collect();
+        let rebuild: Vec<bool> = synced.iter().map(Synced::stale).collect();
         // Scored now, whatever their bounds say: every candidate of a shard
         // rebuilt, and the articles changed since a shard's ranking last
         // looked (their bounds no longer hold).
