@@ -666,14 +666,65 @@ use hotrank::archive::{ArchiveWriter, Flushed};
 use hotrank::clock::ManualClock;
 use hotrank::store::redis::article_records;
 
-/// A schema, its archive, the shared redis-server and a store under a
-/// prefix of its own.
-async fn writer_site() -> (Schema, Archive, &'static RedisServer, Arc<RedisStore>) {
+/// Where a writer test's site lives (issue 13): one slot on the shared
+/// redis-server; the same over 3 article shards with a cluster's key
+/// names on it (every archive call must stay in one slot: the slot log,
+/// checked by [`on_every_layout`], stays empty); over 3 shards on the
+/// binary's 3-primary cluster.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Layout {
+    One,
+    SplitNames,
+    SplitCluster,
+}
+
+/// Store options for a site of its own in `layout`.
+fn site_options(layout: Layout) -> RedisOptions {
+    use common::redis::{shared_cluster_site, shared_site};
+    match layout {
+        Layout::One => shared_site(1),
+        Layout::SplitNames => RedisOptions {
+            cluster_names: true,
+            ..shared_site(3)
+        },
+        Layout::SplitCluster => shared_cluster_site(3),
+    }
+}
+
+/// Runs the writer test `$name(layout) -> store` once per [`Layout`]
+/// (tests `$name::one`, `$name::split_names`, `$name::split_cluster`),
+/// then checks that no call of the store crossed cluster slots.
+macro_rules! on_every_layout {
+    ($name:ident) => {
+        mod $name {
+            async fn run(layout: super::Layout) {
+                let store = super::$name(layout).await;
+                assert_eq!(store.crossed_slots(), Vec::<String>::new(), "slot log");
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn one() {
+                run(super::Layout::One).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn split_names() {
+                run(super::Layout::SplitNames).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn split_cluster() {
+                run(super::Layout::SplitCluster).await
+            }
+        }
+    };
+}
+
+/// A schema, its archive and a store under a prefix of its own, laid out
+/// as `layout` says.
+async fn writer_site(layout: Layout) -> (Schema, Archive, Arc<RedisStore>) {
     let schema = Schema::new();
     let archive = schema.archive().await;
-    let server = RedisServer::shared();
-    let store = Arc::new(redis_store(server, &common::redis::unique_prefix()));
-    (schema, archive, server, store)
+    let store =
+        RedisStore::connect(site_options(layout), StoreSettings::default()).expect("redis store");
+    (schema, archive, Arc::new(store))
 }
 
 fn writer(store: &Arc<RedisStore>, flush_secs: u64) -> ArchiveWriter {
@@ -712,26 +763,57 @@ fn counted_events(arts: &[&str], n: u64, salt: u64) -> Vec<Event> {
         .collect()
 }
 
-async fn redis_get(server: &RedisServer, key: &str) -> Option<Vec<u8>> {
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    c.get(key).await.unwrap()
+async fn redis_get(store: &RedisStore, key: &str) -> Option<Vec<u8>> {
+    store.con().get(key).await.unwrap()
+}
+
+/// Every key of the store's site, wherever it lives (the site's slot and
+/// each shard's), with the part after its prefix or tag, sorted.
+async fn site_keys(store: &RedisStore) -> Vec<(String, String)> {
+    let mut con = store.con();
+    let mut out = Vec::new();
+    for (route, prefix) in store.keys().scan_prefixes() {
+        let mut cursor = 0;
+        loop {
+            let (next, batch) = con
+                .scan(&route, cursor, &format!("{prefix}*"), 1000)
+                .await
+                .unwrap();
+            for k in batch {
+                let rest = k[prefix.len()..].to_string();
+                out.push((k, rest));
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The members of every copy of the site's set `name` (one per shard
+/// when the site spans slots), sorted.
+async fn members(store: &RedisStore, name: &str) -> Vec<String> {
+    let mut c = store.con();
+    let mut m = Vec::new();
+    for key in store.keys().ledgers(name) {
+        let part: Vec<String> = c.smembers(key).await.unwrap();
+        m.extend(part);
+    }
+    m.sort();
+    m
 }
 
 /// The archive holds exactly what Redis holds for `arts`: the record the
 /// writer reads equals the archived one, and, against Redis itself, the
 /// lifetime PV and the lifetime and hourly sketches byte for byte, with
 /// every hourly bucket Redis keeps.
-async fn assert_archived(
-    archive: &Archive,
-    store: &RedisStore,
-    server: &RedisServer,
-    arts: &[&str],
-) {
-    let p = store.keys().prefix.clone();
+async fn assert_archived(archive: &Archive, store: &RedisStore, arts: &[&str]) {
+    let k = store.keys();
+    let keys = site_keys(store).await;
     for a in arts {
         let got = archive
             .article(&id(a))
@@ -750,54 +832,39 @@ async fn assert_archived(
         else {
             unreachable!()
         };
-        let views = redis_get(server, &format!("{p}counter:views:{a}"))
-            .await
-            .unwrap();
+        let views = redis_get(store, &k.views(&id(a))).await.unwrap();
         assert_eq!(lifetime.pv.to_string().into_bytes(), views, "{a} pv");
-        let sketch = redis_get(server, &format!("{p}hll:uv:{a}")).await.unwrap();
+        let sketch = redis_get(store, &k.uv(&id(a))).await.unwrap();
         assert_eq!(
             bytes_from_b64(&lifetime.uv).unwrap(),
             sketch,
             "{a} sketch bytes"
         );
-        let mut c = server
-            .client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let mut in_redis: Vec<String> = c.keys(format!("{p}bucket:h:{a}:*")).await.unwrap();
-        in_redis.sort();
-        let mut archived: Vec<String> = hours
+        let mut in_redis: Vec<String> = keys
             .iter()
-            .map(|b| format!("{p}bucket:h:{a}:{}", b.at))
+            .filter(|(_, rest)| rest.starts_with(&format!("bucket:h:{a}:")))
+            .map(|(key, _)| key.clone())
             .collect();
+        in_redis.sort();
+        let mut archived: Vec<String> = hours.iter().map(|b| k.bucket_h(&id(a), b.at)).collect();
         archived.sort();
         assert_eq!(archived, in_redis, "{a}: every hourly bucket");
         for b in hours {
             if b.c.pv > 0 {
-                let img = redis_get(server, &format!("{p}hll:uv:h:{a}:{}", b.at))
-                    .await
-                    .unwrap();
+                let img = redis_get(store, &k.uv_h(&id(a), b.at)).await.unwrap();
                 assert_eq!(bytes_from_b64(&b.c.uv).unwrap(), img, "{a} hour {}", b.at);
             }
         }
     }
 }
 
-async fn dirty(server: &RedisServer, store: &RedisStore) -> Vec<String> {
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut m: Vec<String> = c.smembers(store.keys().archive_dirty()).await.unwrap();
-    m.sort();
-    m
+async fn dirty(store: &RedisStore) -> Vec<String> {
+    members(store, "archive:dirty").await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writer_archives_what_redis_holds() {
-    let (schema, archive, server, store) = writer_site().await;
+on_every_layout!(writer_archives_what_redis_holds);
+async fn writer_archives_what_redis_holds(layout: Layout) -> Arc<RedisStore> {
+    let (schema, archive, store) = writer_site(layout).await;
     let arts = ["w0", "w1", "w2", "w3", "w4"];
     // The writer task, as `serve` runs it, every second.
     let w = Arc::new(writer(&store, 1));
@@ -822,7 +889,7 @@ async fn writer_archives_what_redis_holds() {
             let want = article_records(&store, &[id(a)], T0).await.unwrap().pop();
             all &= archive.article(&id(a)).await.unwrap() == want;
         }
-        if all && dirty(server, &store).await.is_empty() {
+        if all && dirty(&store).await.is_empty() {
             break;
         }
         assert!(
@@ -833,19 +900,20 @@ async fn writer_archives_what_redis_holds() {
     }
     stop.store(true, Ordering::Relaxed);
     task.await.unwrap();
-    assert_archived(&archive, &store, server, &arts).await;
+    assert_archived(&archive, &store, &arts).await;
     assert!(w.age_secs() <= 5, "age {}", w.age_secs());
+    store
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changed_twice_is_written_once_per_flush() {
-    let (_schema, archive, server, store) = writer_site().await;
+on_every_layout!(changed_twice_is_written_once_per_flush);
+async fn changed_twice_is_written_once_per_flush(layout: Layout) -> Arc<RedisStore> {
+    let (_schema, archive, store) = writer_site(layout).await;
     let w = writer(&store, 10);
     store
         .ingest(counted_events(&["a1", "a2"], 40, 1), T0)
         .await
         .unwrap();
-    assert_eq!(dirty(server, &store).await, vec!["a1", "a2"]);
+    assert_eq!(dirty(&store).await, vec!["a1", "a2"]);
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
     // a1 twice, a3 once within the next interval: two articles, a1 once.
     store
@@ -856,9 +924,9 @@ async fn changed_twice_is_written_once_per_flush() {
         .ingest(counted_events(&["a1", "a3"], 10, 3), T0)
         .await
         .unwrap();
-    assert_eq!(dirty(server, &store).await, vec!["a1", "a3"]);
+    assert_eq!(dirty(&store).await, vec!["a1", "a3"]);
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(2));
-    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    assert_archived(&archive, &store, &["a1", "a2", "a3"]).await;
     // Nothing changed: nothing written.
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
     // A vote, a PUT, a delete alone mark their article too.
@@ -873,18 +941,19 @@ async fn changed_twice_is_written_once_per_flush() {
     };
     store.put_article(id("a3"), meta, T0).await.unwrap();
     store.delete_article(&id("a1"), T0).await.unwrap();
-    assert_eq!(dirty(server, &store).await, vec!["a1", "a2", "a3"]);
+    assert_eq!(dirty(&store).await, vec!["a1", "a2", "a3"]);
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
-    assert_archived(&archive, &store, server, &["a1", "a2", "a3"]).await;
+    assert_archived(&archive, &store, &["a1", "a2", "a3"]).await;
     let Some(Record::Article { votes, .. }) = archive.article(&id("a2")).await.unwrap() else {
         panic!("a2")
     };
     assert_eq!(votes.ups, 1);
+    store
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_flush_loses_no_article() {
-    let (schema, archive, server, store) = writer_site().await;
+on_every_layout!(failed_flush_loses_no_article);
+async fn failed_flush_loses_no_article(layout: Layout) -> Arc<RedisStore> {
+    let (schema, archive, store) = writer_site(layout).await;
     let w = writer(&store, 10);
     store
         .ingest(counted_events(&["f1", "f2"], 30, 1), T0)
@@ -894,25 +963,26 @@ async fn failed_flush_loses_no_article() {
     let gone = schema.archive().await;
     gone.close().await;
     assert!(w.flush(&gone).await.is_err());
-    assert_eq!(dirty(server, &store).await, vec!["f1", "f2"]);
+    assert_eq!(dirty(&store).await, vec!["f1", "f2"]);
     assert_eq!(archive.article(&id("f1")).await.unwrap(), None);
     // A flush that died between taking the ids and writing them (the
     // process killed) leaves them taken; later changes join them.
     assert_eq!(store.archive_take().await.unwrap().len(), 2);
-    assert!(dirty(server, &store).await.is_empty());
+    assert!(dirty(&store).await.is_empty());
     store
         .ingest(counted_events(&["f3"], 5, 2), T0)
         .await
         .unwrap();
     // The archive is back: everything is written.
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(3));
-    assert_archived(&archive, &store, server, &["f1", "f2", "f3"]).await;
-    assert!(dirty(server, &store).await.is_empty());
+    assert_archived(&archive, &store, &["f1", "f2", "f3"]).await;
+    assert!(dirty(&store).await.is_empty());
+    store
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_writers_never_both_flush() {
-    let (_schema, archive, server, store) = writer_site().await;
+on_every_layout!(two_writers_never_both_flush);
+async fn two_writers_never_both_flush(layout: Layout) -> Arc<RedisStore> {
+    let (_schema, archive, store) = writer_site(layout).await;
     let (a, b) = (writer(&store, 10), writer(&store, 10));
     // Another node holds the lock: neither flushes, nothing is taken.
     store
@@ -922,7 +992,7 @@ async fn two_writers_never_both_flush() {
     assert!(store.archive_lock("other-node", 60_000).await.unwrap());
     assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
     assert_eq!(b.flush(&archive).await.unwrap(), Flushed::Locked);
-    assert_eq!(dirty(server, &store).await, vec!["l1", "l2"]);
+    assert_eq!(dirty(&store).await, vec!["l1", "l2"]);
     // Only the holder's token releases it.
     store.archive_unlock("not-the-holder").await.unwrap();
     assert_eq!(a.flush(&archive).await.unwrap(), Flushed::Locked);
@@ -948,17 +1018,19 @@ async fn two_writers_never_both_flush() {
         let written = n(x) + n(y);
         let expect = arts.len() as u64 + if round == 0 { 2 } else { 0 };
         assert_eq!(written, expect, "round {round}: {x:?} {y:?}");
-        assert_archived(&archive, &store, server, &refs).await;
+        assert_archived(&archive, &store, &refs).await;
     }
-    assert_archived(&archive, &store, server, &["l1", "l2"]).await;
+    assert_archived(&archive, &store, &["l1", "l2"]).await;
     eprintln!("rounds where one writer found the lock held: {raced} of 12");
+    store
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_flush_records_each_articles_position() {
     use hotrank::config::PipelineConfig;
     use hotrank::store::redis::{IngestPipeline, Role};
-    let (_schema, archive, server, store) = writer_site().await;
+    let (_schema, archive, store) = writer_site(Layout::One).await;
+    let server = RedisServer::shared();
     let pipe = Arc::new(IngestPipeline::new(
         store.clone(),
         PipelineConfig {
@@ -990,7 +1062,7 @@ async fn pipeline_flush_records_each_articles_position() {
     };
     assert_eq!(age().await, Value::Null, "no flush yet");
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(4));
-    assert_archived(&archive, &store, server, &arts).await;
+    assert_archived(&archive, &store, &arts).await;
     let a = age().await.as_i64().expect("an age once flushed");
     assert!((0..=5).contains(&a), "{a}");
     // The position of each article: its partition, the filter group's
@@ -1036,20 +1108,14 @@ async fn pipeline_flush_records_each_articles_position() {
 
 use hotrank::model::Verdict;
 
-/// Every key of a prefix that holds article state (not rankings, the
-/// change log, cursors or the archive's own bookkeeping), with its type
-/// and value: strings byte for byte, hashes and sets sorted.
-async fn article_keys(server: &RedisServer, prefix: &str) -> Vec<(String, String)> {
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut names: Vec<String> = c.keys(format!("{prefix}*")).await.unwrap();
-    names.sort();
+/// Every key of the store's site that holds article state (not
+/// rankings, the change log, cursors or the archive's own bookkeeping),
+/// with its type and value: strings byte for byte, hashes and sets
+/// sorted.
+async fn article_keys(store: &RedisStore) -> Vec<(String, String)> {
+    let mut c = store.con();
     let mut out = Vec::new();
-    for k in names {
-        let rest = &k[prefix.len()..];
+    for (k, rest) in site_keys(store).await {
         if [
             "hot:", "changes", "cursor:", "archive:", "clock", "gate:", "stats:",
         ]
@@ -1088,12 +1154,8 @@ async fn article_keys(server: &RedisServer, prefix: &str) -> Vec<(String, String
     out
 }
 
-async fn pfcount(server: &RedisServer, key: &str) -> i64 {
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+async fn pfcount(store: &RedisStore, key: &str) -> i64 {
+    let mut c = store.con();
     redis::cmd("PFCOUNT")
         .arg(key)
         .query_async(&mut c)
@@ -1101,15 +1163,8 @@ async fn pfcount(server: &RedisServer, key: &str) -> i64 {
         .unwrap()
 }
 
-async fn evicted(server: &RedisServer, store: &RedisStore) -> Vec<String> {
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut m: Vec<String> = c.smembers(store.keys().archive_evicted()).await.unwrap();
-    m.sort();
-    m
+async fn evicted(store: &RedisStore) -> Vec<String> {
+    members(store, "archive:evicted").await
 }
 
 /// A writer on `store` whose clock the test drives, evicting articles
@@ -1125,40 +1180,38 @@ fn fed_ids() -> Vec<String> {
     ids
 }
 
+on_every_layout!(eviction_then_restore_changes_nothing);
 /// Twelve days of mixed traffic, archived, then evicted once idle: every
 /// key an article had, byte for byte (sketches by GET), and every answer
 /// (articles, hourly rows, rankings over every window, new lists, stats)
 /// are the same after the restore as before the eviction.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eviction_then_restore_changes_nothing() {
-    let (_schema, archive, server, store) = writer_site().await;
-    let p = store.keys().prefix.clone();
+async fn eviction_then_restore_changes_nothing(layout: Layout) -> Arc<RedisStore> {
+    let (_schema, archive, store) = writer_site(layout).await;
+    let k = store.keys().clone();
+    let art3 = id("art3");
     feed(store.as_ref()).await;
     let clock = Arc::new(ManualClock::at(T0));
     let w = evicting_writer(&store, &clock);
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(27));
-    assert!(evicted(server, &store).await.is_empty(), "not idle yet");
+    assert!(evicted(&store).await.is_empty(), "not idle yet");
 
     let now = T0 + 2 * HOUR;
     clock.set(now);
     let want = answers(store.as_ref(), now, true).await;
-    let keys_before = article_keys(server, &p).await;
-    let sketch_before = redis_get(server, &format!("{p}hll:uv:art3")).await.unwrap();
-    let count_before = pfcount(server, &format!("{p}hll:uv:art3")).await;
+    let keys_before = article_keys(&store).await;
+    let sketch_before = redis_get(&store, &k.uv(&art3)).await.unwrap();
+    let count_before = pfcount(&store, &k.uv(&art3)).await;
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(0));
-    assert_eq!(
-        evicted(server, &store).await,
-        fed_ids(),
-        "every idle article"
-    );
+    assert_eq!(evicted(&store).await, fed_ids(), "every idle article");
     // Their counters, sketches and buckets are gone; meta stays.
-    let left = article_keys(server, &p).await;
+    let left = article_keys(&store).await;
     assert!(
         left.len() < keys_before.len(),
         "{} of {}",
         left.len(),
         keys_before.len()
     );
+    let names = site_keys(&store).await;
     for gone in [
         "counter:views:",
         "counter:article:",
@@ -1166,43 +1219,29 @@ async fn eviction_then_restore_changes_nothing() {
         "hll:uv:d:",
     ] {
         assert!(
-            !left.iter().any(|(k, _)| k[p.len()..].starts_with(gone)),
+            !names.iter().any(|(_, rest)| rest.starts_with(gone)),
             "{gone}* evicted"
         );
     }
-    assert!(
-        redis_get(server, &format!("{p}hll:uv:art3"))
-            .await
-            .is_none()
-    );
-    assert!(
-        redis_get(server, &format!("{p}counter:views:art3"))
-            .await
-            .is_none()
-    );
-    assert!(
-        left.iter()
-            .any(|(k, _)| k == &format!("{p}meta:article:art3"))
-    );
+    assert!(redis_get(&store, &k.uv(&art3)).await.is_none());
+    assert!(redis_get(&store, &k.views(&art3)).await.is_none());
+    assert!(left.iter().any(|(key, _)| key == &k.meta(&art3)));
 
     // Restored (as a reader would), the keys are what they were.
     let all: Vec<ArticleId> = fed_ids().iter().map(|a| id(a)).collect();
     assert_eq!(store.restore_if_evicted(&all, now).await.unwrap(), 27);
-    assert!(evicted(server, &store).await.is_empty());
-    let keys_after = article_keys(server, &p).await;
+    assert!(evicted(&store).await.is_empty());
+    let keys_after = article_keys(&store).await;
     assert_eq!(keys_before.len(), keys_after.len(), "key count");
     for (b, a) in keys_before.iter().zip(&keys_after) {
         assert_eq!(b, a);
     }
     assert_eq!(
-        redis_get(server, &format!("{p}hll:uv:art3")).await.unwrap(),
+        redis_get(&store, &k.uv(&art3)).await.unwrap(),
         sketch_before,
         "sketch bytes"
     );
-    assert_eq!(
-        pfcount(server, &format!("{p}hll:uv:art3")).await,
-        count_before
-    );
+    assert_eq!(pfcount(&store, &k.uv(&art3)).await, count_before);
     assert_same(
         &want,
         &answers(store.as_ref(), now, true).await,
@@ -1212,26 +1251,26 @@ async fn eviction_then_restore_changes_nothing() {
     // Evicted again, the readers restore by themselves: the same answers.
     clock.set(now + 2 * HOUR);
     w.flush(&archive).await.unwrap();
-    assert_eq!(evicted(server, &store).await, fed_ids());
+    assert_eq!(evicted(&store).await, fed_ids());
     assert_same(
         &want,
         &answers(store.as_ref(), now, true).await,
         "restored by readers",
     );
     assert_eq!(
-        evicted(server, &store).await,
+        evicted(&store).await,
         ["art7"],
         "every article was read but the deleted one"
     );
     archive.close().await;
+    store
 }
 
+on_every_layout!(changed_or_unarchived_articles_stay);
 /// An article changed after its last flush is never evicted, nor one the
 /// archive never took: only archived, unchanged state leaves Redis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn changed_or_unarchived_articles_stay() {
-    let (_schema, archive, server, store) = writer_site().await;
-    let p = store.keys().prefix.clone();
+async fn changed_or_unarchived_articles_stay(layout: Layout) -> Arc<RedisStore> {
+    let (_schema, archive, store) = writer_site(layout).await;
     store
         .ingest(counted_events(&["d0", "d1"], 100, 1), T0)
         .await
@@ -1249,26 +1288,25 @@ async fn changed_or_unarchived_articles_stay() {
         .ingest(counted_events(&["d2"], 5, 3), T0)
         .await
         .unwrap();
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
+    let _: () = store
+        .con()
+        .srem(store.keys().ledger(&id("d2"), "archive:dirty"), "d2")
         .await
         .unwrap();
-    let _: () = c.srem(store.keys().archive_dirty(), "d2").await.unwrap();
-    assert_eq!(dirty(server, &store).await, ["d1"]);
-    let d1_before = article_keys(server, &p).await;
+    assert_eq!(dirty(&store).await, ["d1"]);
+    let d1_before = article_keys(&store).await;
     // The eviction step itself, as a round reaches it with d1 changed.
     let ids = [id("d0"), id("d1"), id("d2")];
     let records = store.eviction_records(&ids, later).await.unwrap();
     assert_eq!(records.len(), 3);
     let gone = store.evict(&records, later - HOUR).await.unwrap();
     assert_eq!(gone, [id("d0")], "only the unchanged, archived article");
-    assert_eq!(evicted(server, &store).await, ["d0"]);
+    assert_eq!(evicted(&store).await, ["d0"]);
     let kept: Vec<_> = d1_before
         .into_iter()
         .filter(|(k, _)| !k.contains(":d0"))
         .collect();
-    let now_keys: Vec<_> = article_keys(server, &p)
+    let now_keys: Vec<_> = article_keys(&store)
         .await
         .into_iter()
         .filter(|(k, _)| !k.contains(":d0"))
@@ -1278,9 +1316,10 @@ async fn changed_or_unarchived_articles_stay() {
     // was never archived: both stay.
     clock.set(later);
     w.flush(&archive).await.unwrap();
-    assert_eq!(evicted(server, &store).await, ["d0"]);
-    assert_archived(&archive, &store, server, &["d1"]).await;
+    assert_eq!(evicted(&store).await, ["d0"]);
+    assert_archived(&archive, &store, &["d1"]).await;
     archive.close().await;
+    store
 }
 
 /// Views from distinct visitors, one ip each, `n` per article.
@@ -1298,19 +1337,14 @@ fn views(arts: &[&str], n: u64, salt: u64, now: Timestamp) -> Vec<Event> {
         .collect()
 }
 
-/// Sites whose articles were all archived then evicted: the store with
-/// its archive, and the lifetime PV of each article before.
+/// Sites laid out as `layout` says whose articles were all archived then
+/// evicted: the store with its archive, and the lifetime PV of each
+/// article before.
 async fn evicted_site(
     arts: &[&str],
-) -> (
-    Schema,
-    Archive,
-    &'static RedisServer,
-    Arc<RedisStore>,
-    Vec<u64>,
-    Timestamp,
-) {
-    let (schema, archive, server, store) = writer_site().await;
+    layout: Layout,
+) -> (Schema, Archive, Arc<RedisStore>, Vec<u64>, Timestamp) {
+    let (schema, archive, store) = writer_site(layout).await;
     store
         .ingest(counted_events(arts, 200, 1), T0)
         .await
@@ -1328,17 +1362,19 @@ async fn evicted_site(
     w.flush(&archive).await.unwrap();
     let mut want: Vec<String> = arts.iter().map(|a| a.to_string()).collect();
     want.sort();
-    assert_eq!(evicted(server, &store).await, want);
-    (schema, archive, server, store, pv, now)
+    assert_eq!(evicted(&store).await, want);
+    (schema, archive, store, pv, now)
 }
 
+on_every_layout!(concurrent_events_restore_exactly_once);
 /// Events for evicted articles from several tasks on two nodes at once:
 /// each article is restored once, and every view counts exactly once
-/// (lifetime PV and UV against the oracle).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_events_restore_exactly_once() {
+/// (lifetime PV and UV against the oracle). Over a split site each
+/// shard's count stage finds the tombstones and the article is restored
+/// before it counts.
+async fn concurrent_events_restore_exactly_once(layout: Layout) -> Arc<RedisStore> {
     let arts = ["c0", "c1", "c2"];
-    let (schema, archive, server, store, pv, now) = evicted_site(&arts).await;
+    let (schema, archive, store, pv, now) = evicted_site(&arts, layout).await;
     let p = store.keys().prefix.clone();
     let uv_before: Vec<i64> = {
         let mut v = Vec::new();
@@ -1348,16 +1384,12 @@ async fn concurrent_events_restore_exactly_once() {
                 unreachable!()
             };
             let scratch = format!("{p}scratch:{a}");
-            let mut c = server
-                .client()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
-            let _: () = c
+            let _: () = store
+                .con()
                 .set(&scratch, bytes_from_b64(&lifetime.uv).unwrap())
                 .await
                 .unwrap();
-            v.push(pfcount(server, &scratch).await);
+            v.push(pfcount(&store, &scratch).await);
         }
         v
     };
@@ -1365,9 +1397,8 @@ async fn concurrent_events_restore_exactly_once() {
     let other = Arc::new(
         RedisStore::connect(
             RedisOptions {
-                url: server.url(),
-                prefix: p.clone(),
-                ..RedisOptions::default()
+                prefix: store.options().prefix.clone(),
+                ..site_options(layout)
             },
             StoreSettings::default(),
         )
@@ -1400,18 +1431,14 @@ async fn concurrent_events_restore_exactly_once() {
     for h in handles {
         h.await.unwrap();
     }
-    assert!(evicted(server, &store).await.is_empty());
+    assert!(evicted(&store).await.is_empty());
     let sent = tasks * batches * per;
     for (i, a) in arts.iter().enumerate() {
         let v = store.article(&id(a), now).await.unwrap().unwrap();
         assert_eq!(v.lifetime.pv, pv[i] + sent, "{a}: every view once");
         // The oracle's UV: the archived sketch plus every new visitor.
         let scratch = format!("{p}scratch:{a}");
-        let mut c = server
-            .client()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut c = store.con();
         for t in 0..tasks {
             for b in 0..batches {
                 for e in views(&arts, per, 100 + t * batches + b, now) {
@@ -1426,12 +1453,14 @@ async fn concurrent_events_restore_exactly_once() {
                 }
             }
         }
-        let want = pfcount(server, &scratch).await;
+        let want = pfcount(&store, &scratch).await;
         assert!(want > uv_before[i]);
         assert_eq!(v.lifetime.uv as i64, want, "{a}: UV");
-        assert_eq!(pfcount(server, &format!("{p}hll:uv:{a}")).await, want);
+        assert_eq!(pfcount(&store, &store.keys().uv(&id(a))).await, want);
     }
+    assert_eq!(other.crossed_slots(), Vec::<String>::new(), "slot log");
     archive.close().await;
+    store
 }
 
 /// Pipeline mode: events for evicted articles go through the filter and
@@ -1441,7 +1470,7 @@ async fn pipeline_restores_evicted_articles() {
     use hotrank::config::PipelineConfig;
     use hotrank::store::redis::{IngestPipeline, Role};
     let arts = ["q0", "q1"];
-    let (_schema, archive, server, store, pv, now) = evicted_site(&arts).await;
+    let (_schema, archive, store, pv, now) = evicted_site(&arts, Layout::One).await;
     let pipe = Arc::new(IngestPipeline::new(
         store.clone(),
         PipelineConfig {
@@ -1457,7 +1486,7 @@ async fn pipeline_restores_evicted_articles() {
         pipe.step(Role::Filter, "f", false).await.unwrap();
         pipe.step(Role::Count, "c", false).await.unwrap();
     }
-    assert!(evicted(server, &store).await.is_empty());
+    assert!(evicted(&store).await.is_empty());
     for (i, a) in arts.iter().enumerate() {
         let v = store.article(&id(a), now).await.unwrap().unwrap();
         assert_eq!(v.lifetime.pv, pv[i] + 60, "{a}");

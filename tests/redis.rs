@@ -1634,6 +1634,10 @@ fn sharded_keys_hash_to_their_tags(b: &Backend) {
                 keys.bucket_d(&a, 20_000),
                 keys.uv_d(&a, 20_000),
                 keys.voted(&a),
+                keys.ledger(&a, "archive:dirty"),
+                keys.ledger(&a, "archive:taking"),
+                keys.ledger(&a, "archive:written"),
+                keys.ledger(&a, "archive:evicted"),
             ] {
                 assert_eq!(slot(&name), shard_slot(k), "{name}");
             }
@@ -1648,7 +1652,8 @@ fn sharded_keys_hash_to_their_tags(b: &Backend) {
             keys.batch(&"0".repeat(32)),
             keys.gate_slot("gate:eid", 1),
             keys.gate_slot("gate:rl:v", 1),
-            keys.archive_dirty(),
+            keys.archive_lock(),
+            keys.archive_flushed(),
             keys.post_counter(),
         ] {
             assert_eq!(slot(&name), site, "{name}");

@@ -5,6 +5,15 @@
 //! back into `archive:dirty` when the write failed. A flush that died
 //! half-way leaves `archive:taking`, which the next take merges in. One
 //! node flushes at a time: `archive:lock` holds its token, with an expiry.
+//!
+//! When the site spans cluster slots (article shards on a cluster), each
+//! shard keeps its own `archive:dirty`, `archive:taking`,
+//! `archive:written` and `archive:evicted` in its slot (`Keys::ledger`):
+//! every call below then runs once per shard, each touching one slot, and
+//! the writer above sees one site. The lock and `archive:flushed` stay in
+//! the site's slot.
+
+use std::sync::LazyLock;
 
 use redis::Script;
 
@@ -12,61 +21,83 @@ use super::{RedisStore, sorted_ids, store_err};
 use crate::model::ArticleId;
 use crate::store::StoreError;
 
-/// KEYS: dirty, taking. Moves dirty into taking (keeping what a dead
-/// flush left there) and returns taking's members.
-const TAKE: &str = "
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[1])
-    redis.call('DEL', KEYS[1])
+/// KEYS: dirty, taking (one shard's copies). Moves dirty into taking
+/// (keeping what a dead flush left there) and returns taking's members.
+static TAKE: LazyLock<Script> = LazyLock::new(|| {
+    super::script(
+        "
+local dirty, taking = K(KEYS[1]), K(KEYS[2])
+if redis.call('EXISTS', dirty) == 1 then
+  if redis.call('EXISTS', taking) == 1 then
+    redis.call('SUNIONSTORE', taking, taking, dirty)
+    redis.call('DEL', dirty)
   else
-    redis.call('RENAME', KEYS[1], KEYS[2])
+    redis.call('RENAME', dirty, taking)
   end
 end
-return redis.call('SMEMBERS', KEYS[2])";
+return redis.call('SMEMBERS', taking)",
+    )
+});
 
-/// KEYS: dirty, taking. Gives the taken ids back.
-const GIVE_BACK: &str = "
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('SUNIONSTORE', KEYS[1], KEYS[1], KEYS[2])
-  redis.call('DEL', KEYS[2])
+/// KEYS: dirty, taking (one shard's copies). Gives the taken ids back.
+static GIVE_BACK: LazyLock<Script> = LazyLock::new(|| {
+    super::script(
+        "
+local dirty, taking = K(KEYS[1]), K(KEYS[2])
+if redis.call('EXISTS', taking) == 1 then
+  redis.call('SUNIONSTORE', dirty, dirty, taking)
+  redis.call('DEL', taking)
 end
-return 1";
+return 1",
+    )
+});
 
 /// KEYS: lock. ARGV: token. Deletes the lock only if this token holds it.
 const UNLOCK: &str = "
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
+static EVICT: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("evict.lua")));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("restore.lua")));
+
+/// The archive's scripts, loaded with the store's (`load_scripts`), so
+/// `eval_each` reloads them after a `NOSCRIPT`.
+pub(super) fn scripts() -> [&'static Script; 4] {
+    [&TAKE, &GIVE_BACK, &EVICT, &RESTORE]
+}
+
+/// One call of `TAKE` or `GIVE_BACK` per copy of the site's
+/// `archive:dirty` and `archive:taking` (one per shard when the site
+/// spans slots).
+fn dirty_and_taking(store: &RedisStore) -> Vec<(Vec<String>, Vec<String>)> {
+    let k = store.keys();
+    k.ledgers("archive:dirty")
+        .into_iter()
+        .zip(k.ledgers("archive:taking"))
+        .map(|(dirty, taking)| (vec![dirty, taking], Vec::new()))
+        .collect()
+}
+
 impl RedisStore {
     /// Takes the articles changed since the last flush (see the module
-    /// docs); ids that do not parse are dropped.
+    /// docs), every shard's; ids that do not parse are dropped.
     pub async fn archive_take(&self) -> Result<Vec<ArticleId>, StoreError> {
-        let k = self.keys();
-        if k.spans_slots() {
-            // Each shard keeps its own `archive:dirty` there (keys.rs
-            // `Keys::ledger`); the writer and eviction read the site's.
-            return Err(StoreError::Internal(
-                "the archive does not run over a site spread over cluster slots yet".into(),
-            ));
-        }
-        let ids: Vec<String> = Script::new(TAKE)
-            .key(k.archive_dirty())
-            .key(k.archive_taking())
-            .invoke_async(&mut self.con())
-            .await
-            .map_err(store_err)?;
-        Ok(sorted_ids(&ids))
+        let taken: Vec<Vec<String>> = self.eval_each(&TAKE, &dirty_and_taking(self)).await?;
+        Ok(sorted_ids(&taken.concat()))
     }
 
     /// The taken articles are in the archive (at wall-clock `at`): forget
     /// them.
     pub async fn archive_taken(&self, at: i64) -> Result<(), StoreError> {
-        redis::pipe()
-            .del(self.keys().archive_taking())
-            .set(self.keys().archive_flushed(), at)
-            .query_async::<()>(&mut self.con())
+        let k = self.keys();
+        let mut pipe = redis::pipe();
+        for taking in k.ledgers("archive:taking") {
+            pipe.del(taking);
+        }
+        pipe.set(k.archive_flushed(), at);
+        self.query_pipe::<Vec<redis::Value>>(&pipe)
             .await
+            .map(drop)
             .map_err(store_err)
     }
 
@@ -81,14 +112,9 @@ impl RedisStore {
 
     /// The write failed: the taken articles are changed again.
     pub async fn archive_give_back(&self) -> Result<(), StoreError> {
-        let k = self.keys();
-        Script::new(GIVE_BACK)
-            .key(k.archive_dirty())
-            .key(k.archive_taking())
-            .invoke_async::<i64>(&mut self.con())
+        self.eval_each::<i64, _>(&GIVE_BACK, &dirty_and_taking(self))
             .await
             .map(drop)
-            .map_err(store_err)
     }
 
     /// Takes the flush lock for `ttl_ms` if no node holds it.
@@ -119,14 +145,9 @@ impl RedisStore {
 
 // ---- Eviction and restore (docs/design.md, "Eviction and restore") ----
 
-use std::sync::LazyLock;
-
 use crate::archive::Archive;
 use crate::model::Timestamp;
 use crate::store::dump::Record;
-
-static EVICT: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("evict.lua")));
-static RESTORE: LazyLock<Script> = LazyLock::new(|| super::script(include_str!("restore.lua")));
 
 /// The tombstoned ids of an ingest or count call's `{'evicted', id…}`
 /// answer (`evicted.lua`), or `None` for any other answer.
@@ -152,6 +173,28 @@ impl RedisStore {
         let _ = self.archive.set(archive);
     }
 
+    /// `ids` grouped by their copy of the site's bookkeeping `name`
+    /// (`Keys::ledger`): one group on one slot, one per shard with any
+    /// id when the site spans slots; each group's ids in the order given.
+    fn by_ledger<'a>(&self, ids: &'a [ArticleId], name: &str) -> Vec<(String, Vec<&'a ArticleId>)> {
+        let k = self.keys();
+        k.group_by_shard(ids, |i| i)
+            .into_iter()
+            .filter(|g| !g.is_empty())
+            .map(|g| (k.ledger(g[0], name), g))
+            .fold(
+                Vec::new(),
+                |mut out: Vec<(String, Vec<&ArticleId>)>, (key, g)| {
+                    // On one slot every shard's group names the same copy.
+                    match out.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, all)) => all.extend(g),
+                        None => out.push((key, g)),
+                    }
+                    out
+                },
+            )
+    }
+
     /// The flushed articles are archived as of data time `now`: their idle
     /// clock restarts.
     pub(crate) async fn archive_written(
@@ -163,38 +206,53 @@ impl RedisStore {
             return Ok(());
         }
         let mut pipe = redis::pipe();
-        for part in ids.chunks(500) {
-            let c = pipe.cmd("ZADD").arg(self.keys().archive_written());
-            for id in part {
-                c.arg(now).arg(id.as_str());
+        for (written, group) in self.by_ledger(ids, "archive:written") {
+            for part in group.chunks(500) {
+                let c = pipe.cmd("ZADD").arg(&written);
+                for id in part {
+                    c.arg(now).arg(id.as_str());
+                }
             }
         }
-        pipe.query_async::<()>(&mut self.con())
+        self.query_pipe::<Vec<redis::Value>>(&pipe)
             .await
+            .map(drop)
             .map_err(store_err)
     }
 
     /// Up to `limit` articles archived at or before `cutoff`, skipping the
-    /// first `skip` (those a previous batch of this round kept).
+    /// first `skip` (those a previous batch of this round kept), in the
+    /// order of one `archive:written` (by time, then id) however many
+    /// shards keep a copy: each copy's first `skip + limit`, merged.
     pub(crate) async fn evict_candidates(
         &self,
         cutoff: Timestamp,
         skip: usize,
         limit: usize,
     ) -> Result<Vec<ArticleId>, StoreError> {
-        let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.keys().archive_written())
-            .arg("-inf")
-            .arg(cutoff)
-            .arg("LIMIT")
-            .arg(skip)
-            .arg(limit)
-            .query_async(&mut self.con())
-            .await
-            .map_err(store_err)?;
-        Ok(ids
-            .iter()
-            .filter_map(|i| ArticleId::parse(i).ok())
+        let mut pipe = redis::pipe();
+        for written in self.keys().ledgers("archive:written") {
+            pipe.cmd("ZRANGEBYSCORE")
+                .arg(written)
+                .arg("-inf")
+                .arg(cutoff)
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(skip + limit);
+        }
+        let copies: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let mut all: Vec<(f64, String)> = copies
+            .into_iter()
+            .flatten()
+            .map(|(id, at)| (at, id))
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        Ok(all
+            .into_iter()
+            .skip(skip)
+            .take(limit)
+            .filter_map(|(_, i)| ArticleId::parse(&i).ok())
             .collect())
     }
 
@@ -203,11 +261,15 @@ impl RedisStore {
         if ids.is_empty() {
             return Ok(());
         }
-        redis::cmd("ZREM")
-            .arg(self.keys().archive_written())
-            .arg(ids.iter().map(|i| i.as_str()).collect::<Vec<_>>())
-            .query_async::<()>(&mut self.con())
+        let mut pipe = redis::pipe();
+        for (written, group) in self.by_ledger(ids, "archive:written") {
+            pipe.cmd("ZREM")
+                .arg(written)
+                .arg(group.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+        }
+        self.query_pipe::<Vec<redis::Value>>(&pipe)
             .await
+            .map(drop)
             .map_err(store_err)
     }
 
@@ -222,8 +284,9 @@ impl RedisStore {
     }
 
     /// Evicts the articles of `records` (just archived whole) that are
-    /// still unchanged and archived at or before `cutoff` (`evict.lua`):
-    /// deletes exactly the keys whose values the records hold. Returns the
+    /// still unchanged and archived at or before `cutoff` (`evict.lua`,
+    /// one call per shard copy of the archive's bookkeeping): deletes
+    /// exactly the keys whose values the records hold. Returns the
     /// evicted ids.
     pub async fn evict(
         &self,
@@ -231,69 +294,88 @@ impl RedisStore {
         cutoff: Timestamp,
     ) -> Result<Vec<ArticleId>, StoreError> {
         let k = self.keys();
-        let mut keys = vec![
-            k.archive_dirty(),
-            k.archive_taking(),
-            k.archive_written(),
-            k.archive_evicted(),
-        ];
-        let mut args: Vec<String> = vec![cutoff.to_string(), String::new()];
-        let mut n = 0;
-        for r in records {
-            let Record::Article {
-                id, hours, days, ..
-            } = r
-            else {
-                continue;
-            };
-            let before = keys.len();
-            keys.extend([k.views(id), k.uv(id), k.counters(id), k.voted(id)]);
-            for b in hours {
-                keys.push(k.bucket_h(id, b.at));
-                keys.push(k.uv_h(id, b.at));
+        let articles: Vec<&Record> = records
+            .iter()
+            .filter(|r| matches!(r, Record::Article { .. }))
+            .collect();
+        let ids: Vec<ArticleId> = articles
+            .iter()
+            .filter_map(|r| match r {
+                Record::Article { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
+        for (_, group) in self.by_ledger(&ids, "archive:written") {
+            let first = group[0];
+            let mut keys: Vec<String> = [
+                "archive:dirty",
+                "archive:taking",
+                "archive:written",
+                "archive:evicted",
+            ]
+            .iter()
+            .map(|name| k.ledger(first, name))
+            .collect();
+            let mut args: Vec<String> = vec![cutoff.to_string(), group.len().to_string()];
+            for id in group {
+                let Some(Record::Article { hours, days, .. }) = articles
+                    .iter()
+                    .find(|r| matches!(r, Record::Article { id: i, .. } if i == id))
+                else {
+                    continue;
+                };
+                let before = keys.len();
+                keys.extend([k.views(id), k.uv(id), k.counters(id), k.voted(id)]);
+                for b in hours {
+                    keys.push(k.bucket_h(id, b.at));
+                    keys.push(k.uv_h(id, b.at));
+                }
+                for b in days {
+                    keys.push(k.bucket_d(id, b.at));
+                    keys.push(k.uv_d(id, b.at));
+                }
+                args.push(id.to_string());
+                args.push((keys.len() - before).to_string());
             }
-            for b in days {
-                keys.push(k.bucket_d(id, b.at));
-                keys.push(k.uv_d(id, b.at));
-            }
-            args.push(id.to_string());
-            args.push((keys.len() - before).to_string());
-            n += 1;
+            calls.push((keys, args));
         }
-        if n == 0 {
+        if calls.is_empty() {
             return Ok(Vec::new());
         }
-        args[1] = n.to_string();
-        let mut inv = EVICT.prepare_invoke();
-        for key in &keys {
-            inv.key(key);
-        }
-        for a in &args {
-            inv.arg(a);
-        }
-        let gone: Vec<String> = inv.invoke_async(&mut self.con()).await.map_err(store_err)?;
+        let gone: Vec<Vec<String>> = self.eval_each(&EVICT, &calls).await?;
         Ok(gone
+            .concat()
             .iter()
             .filter_map(|i| ArticleId::parse(i).ok())
             .collect())
     }
 
-    /// Which of `ids` are evicted (one `SMISMEMBER`).
+    /// Which of `ids` are evicted (one `SMISMEMBER` per copy of the
+    /// tombstones), sorted, without repeats.
     pub async fn evicted_among(&self, ids: &[ArticleId]) -> Result<Vec<ArticleId>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let got: Vec<bool> = redis::cmd("SMISMEMBER")
-            .arg(self.keys().archive_evicted())
-            .arg(ids.iter().map(|i| i.as_str()).collect::<Vec<_>>())
-            .query_async(&mut self.con())
-            .await
-            .map_err(store_err)?;
-        let mut out: Vec<ArticleId> = ids
+        let groups = self.by_ledger(ids, "archive:evicted");
+        let mut pipe = redis::pipe();
+        for (evicted, group) in &groups {
+            pipe.cmd("SMISMEMBER")
+                .arg(evicted)
+                .arg(group.iter().map(|i| i.as_str()).collect::<Vec<_>>());
+        }
+        let got: Vec<Vec<bool>> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let mut out: Vec<ArticleId> = groups
             .iter()
             .zip(got)
-            .filter(|(_, e)| *e)
-            .map(|(i, _)| i.clone())
+            .flat_map(|((_, group), got)| {
+                group
+                    .iter()
+                    .zip(got)
+                    .filter(|(_, e)| *e)
+                    .map(|(i, _)| (*i).clone())
+                    .collect::<Vec<_>>()
+            })
             .collect();
         out.sort();
         out.dedup();
@@ -318,7 +400,8 @@ impl RedisStore {
     /// Restores `ids` (evicted ones; others are left alone) from the
     /// archive: their records are read in batches (one query per table)
     /// and each written back with `restore.lua`, atomically with the
-    /// removal of its tombstone (one pipelined round trip per batch).
+    /// removal of its tombstone (one pipelined round trip per batch and
+    /// slot: an article's keys and its tombstone share its shard's).
     pub async fn restore(&self, ids: &[ArticleId], now: Timestamp) -> Result<u64, StoreError> {
         if ids.is_empty() {
             return Ok(0);
@@ -351,23 +434,7 @@ impl RedisStore {
                 .iter()
                 .map(|r| self.restore_call(r, now))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut con = self.con();
-            RESTORE
-                .prepare_invoke()
-                .load_async(&mut con)
-                .await
-                .map_err(store_err)?;
-            let mut pipe = redis::pipe();
-            for (keys, args) in &calls {
-                let c = pipe.cmd("EVALSHA").arg(RESTORE.get_hash()).arg(keys.len());
-                for k in keys {
-                    c.arg(&k[..]);
-                }
-                for a in args {
-                    c.arg(&a[..]);
-                }
-            }
-            let done: Vec<i64> = pipe.query_async(&mut con).await.map_err(store_err)?;
+            let done: Vec<i64> = self.eval_each(&RESTORE, &calls).await?;
             let n = done.iter().filter(|d| **d == 1).count() as u64;
             restored += n;
             metrics::counter!("hotrank_archive_restored_total").increment(n);
@@ -394,8 +461,8 @@ impl RedisStore {
             .map_err(StoreError::Internal)?;
         let k = self.keys();
         let mut keys = vec![
-            k.archive_evicted().into_bytes(),
-            k.archive_written().into_bytes(),
+            k.ledger(id, "archive:evicted").into_bytes(),
+            k.ledger(id, "archive:written").into_bytes(),
         ];
         let mut args = vec![
             id.as_str().as_bytes().to_vec(),

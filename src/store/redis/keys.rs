@@ -317,8 +317,9 @@ impl Keys {
         self.k(format_args!("stats:quarantine:h:{hour}"))
     }
     /// The copy of the site's bookkeeping `name` (`stats:articles`,
-    /// `archive:dirty`, `archive:evicted`, `time:`, `score:`) that writes
-    /// of article `id` touch: the site's, except when the site spans slots
+    /// `archive:dirty`, `archive:taking`, `archive:written`,
+    /// `archive:evicted`, `time:`, `score:`) that writes of article `id`
+    /// touch: the site's, except when the site spans slots
     /// (tagged, more than one shard), where each shard keeps its own in
     /// its slot (`shard.lua`'s `LK`) and readers take them all
     /// ([`Keys::ledgers`]).
@@ -339,14 +340,6 @@ impl Keys {
         }
     }
 
-    /// Articles changed since the archive writer last took the set.
-    pub fn archive_dirty(&self) -> String {
-        self.k(format_args!("archive:dirty"))
-    }
-    /// The set a flush took, until its upsert committed.
-    pub fn archive_taking(&self) -> String {
-        self.k(format_args!("archive:taking"))
-    }
     /// When (Unix s) a node last flushed to the archive.
     pub fn archive_flushed(&self) -> String {
         self.k(format_args!("archive:flushed"))
@@ -354,16 +347,6 @@ impl Keys {
     /// The lock one node holds while it flushes.
     pub fn archive_lock(&self) -> String {
         self.k(format_args!("archive:lock"))
-    }
-    /// When (data clock) each article was last archived or restored: the
-    /// eviction's idle clock.
-    pub fn archive_written(&self) -> String {
-        self.k(format_args!("archive:written"))
-    }
-    /// Tombstones: articles evicted from Redis, to restore from the
-    /// archive before use.
-    pub fn archive_evicted(&self) -> String {
-        self.k(format_args!("archive:evicted"))
     }
     pub fn cursor(&self, id: u64) -> String {
         self.k(format_args!("cursor:{id:016x}"))
@@ -613,6 +596,8 @@ const LEDGER_KEYS: &[&str] = &[
     "post:req:<hex>",
     "stats:articles",
     "archive:dirty",
+    "archive:taking",
+    "archive:written",
     "archive:evicted",
     "time:",
     "score:",

@@ -823,7 +823,7 @@ impl RedisStore {
 
     async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut con = self.con();
-        for s in self.scripts.all() {
+        for s in self.scripts.all().into_iter().chain(archive::scripts()) {
             s.prepare_invoke()
                 .load_async(&mut con)
                 .await
@@ -890,20 +890,20 @@ impl RedisStore {
 
     /// [`eval`](Self::eval) of `script` once per call (its keys and
     /// arguments), all in one pipeline: one reply per call, in order.
-    async fn eval_each<T: redis::FromRedisValue>(
+    async fn eval_each<T: redis::FromRedisValue, B: AsRef<[u8]>>(
         &self,
         script: &Script,
-        calls: &[(Vec<String>, Vec<String>)],
+        calls: &[(Vec<B>, Vec<B>)],
     ) -> Result<Vec<T>, StoreError> {
         let got: Vec<T> = self
             .eval_pipe(|p| {
                 for (keys, args) in calls {
                     let c = p.cmd("EVALSHA").arg(script.get_hash()).arg(keys.len());
                     for k in keys {
-                        c.arg(k.as_str());
+                        c.arg(k.as_ref());
                     }
                     for a in args {
-                        c.arg(a.as_str());
+                        c.arg(a.as_ref());
                     }
                 }
             })

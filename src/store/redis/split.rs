@@ -146,7 +146,8 @@ impl RedisStore {
             .map(|(s, v)| (s as u32, bytes(v)))
             .filter(|(_, e)| !e.is_empty())
             .collect();
-        self.count_stages(batch, &entries, Some(&declared)).await?;
+        self.count_stages(batch, &entries, Some(&declared), now)
+            .await?;
         if self.opts.split_fault == SplitFault::AfterCount {
             return Err(StoreError::Unavailable(
                 "test fault after the count stages".into(),
@@ -182,29 +183,63 @@ impl RedisStore {
 
     /// Applies each (shard, entry) of `batch` in its shard's slot, all
     /// concurrently (one pipeline per slot); an entry applied before is
-    /// skipped by its marker. `declared`: the batch's keys, when known,
-    /// each stage declaring those of its slot.
+    /// skipped by its marker. A stage that found evicted articles wrote
+    /// nothing: they are restored from the archive and the stage runs
+    /// again (a concurrent eviction can only race a few times).
+    /// `declared`: the batch's keys, when known, each stage declaring
+    /// those of its slot.
     async fn count_stages(
         &self,
         batch: &str,
         entries: &[(u32, Vec<u8>)],
         declared: Option<&[String]>,
+        now: Timestamp,
     ) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
+        let mut left: Vec<&(u32, Vec<u8>)> = entries.iter().collect();
+        for _ in 0..5 {
+            if left.is_empty() {
+                return Ok(());
+            }
+            let got = self.count_stages_once(batch, &left, declared).await?;
+            let mut gone: Vec<ArticleId> = Vec::new();
+            let mut again = Vec::new();
+            for (e, v) in left.into_iter().zip(&got) {
+                if let Some(ids) = super::archive::evicted_reply(v) {
+                    gone.extend(ids);
+                    again.push(e);
+                }
+            }
+            gone.sort();
+            gone.dedup();
+            self.restore(&gone, now).await?;
+            left = again;
         }
+        Err(StoreError::Unavailable(
+            "count stage: its articles were evicted again and again".into(),
+        ))
+    }
+
+    /// One run of [`count_stages`](Self::count_stages): the stages'
+    /// replies, in order.
+    async fn count_stages_once(
+        &self,
+        batch: &str,
+        entries: &[&(u32, Vec<u8>)],
+        declared: Option<&[String]>,
+    ) -> Result<Vec<Value>, StoreError> {
         let k = &self.keys;
         let calls: Vec<Vec<String>> = entries
             .iter()
             .map(|(s, _)| {
                 let sk = k.shard(*s);
                 let slot = key_slot(sk.changes().as_bytes());
-                let mut keys = vec![format!("{}gate:done:{batch}", sk.prefix)];
+                let tomb = k.ledgers("archive:evicted").swap_remove(*s as usize);
+                let mut keys = vec![format!("{}gate:done:{batch}", sk.prefix), tomb.clone()];
                 keys.extend(
                     declared
                         .unwrap_or_default()
                         .iter()
-                        .filter(|n| key_slot(n.as_bytes()) == slot)
+                        .filter(|n| key_slot(n.as_bytes()) == slot && **n != tomb)
                         .cloned(),
                 );
                 keys
@@ -212,7 +247,7 @@ impl RedisStore {
             .collect();
         let got: Vec<Value> = self
             .eval_pipe(|p| {
-                for ((s, entry), keys) in entries.iter().zip(&calls) {
+                for ((s, entry), keys) in entries.iter().map(|e| (&e.0, &e.1)).zip(&calls) {
                     let c = p
                         .cmd("EVALSHA")
                         .arg(self.scripts.count_stage.get_hash())
@@ -225,8 +260,7 @@ impl RedisStore {
                 }
             })
             .await?;
-        self.replicated(got, entries.len())?;
-        Ok(())
+        self.replicated(got, entries.len())
     }
 
     /// With `wait_replicas`, a `WAIT` after the call just queued: without
@@ -320,7 +354,7 @@ impl RedisStore {
                 .await
                 .map_err(store_err)?;
             if let Some(entry) = entry {
-                self.count_stages(batch, &[(s, entry)], None).await?;
+                self.count_stages(batch, &[(s, entry)], None, now).await?;
             }
             self.outbox_done(batch, std::iter::once(s)).await?;
             swept += 1;
