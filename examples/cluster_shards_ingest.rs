@@ -4,9 +4,7 @@
 //! shard), in the same run on the same cluster, through
 //! `RedisStore::ingest` (no HTTP): runs alternate 1 3 3 1 …, each under a
 //! fresh prefix. Reports events/s and each primary's Redis CPU (INFO cpu,
-//! user + sys) per event. Config still refuses `cluster` with `shards > 1`
-//! (docs/redis-keys.md, "Not built yet"); this uses the tests' switch
-//! `RedisOptions::allow_split_cluster`.
+//! user + sys) per event.
 //!
 //! `SEEDS=redis://127.0.0.1:7001,... PORTS=7001,7002,7003 \
 //!  cargo run --release --example cluster_shards_ingest [seconds] [runs]`
@@ -88,7 +86,6 @@ async fn main() {
             prefix: format!("bench{run}:"),
             cluster: true,
             shards,
-            allow_split_cluster: true,
             ..RedisOptions::default()
         };
         let store = Arc::new(RedisStore::connect(opts, settings.clone()).expect("store"));

@@ -238,8 +238,10 @@ pub struct RedisConfig {
     /// Article shards of one site (`HOTRANK_REDIS_SHARDS`, default 1): the
     /// change log, activity sets, `articles:new` and every ranking are
     /// kept per shard and a ranking query walks them all
-    /// (docs/redis-keys.md, "Article shards"). One Redis only for now;
-    /// every node of a site must use the same number.
+    /// (docs/redis-keys.md, "Article shards"). On a cluster each shard
+    /// has its own slot, so one site spreads over several primaries
+    /// (docs/redis-keys.md, "One site over many primaries"). Every node of
+    /// a site must use the same number.
     pub shards: u32,
 }
 
@@ -717,11 +719,6 @@ impl Config {
                 rc.shards
             ));
         }
-        if rc.shards > 1 && rc.cluster {
-            return Err(
-                "redis.shards > 1 runs on one Redis only for now: on a cluster the archive would still cross slots (set redis.cluster = false or shards = 1)".into(),
-            );
-        }
         if rc.shards > 1 && rc.layout == RedisLayout::Seed {
             return Err(
                 "redis.shards > 1 does not write seed layout's keys (set layout = \"hotrank\" or shards = 1)".into(),
@@ -1130,8 +1127,8 @@ mod tests {
         assert!(toml::from_str::<Config>("[redis]\nnope = 1\n").is_err());
     }
 
-    /// `[redis] shards`: 1 by default; more only on one Redis, in the
-    /// hotrank layout, without the pipeline (not built there yet).
+    /// `[redis] shards`: 1 by default; more on one Redis or a cluster, in
+    /// the hotrank layout, without the pipeline (not built there yet).
     #[test]
     fn redis_shards() {
         let c: Config = toml::from_str("store = \"redis\"\n[redis]\nshards = 4\n").unwrap();
@@ -1145,7 +1142,9 @@ mod tests {
         };
         assert!(with(&|c| c.redis.shards = 0).contains("redis.shards"));
         assert!(with(&|c| c.redis.shards = MAX_REDIS_SHARDS + 1).contains("redis.shards"));
-        assert!(with(&|c| c.redis.cluster = true).contains("one Redis"));
+        let mut on_cluster = c.clone();
+        on_cluster.redis.cluster = true;
+        on_cluster.validate().unwrap();
         assert!(with(&|c| c.redis.layout = RedisLayout::Seed).contains("seed layout"));
         assert!(with(&|c| c.pipeline.enabled = true).contains("redis.shards"));
     }

@@ -78,7 +78,7 @@ async fn make_redis_sharded_tagged(s: StoreSettings) -> Made {
 }
 
 /// Issue 13: one site over 3 shards on the binary's shared 3-primary
-/// cluster (`RedisOptions::allow_split_cluster`: config still refuses it).
+/// cluster.
 async fn make_redis_cluster_sharded(s: StoreSettings) -> Made {
     let opts = common::redis::shared_cluster_site(3);
     (

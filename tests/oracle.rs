@@ -682,12 +682,10 @@ fn redis_cluster_two_nodes_match_the_oracle() {
             b: Arc::new(RedisStore::connect(opts, settings()).unwrap()),
         }
     });
-    // Issue 13: one site over 3 shards on the same cluster (config still
-    // refuses it; `allow_split_cluster` is for tests).
+    // Issue 13: one site over 3 shards on the same cluster.
     drive("redis cluster, 3 shards", 192, |case| {
         let opts = RedisOptions {
             shards: 3,
-            allow_split_cluster: true,
             ..cluster.options(&format!("oracle-c3-{case}:"))
         };
         Nodes {

@@ -440,7 +440,6 @@ async fn export_import(server: &Backend, prefix: &str, shards: u32, cluster_name
     let opts = RedisOptions {
         shards,
         cluster_names,
-        allow_split_cluster: server.is_cluster(),
         ..server.options(prefix)
     };
     let r = RedisStore::connect(opts, StoreSettings::default()).expect("redis store");
@@ -752,7 +751,6 @@ async fn every_key(server: &Backend, prefix: &str, shards: u32, cluster_names: b
     let opts = RedisOptions {
         shards,
         cluster_names,
-        allow_split_cluster: server.is_cluster(),
         ..server.options(prefix)
     };
     let store = RedisStore::connect(opts, s).expect("redis store");
@@ -949,11 +947,10 @@ async fn every_key(server: &Backend, prefix: &str, shards: u32, cluster_names: b
     }
 }
 
-/// Issue 13: the calls that still cross slots on a cluster with more
-/// than one shard (docs/redis-keys.md, "Not built yet"), as the mixed load
-/// of [`every_key`] finds them: the list shrinks as each becomes
-/// single-slot, and the refusal of `cluster = true` with `shards > 1` goes
-/// when it is empty.
+/// Issue 13: the calls that cross slots on a cluster with more than one
+/// shard (docs/redis-keys.md, "One site over many primaries"), as the
+/// mixed load of [`every_key`] finds them: none, which is what lets
+/// config run `cluster = true` with `shards > 1`.
 const CROSSING_SLOTS: &[&str] = &[];
 
 /// With one shard, a cluster's names put every key in the site's slot:
@@ -1677,7 +1674,6 @@ fn sharded_keys_hash_to_their_tags(b: &Backend) {
 async fn split_waits_for_replicas(b: &Backend) {
     let opts = |replicas: u32| RedisOptions {
         shards: 3,
-        allow_split_cluster: true,
         wait_replicas: replicas,
         response_timeout_ms: 1000,
         ..b.options("c9:")
@@ -1726,8 +1722,7 @@ fn cluster_runs_the_same_suites() {
         export_import(&cluster, "c4:", 1, false).await;
         export_import(&cluster, "c10:", 3, false).await;
         every_key(&cluster, "c5:", 1, false).await;
-        // One site over 3 shards (config still refuses it: the archive,
-        // export and wait_replicas are not split yet).
+        // One site over 3 shards (4 slots, on every primary).
         every_key(&cluster, "c8:", 3, false).await;
         split_waits_for_replicas(&cluster).await;
         windows_at_midnight(&cluster, "c6:").await;

@@ -475,15 +475,13 @@ pub fn shared_site(shards: u32) -> hotrank::store::redis::RedisOptions {
 
 /// Options for a site of its own on the binary's [`RedisCluster::shared`]
 /// cluster, over `shards` article shards (more than one: issue 13's split
-/// layout, which config still refuses on a cluster; `allow_split_cluster`
-/// is the tests' way past it).
+/// layout, one site over several primaries).
 pub fn shared_cluster_site(shards: u32) -> hotrank::store::redis::RedisOptions {
     hotrank::store::redis::RedisOptions {
         url: RedisCluster::shared().url(),
         prefix: unique_prefix(),
         cluster: true,
         shards,
-        allow_split_cluster: shards > 1,
         ..Default::default()
     }
 }

@@ -1,5 +1,5 @@
--- hotrank: a split site's count stage (docs/redis-keys.md, "Not built
--- yet"), in one shard's slot: applies the shard's outbox entry of one
+-- hotrank: a split site's count stage (docs/redis-keys.md, "One site
+-- over many primaries"), in one shard's slot: applies the shard's outbox entry of one
 -- batch (gate_stage.lua) once. The script is this, common.lua, apply.lua
 -- and count_stage_end.lua.
 --

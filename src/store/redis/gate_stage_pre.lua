@@ -1,5 +1,5 @@
 -- hotrank: in front of ingest.lua in a split site's gate stage
--- (docs/redis-keys.md, "Not built yet"): the script is this, event.lua,
+-- (docs/redis-keys.md, "One site over many primaries"): the script is this, event.lua,
 -- ingest.lua, common.lua, gate.lua, totals.lua and gate_stage.lua, all in
 -- the site's slot.
 local GATE_STAGE = true

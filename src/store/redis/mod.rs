@@ -128,18 +128,13 @@ pub struct RedisOptions {
     /// setting): every key is named as on a cluster (hash tags, and with
     /// more than one shard the shards' own tags, [`Keys::tagged`]) and
     /// every script call declares its keys, but `url` is one redis-server,
-    /// which has no slots. So the sharded cluster layout, whose calls do
-    /// not all stay in one slot yet (docs/redis-keys.md, "Not built yet"),
-    /// runs, and a test checks where each of its keys would live.
+    /// which has no slots: the sharded cluster layout runs there, and tests
+    /// check where each of its keys would live and that no call crosses
+    /// slots (docs/redis-keys.md, "One site over many primaries").
     pub cluster_names: bool,
     /// Tests only: where a split ingest stops (split.rs), to show that
     /// the sweeper counts what a node left behind.
     pub split_fault: SplitFault,
-    /// Tests only (no config setting): lets `cluster` run with more than
-    /// one shard, which config refuses until the archive, export and
-    /// `wait_replicas` are split by slot too (docs/redis-keys.md, "Not
-    /// built yet"), so the suites run on a real cluster meanwhile.
-    pub allow_split_cluster: bool,
 }
 
 impl Default for RedisOptions {
@@ -158,7 +153,6 @@ impl Default for RedisOptions {
             shards: 1,
             cluster_names: false,
             split_fault: SplitFault::None,
-            allow_split_cluster: false,
         }
     }
 }
@@ -180,7 +174,6 @@ impl RedisOptions {
             shards: r.shards,
             cluster_names: false,
             split_fault: SplitFault::None,
-            allow_split_cluster: false,
         }
     }
 }
@@ -707,10 +700,9 @@ impl RedisStore {
         if opts.seed_layout && (opts.cluster || opts.cluster_names) {
             return Err("redis.layout = \"seed\" needs one Redis, not a cluster".into());
         }
-        let split_cluster = opts.cluster && !opts.allow_split_cluster;
-        if opts.shards == 0 || (opts.shards > 1 && (split_cluster || opts.seed_layout)) {
+        if opts.shards == 0 || (opts.shards > 1 && opts.seed_layout) {
             return Err(format!(
-                "redis.shards = {} is invalid here: more than one shard needs one Redis and the hotrank layout",
+                "redis.shards = {} is invalid here: more than one shard needs the hotrank layout (the seeds' keys have no shards)",
                 opts.shards
             ));
         }

@@ -1,5 +1,5 @@
 -- hotrank: a post over a site spread over cluster slots, second stage
--- (docs/redis-keys.md, "Not built yet"), in the slot of the article's
+-- (docs/redis-keys.md, "One site over many primaries"), in the slot of the article's
 -- shard: creates the article post_id.lua reserved, as post.lua would
 -- (post_make.lua follows), unless an article of that id exists.
 --

@@ -1,5 +1,5 @@
 -- hotrank: a post over a site spread over cluster slots, first stage
--- (docs/redis-keys.md, "Not built yet"), in the site's slot: reserves
+-- (docs/redis-keys.md, "One site over many primaries"), in the site's slot: reserves
 -- the post's id from the `article:` counter; post_at.lua then creates
 -- the article in its shard's slot.
 --

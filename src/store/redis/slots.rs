@@ -5,8 +5,8 @@
 //! pipeline per slot, concurrently ([`query_by_slot`]); and with a
 //! cluster's key names on one redis-server (`RedisOptions::cluster_names`,
 //! tests only), which refuses neither, [`SlotLog`] records each call that
-//! a cluster would not run as one slot: what is left before one site may
-//! span several primaries (docs/redis-keys.md, "Not built yet").
+//! a cluster would not run as one slot: tests keep it empty
+//! (docs/redis-keys.md, "One site over many primaries").
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;

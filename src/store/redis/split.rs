@@ -1,5 +1,5 @@
-//! Ingest over a site spread over cluster slots (docs/redis-keys.md, "Not
-//! built yet: one site over many primaries"): a read of the batch's
+//! Ingest over a site spread over cluster slots (docs/redis-keys.md, "One
+//! site over many primaries"): a read of the batch's
 //! articles in their shards, a gate stage in the site's slot
 //! (`gate_stage_pre.lua`, `ingest.lua`, `gate.lua`, `totals.lua`,
 //! `gate_stage.lua`) that records the verdicts and an outbox entry per
