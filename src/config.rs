@@ -751,7 +751,7 @@ impl Config {
         }
         if pc.enabled && self.redis.shards > 1 {
             return Err(
-                "pipeline.enabled does not run with redis.shards > 1 yet (set shards = 1)".into(),
+                "pipeline.enabled does not run with redis.shards > 1 yet: its streams and the positioned reads of its archive flush are one Redis's, not one shard's (set shards = 1)".into(),
             );
         }
         if pc.enabled && self.redis.layout == RedisLayout::Seed {

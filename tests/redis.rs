@@ -256,30 +256,63 @@ async fn same_answers(server: &Backend, prefix: &str) {
 }
 
 /// Two API nodes on one Redis: the dedupe window, rate limits, rankings,
-/// counts and cursors are the same whichever node is asked.
+/// counts and cursors are the same whichever node is asked, and the same
+/// as one embedded node sent the same requests.
 #[tokio::test]
 async fn two_nodes_share_everything() {
-    two_nodes(&Backend::One(RedisServer::start()), "site1:").await;
+    two_nodes(&Backend::One(RedisServer::start()), "site1:", 1).await;
 }
 
-async fn two_nodes(server: &Backend, prefix: &str) {
+/// The same with the site over 3 shards, on one Redis.
+#[tokio::test]
+async fn two_nodes_share_everything_with_shards() {
+    two_nodes(&Backend::One(RedisServer::start()), "site1:", 3).await;
+}
+
+/// `got` equals the oracle's answer `want` in every field both stores
+/// answer (`/api/stats` has store-specific ones).
+fn assert_same_as_oracle(want: &Value, got: &Value, path: &str) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) if path.starts_with("/api/stats") => {
+            for (k, v) in w {
+                if let Some(gv) = g.get(k) {
+                    assert_eq!(v, gv, "{path}: {k} against the oracle");
+                }
+            }
+        }
+        _ => assert_eq!(want, got, "{path} against the oracle"),
+    }
+}
+
+/// `node`'s verdict for one view, checked against the oracle's.
+async fn view(node: &TestServer, oracle: &TestServer, article: &str, visitor: &str) -> String {
+    let got = node.view(article, visitor).await;
+    assert_eq!(oracle.view(article, visitor).await, got, "oracle verdict");
+    got
+}
+
+async fn two_nodes(server: &Backend, prefix: &str, shards: u32) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let cluster = server.is_cluster();
+    let gate = |c: &mut hotrank::config::Config| c.gate.visitor_limit_per_minute = 5;
     let edit = |c: &mut hotrank::config::Config| {
-        c.gate.visitor_limit_per_minute = 5;
+        gate(c);
         c.redis.prefix = prefix.into();
         c.redis.cluster = cluster;
+        c.redis.shards = shards;
     };
     let a = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
     let b = TestServer::start_redis(dir.clone(), &server.url(), edit).await;
+    // The oracle: one embedded node sent every request either node gets.
+    let o = TestServer::start_with(gate).await;
     // Dedupe across nodes.
-    assert_eq!(a.view("x", "v1").await, "counted");
-    assert_eq!(b.view("x", "v1").await, "duplicate");
+    assert_eq!(view(&a, &o, "x", "v1").await, "counted");
+    assert_eq!(view(&b, &o, "x", "v1").await, "duplicate");
     // Rate limit across nodes: 5 in any minute, whoever receives them.
     let mut counted = 0;
     for i in 0..6 {
         let node = if i % 2 == 0 { &a } else { &b };
-        if node.view(&format!("r{i}"), "flood").await == "counted" {
+        if view(node, &o, &format!("r{i}"), "flood").await == "counted" {
             counted += 1;
         }
     }
@@ -290,8 +323,11 @@ async fn two_nodes(server: &Backend, prefix: &str) {
             .map(|v| json!({"type": "view", "articleId": format!("p{n}"), "visitorId": format!("u{n}-{v}")}))
             .collect();
         let node = if n % 2 == 0 { &a } else { &b };
-        let (st, body) = node.post("/api/events", &json!({"events": events})).await;
-        assert_eq!(st, StatusCode::OK, "{body}");
+        let body = json!({"events": events});
+        let (st, got) = node.post("/api/events", &body).await;
+        assert_eq!(st, StatusCode::OK, "{got}");
+        let (_, want) = o.post("/api/events", &body).await;
+        assert_eq!(got["verdicts"], want["verdicts"], "oracle verdicts");
     }
     for path in [
         "/api/hot?limit=50",
@@ -303,13 +339,17 @@ async fn two_nodes(server: &Backend, prefix: &str) {
     ] {
         let (sa, ja) = a.get(path).await;
         let (sb, jb) = b.get(path).await;
+        let (so, jo) = o.get(path).await;
         assert_eq!(sa, StatusCode::OK, "{path}: {ja}");
         assert_eq!(sb, StatusCode::OK, "{path}: {jb}");
+        assert_eq!(so, StatusCode::OK, "{path}: {jo}");
         let strip = |mut v: Value| {
             v.as_object_mut().map(|o| o.remove("cursor"));
             v
         };
-        assert_eq!(strip(ja), strip(jb), "{path}");
+        let (ja, jb) = (strip(ja), strip(jb));
+        assert_eq!(ja, jb, "{path}");
+        assert_same_as_oracle(&strip(jo), &ja, path);
     }
     let (_, top) = a.get("/api/hot?limit=50").await;
     assert_eq!(top["items"][0]["articleId"], "p19");
@@ -1429,13 +1469,15 @@ impl Load {
     }
 }
 
-/// An API node on the cluster for the load tests.
-async fn load_node(url: &str, prefix: &str) -> TestServer {
+/// An API node on the cluster for the load tests, its site over `shards`
+/// article shards.
+async fn load_node(url: &str, prefix: &str, shards: u32) -> TestServer {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     TestServer::start_redis(dir, url, |c| {
         c.gate.ip_limit_per_minute = 0;
         c.redis.prefix = prefix.into();
         c.redis.cluster = true;
+        c.redis.shards = shards;
         c.redis.wait_replicas = 1;
         c.redis.response_timeout_ms = 500;
         c.redis.connect_timeout_ms = 200;
@@ -1453,28 +1495,52 @@ fn site_slot(cluster: &RedisCluster, b: &Backend, prefix: &str) -> u16 {
         .unwrap()
 }
 
-/// The site's slot moved to another primary with `redis-cli --cluster
-/// reshard` under load: hotrank follows `MOVED`/`ASK` (and retries the
-/// `TRYAGAIN` of a script whose keys are half moved), every acknowledged
-/// event is stored, none is counted twice.
-async fn reshard_under_load(b: &Backend) {
+/// The slots a site over `shards` article shards moves in
+/// [`reshard_under_load`]: its own and, with more than one shard, one
+/// shard's (its articles' keys), both among the lowest 64 slots and on
+/// one primary (redis-cli moves a source's lowest slots first), so few
+/// slots move. The prefix, and the slots.
+fn reshard_site(cluster: &RedisCluster, shards: u32) -> (String, Vec<u16>) {
+    use hotrank::store::redis::{Keys, slots::key_slot};
+    for n in 0..2_000_000 {
+        let prefix = format!("rs{n}-{shards}:");
+        let keys = Keys::tagged(&prefix).with_shards(shards);
+        let mut slots = vec![key_slot(keys.clock().as_bytes())];
+        if shards > 1 {
+            let low = (0..shards)
+                .map(|k| key_slot(keys.shard(k).changes().as_bytes()))
+                .min()
+                .unwrap();
+            slots.push(low);
+        }
+        if slots.iter().all(|s| *s < 64) {
+            let owners: std::collections::BTreeSet<Option<u16>> =
+                slots.iter().map(|s| cluster.primary_of(*s)).collect();
+            if owners.len() == 1 && !owners.contains(&None) {
+                return (prefix, slots);
+            }
+        }
+    }
+    panic!("no prefix whose slots are low and on one primary")
+}
+
+/// The slots of a site over `shards` article shards (its own and, with
+/// more than one shard, one shard's: [`reshard_site`]) moved to another
+/// primary with `redis-cli --cluster reshard`
+/// under load: hotrank follows `MOVED`/`ASK` (and retries the `TRYAGAIN`
+/// of a script whose keys are half moved), every acknowledged event is
+/// stored, none is counted twice.
+async fn reshard_under_load(b: &Backend, shards: u32) {
     let Backend::Cluster(cluster) = b else {
         panic!("a cluster test")
     };
-    // A site whose slot is among the first of its primary's range (redis-cli
-    // moves a source's lowest slots first), so few slots move.
-    let mut prefix = String::new();
-    let mut slot = u16::MAX;
-    for n in 0..20_000 {
-        let p = format!("rs{n}:");
-        let s = site_slot(cluster, b, &p);
-        if s < 16 {
-            (prefix, slot) = (p, s);
-            break;
-        }
-    }
-    assert!(slot < 16, "no prefix on a low slot");
-    let from = cluster.primary_of(slot).expect("a primary");
+    let (prefix, slots) = reshard_site(cluster, shards);
+    let top = *slots.iter().max().unwrap();
+    let from = cluster.primary_of(slots[0]).expect("a primary");
+    // How many of the source's slots to move: its own up to the highest.
+    let count = (0..=top)
+        .filter(|s| cluster.primary_of(*s) == Some(from))
+        .count();
     let to = cluster
         .nodes
         .iter()
@@ -1483,7 +1549,7 @@ async fn reshard_under_load(b: &Backend) {
         .expect("another primary");
     let id = |port: u16| cluster.cli(port, &["CLUSTER", "MYID"]).trim().to_string();
     let (from_id, to_id) = (id(from), id(to));
-    let load = Load::start(load_node(&b.url(), &prefix).await).await;
+    let load = Load::start(load_node(&b.url(), &prefix, shards).await).await;
     let cli = std::env::var("REDIS_CLI_BIN").unwrap_or_else(|_| "redis-cli".to_string());
     let args: Vec<String> = [
         "--cluster".to_string(),
@@ -1494,7 +1560,7 @@ async fn reshard_under_load(b: &Backend) {
         "--cluster-to".into(),
         to_id,
         "--cluster-slots".into(),
-        (slot + 1).to_string(),
+        count.to_string(),
         "--cluster-yes".into(),
         "--cluster-pipeline".into(),
         "5".into(),
@@ -1514,27 +1580,33 @@ async fn reshard_under_load(b: &Backend) {
         "reshard failed: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert_eq!(cluster.primary_of(slot), Some(to), "the slot moved");
+    for slot in &slots {
+        assert_eq!(cluster.primary_of(*slot), Some(to), "slot {slot} moved");
+    }
     let mut load = load;
     assert!(load.until_acked().await, "acknowledgements after the move");
     let (acked, sent, refused) = load.finish().await;
+    // Every slot kept a primary: no 503.
+    assert_eq!(refused, 0, "batches refused while slots moved");
     eprintln!(
-        "reshard: slot {slot} moved under load; acknowledged {acked} of {sent} events, \
-         {refused} batches refused"
+        "reshard, {shards} shard(s): slots {slots:?} moved under load; acknowledged {acked} \
+         of {sent} events, {refused} batches refused"
     );
 }
 
 /// A primary of a 3-primary cluster (one replica each) killed (SIGKILL)
 /// under load: the replica is promoted, hotrank follows by itself, only
 /// 503s (with Retry-After) are answered meanwhile, every acknowledged
-/// event survives (`wait_replicas = 1`) and none is counted twice.
-async fn failover_under_load(b: &mut Backend, prefix: &str) {
+/// event survives (`wait_replicas = 1`) and none is counted twice. With
+/// more than one shard the primary killed serves the site's slot (its
+/// gate stages) and, for the prefixes used here, some shards' too.
+async fn failover_under_load(b: &mut Backend, prefix: &str, shards: u32) {
     let url = b.url();
     let Backend::Cluster(cluster) = &*b else {
         panic!("a cluster test")
     };
     let slot = site_slot(cluster, b, prefix);
-    let mut load = Load::start(load_node(&url, prefix).await).await;
+    let mut load = Load::start(load_node(&url, prefix, shards).await).await;
     let Backend::Cluster(cluster) = b else {
         unreachable!()
     };
@@ -1562,7 +1634,7 @@ async fn failover_under_load(b: &mut Backend, prefix: &str) {
     let resumed_in = killed.elapsed();
     let (acked, sent, refused) = load.finish().await;
     eprintln!(
-        "failover: acknowledged {acked} of {sent} events, {refused} batches refused; \
+        "failover, {shards} shard(s): acknowledged {acked} of {sent} events, {refused} batches refused; \
          replica promoted {:.1} s after the kill, acknowledgements back {:.1} s after it \
          (the old primary rejoined as a replica)",
         promoted_in.as_secs_f64(),
@@ -1717,7 +1789,9 @@ fn cluster_runs_the_same_suites() {
     let mut cluster = Backend::Cluster(RedisCluster::start(3, 1));
     rt.block_on(async {
         same_answers(&cluster, "c1:").await;
-        two_nodes(&cluster, "c2:").await;
+        two_nodes(&cluster, "c2:", 1).await;
+        // Issue 13: two API nodes sharing one site over 3 shards.
+        two_nodes(&cluster, "c11:", 3).await;
         seed_keys(&cluster, "").await;
         export_import(&cluster, "c4:", 1, false).await;
         export_import(&cluster, "c10:", 3, false).await;
@@ -1727,9 +1801,12 @@ fn cluster_runs_the_same_suites() {
         split_waits_for_replicas(&cluster).await;
         windows_at_midnight(&cluster, "c6:").await;
         sharded_keys_hash_to_their_tags(&cluster);
-        reshard_under_load(&cluster).await;
-        // Last: it kills a primary.
-        failover_under_load(&mut cluster, "c7:").await;
+        reshard_under_load(&cluster, 1).await;
+        reshard_under_load(&cluster, 3).await;
+        // Last: they kill a primary (each time, the old primary rejoins
+        // as a replica before the next).
+        failover_under_load(&mut cluster, "c7:", 1).await;
+        failover_under_load(&mut cluster, "c12:", 3).await;
     });
 }
 

@@ -396,6 +396,21 @@ struct CachedArticle {
 /// Entries past this many per node are dropped wholesale.
 const CACHE_MAX: usize = 200_000;
 
+/// How long (ms) a pipeline may wait for a slot being moved
+/// (`RedisStore::query_pipe`).
+const SLOT_MOVE_WAIT_MS: u64 = 3000;
+
+/// Whether `e` says the slot is being moved (it has a primary).
+fn slot_moving(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Ask | ServerErrorKind::Moved | ServerErrorKind::TryAgain
+        )
+    )
+}
+
 /// A connection to one Redis or to a Redis Cluster; both reconnect by
 /// themselves. The cluster client follows `MOVED`/`ASK` and topology
 /// changes; every pipeline this store sends touches one slot.
@@ -845,8 +860,33 @@ impl RedisStore {
 
     /// `pipe`'s replies: one pipeline, or, when the site's keys span
     /// slots (shards on a cluster), one pipeline per slot run
-    /// concurrently (slots.rs), the replies in command order.
+    /// concurrently (slots.rs), the replies in command order. On a
+    /// cluster, a pipeline that still meets a slot being moved after the
+    /// client's own retries (`ASK`, `MOVED`, `TRYAGAIN`: a slot with many
+    /// keys stays half-moved for seconds, and the client's `ASKING` covers
+    /// only a pipeline's first command) is sent again every 100 ms for up
+    /// to [`SLOT_MOVE_WAIT_MS`]: the slot has a primary, so this is no
+    /// time to answer 503. Nothing in such a reply ran past the refused
+    /// command, and every pipeline here may run twice (the client already
+    /// re-sends whole pipelines: batch ids, markers, idempotent writes).
     async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        let mut waited = 0;
+        loop {
+            match self.query_pipe_once(pipe).await {
+                Err(e) if self.opts.cluster && slot_moving(&e) && waited < SLOT_MOVE_WAIT_MS => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    waited += 100;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// One try of [`query_pipe`](Self::query_pipe).
+    async fn query_pipe_once<T: redis::FromRedisValue>(
         &self,
         pipe: &redis::Pipeline,
     ) -> redis::RedisResult<T> {
