@@ -8,8 +8,8 @@
 # INFO cpu) per event of the primary (or primaries) that did the work.
 # Then (d) one site at shards = 1 against shards = 3 on the same cluster
 # (issue 13), alternated 1 3 3 1, through RedisStore::ingest without HTTP
-# (examples/cluster_shards_ingest.rs: config still refuses cluster with
-# shards > 1): events/s and each primary's Redis CPU per event.
+# (examples/cluster_shards_ingest.rs): events/s and each primary's Redis
+# CPU per event.
 # SHARDS_ONLY=1 runs (d) alone.
 # Usage: bench/redis_cluster_ingest.sh   (env: DUR seconds, BIN hotrank
 #   binary, default $CARGO_TARGET_DIR or target, release)

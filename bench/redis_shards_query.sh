@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # GET /api/hot?range=72h&limit=20 on the Redis store with [redis] shards =
 # 1 and then 4 (issue 13: the scatter-gather threshold walk), one
-# redis-server each (started here, no persistence), ARTICLES live articles
+# redis-server each (started here, no persistence); with CLUSTER=1 shards
+# = 1 and then 3 on a 3-primary Redis Cluster each (started here, no
+# replicas: with 3 shards the site's shards are on 3 primaries, its own
+# slot on one of them), ARTICLES live articles
 # (one preload view each, then views by a Zipf stream), back to back.
 # Each run: preload, a warm-up query (the ranking's rebuild), then
 # queries alone, then queries while UPDATES events/s arrive (the
 # change log makes the walk re-score those articles).
 # Usage: bench/redis_shards_query.sh   (env: ARTICLES, DUR seconds,
-#   UPDATES events/s, SHARDS list, BIN hotrank binary; default release
+#   UPDATES events/s, SHARDS list, CLUSTER=1, BIN hotrank binary; default release
 #   build of this checkout under $CARGO_TARGET_DIR or target;
 #   TIMEOUT_MS the nodes' Redis response timeout, default 2000 as
 #   hotrank's: builds before 1f4b097 need 60000 for the first query)
@@ -17,7 +20,8 @@ cd "$(dirname "$0")/.."
 ARTICLES=${ARTICLES:-100000}
 DUR=${DUR:-10}
 UPDATES=${UPDATES:-2000}
-SHARDS=${SHARDS:-1 4}
+CLUSTER=${CLUSTER:-0}
+if [ "$CLUSTER" = 1 ]; then SHARDS=${SHARDS:-1 3}; else SHARDS=${SHARDS:-1 4}; fi
 TIMEOUT_MS=${TIMEOUT_MS:-2000}
 BIN=${BIN:-${CARGO_TARGET_DIR:-target}/release/hotrank}
 [ -x "$BIN" ] || cargo build --release --quiet --bin hotrank
@@ -35,12 +39,24 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
 bench() { "$BIN" bench "$@" 2>/dev/null; }
 
-echo "# /api/hot top 20 on the Redis store by article shards — $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
+WHERE="one redis-server"
+[ "$CLUSTER" = 1 ] && WHERE="a 3-primary Redis Cluster"
+echo "# /api/hot top 20 on the Redis store by article shards, on $WHERE — $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
 echo "# $ARTICLES articles, $DUR s per measurement, updates $UPDATES events/s; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| shards | first query (the rebuild), ms | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | updates sent/s, errors | load avg |\n|---|---|---|---|---|---|\n' "$UPDATES"
 for N in $SHARDS; do
-  RP=$(free_port); RPORTS+=("$RP")
-  bench_redis "$RP"
+  if [ "$CLUSTER" = 1 ]; then
+    NODES=("$(free_port)" "$(free_port)" "$(free_port)"); RPORTS+=("${NODES[@]}")
+    bench_cluster "${NODES[@]}"
+    URL=$(for p in "${NODES[@]}"; do printf 'redis://127.0.0.1:%s,' "$p"; done)
+    URL=${URL%,}
+    CLUSTER_TOML="cluster = true"
+  else
+    NODES=("$(free_port)"); RPORTS+=("${NODES[@]}")
+    bench_redis "${NODES[0]}"
+    URL="redis://127.0.0.1:${NODES[0]}/0"
+    CLUSTER_TOML=""
+  fi
   HP=$(free_port)
   mkdir -p "$TMP/h$N"
   cat > "$TMP/h$N/hotrank.toml" <<TOML
@@ -49,7 +65,8 @@ data_dir = "$TMP/h$N/data"
 store = "redis"
 ingest_token = "bench-ingest-token"
 [redis]
-url = "redis://127.0.0.1:$RP/0"
+url = "$URL"
+$CLUSTER_TOML
 shards = $N
 response_timeout_ms = $TIMEOUT_MS
 [gate]
@@ -80,5 +97,5 @@ TOML
     "$(field "$TMP/w$N.json" events_per_sec)" "$(field "$TMP/w$N.json" errors)" \
     "$(cut -d' ' -f1-3 /proc/loadavg)"
   bench_stop_all
-  bench_redis_stop "$RP"
+  bench_redis_stop "${NODES[@]}"
 done
