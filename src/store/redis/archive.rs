@@ -178,21 +178,19 @@ impl RedisStore {
     /// id when the site spans slots; each group's ids in the order given.
     fn by_ledger<'a>(&self, ids: &'a [ArticleId], name: &str) -> Vec<(String, Vec<&'a ArticleId>)> {
         let k = self.keys();
-        k.group_by_shard(ids, |i| i)
-            .into_iter()
-            .filter(|g| !g.is_empty())
-            .map(|g| (k.ledger(g[0], name), g))
-            .fold(
-                Vec::new(),
-                |mut out: Vec<(String, Vec<&ArticleId>)>, (key, g)| {
-                    // On one slot every shard's group names the same copy.
-                    match out.iter_mut().find(|(k, _)| *k == key) {
-                        Some((_, all)) => all.extend(g),
-                        None => out.push((key, g)),
-                    }
-                    out
-                },
-            )
+        let mut out: Vec<(String, Vec<&'a ArticleId>)> = Vec::new();
+        for group in k.group_by_shard(ids, |i| i) {
+            let Some(first) = group.first() else {
+                continue;
+            };
+            let copy = k.ledger(first, name);
+            // On one slot every shard's group names the same copy.
+            match out.iter_mut().find(|(c, _)| *c == copy) {
+                Some((_, all)) => all.extend(group),
+                None => out.push((copy, group)),
+            }
+        }
+        out
     }
 
     /// The flushed articles are archived as of data time `now`: their idle
@@ -294,20 +292,31 @@ impl RedisStore {
         cutoff: Timestamp,
     ) -> Result<Vec<ArticleId>, StoreError> {
         let k = self.keys();
-        let articles: Vec<&Record> = records
-            .iter()
-            .filter(|r| matches!(r, Record::Article { .. }))
-            .collect();
-        let ids: Vec<ArticleId> = articles
-            .iter()
-            .filter_map(|r| match r {
-                Record::Article { id, .. } => Some(id.clone()),
-                _ => None,
-            })
-            .collect();
+        // Each article's keys whose values its record holds.
+        let mut own: Vec<(ArticleId, Vec<String>)> = Vec::new();
+        for r in records {
+            let Record::Article {
+                id, hours, days, ..
+            } = r
+            else {
+                continue;
+            };
+            let mut keys = vec![k.views(id), k.uv(id), k.counters(id), k.voted(id)];
+            for b in hours {
+                keys.push(k.bucket_h(id, b.at));
+                keys.push(k.uv_h(id, b.at));
+            }
+            for b in days {
+                keys.push(k.bucket_d(id, b.at));
+                keys.push(k.uv_d(id, b.at));
+            }
+            own.push((id.clone(), keys));
+        }
+        let ids: Vec<ArticleId> = own.iter().map(|(id, _)| id.clone()).collect();
+        let own: std::collections::HashMap<&ArticleId, &Vec<String>> =
+            own.iter().map(|(id, keys)| (id, keys)).collect();
         let mut calls: Vec<(Vec<String>, Vec<String>)> = Vec::new();
         for (_, group) in self.by_ledger(&ids, "archive:written") {
-            let first = group[0];
             let mut keys: Vec<String> = [
                 "archive:dirty",
                 "archive:taking",
@@ -315,28 +324,14 @@ impl RedisStore {
                 "archive:evicted",
             ]
             .iter()
-            .map(|name| k.ledger(first, name))
+            .map(|name| k.ledger(group[0], name))
             .collect();
             let mut args: Vec<String> = vec![cutoff.to_string(), group.len().to_string()];
             for id in group {
-                let Some(Record::Article { hours, days, .. }) = articles
-                    .iter()
-                    .find(|r| matches!(r, Record::Article { id: i, .. } if i == id))
-                else {
-                    continue;
-                };
-                let before = keys.len();
-                keys.extend([k.views(id), k.uv(id), k.counters(id), k.voted(id)]);
-                for b in hours {
-                    keys.push(k.bucket_h(id, b.at));
-                    keys.push(k.uv_h(id, b.at));
-                }
-                for b in days {
-                    keys.push(k.bucket_d(id, b.at));
-                    keys.push(k.uv_d(id, b.at));
-                }
+                let mine = own[id];
+                keys.extend(mine.iter().cloned());
                 args.push(id.to_string());
-                args.push((keys.len() - before).to_string());
+                args.push(mine.len().to_string());
             }
             calls.push((keys, args));
         }
