@@ -409,8 +409,28 @@ const CACHE_MAX: usize = 200_000;
 const WINDOW_CALL: usize = 64;
 
 /// The hours and the days of a window whose activity sets hold each
-/// article (`dump::members_over`).
-type ActiveSets = (HashMap<ArticleId, Vec<i64>>, HashMap<ArticleId, Vec<i64>>);
+/// article: which of the window's buckets it has.
+#[derive(Default)]
+pub(super) struct ActiveSets {
+    pub(super) hours: HashMap<ArticleId, Vec<i64>>,
+    pub(super) days: HashMap<ArticleId, Vec<i64>>,
+}
+
+impl ActiveSets {
+    /// Whether `id` is in any of the sets read.
+    fn covers(&self, id: &ArticleId) -> bool {
+        self.hours.contains_key(id) || self.days.contains_key(id)
+    }
+
+    /// `id`'s hours and days.
+    fn spans(&self, id: &ArticleId) -> (&[i64], &[i64]) {
+        let none: &[i64] = &[];
+        (
+            self.hours.get(id).map_or(none, Vec::as_slice),
+            self.days.get(id).map_or(none, Vec::as_slice),
+        )
+    }
+}
 
 /// A connection to one Redis or to a Redis Cluster; both reconnect by
 /// themselves. The cluster client follows `MOVED`/`ASK` and topology
@@ -984,6 +1004,19 @@ impl RedisStore {
         now: Timestamp,
         seq: &[i64],
     ) -> Result<Vec<Counters>, StoreError> {
+        self.windows_known(ids, range, now, seq, None).await
+    }
+
+    /// [`Self::windows`], with the window's activity sets already read
+    /// for the articles `known` covers (a rebuild reads them whole).
+    pub(super) async fn windows_known(
+        &self,
+        ids: &[ArticleId],
+        range: RangeSpec,
+        now: Timestamp,
+        seq: &[i64],
+        known: Option<&ActiveSets>,
+    ) -> Result<Vec<Counters>, StoreError> {
         let end_hour = hour_of(now);
         let mut out: Vec<Option<Counters>> = {
             let c = self.cache.lock();
@@ -1008,12 +1041,32 @@ impl RedisStore {
             // so an article active in 2 hours of 72 reads 2 buckets.
             let active = match &plan {
                 None => None,
-                Some(plan) => Some((
-                    dump::members_over(self, &wanted, plan.hours.clone(), ShardKeys::active_h)
+                Some(plan) => {
+                    let unread: Vec<ArticleId> = (wanted.iter())
+                        .filter(|id| !known.is_some_and(|k| k.covers(id)))
+                        .cloned()
+                        .collect();
+                    Some(ActiveSets {
+                        hours: dump::members_over(
+                            self,
+                            &unread,
+                            plan.hours.clone(),
+                            ShardKeys::active_h,
+                        )
                         .await?,
-                    dump::members_over(self, &wanted, plan.days.clone(), ShardKeys::active_d)
+                        days: dump::members_over(
+                            self,
+                            &unread,
+                            plan.days.clone(),
+                            ShardKeys::active_d,
+                        )
                         .await?,
-                )),
+                    })
+                }
+            };
+            let spans = |id: &ArticleId| match known.filter(|k| k.covers(id)) {
+                Some(k) => k.spans(id),
+                None => active.as_ref().map_or((&[][..], &[][..]), |a| a.spans(id)),
             };
             // Articles by slot (their shard's, when the site spans slots),
             // at most [`WINDOW_CALL`] to a `window.lua` call.
@@ -1034,7 +1087,10 @@ impl RedisStore {
                         let call: Vec<&ArticleId> =
                             order[at..at + len].iter().map(|&i| &ids[i]).collect();
                         at += len;
-                        self.queue_window(p, &call, active.as_ref());
+                        let spans = active
+                            .as_ref()
+                            .map(|_| call.iter().map(|id| spans(id)).collect());
+                        self.queue_window(p, &call, spans);
                     }
                 })
                 .await?;
@@ -1249,16 +1305,17 @@ impl RedisStore {
     }
 
     /// One `window.lua` call onto `p` for `ids`: over the window's
-    /// buckets each article has (`active`: the hours and days whose
-    /// activity sets hold it), or, without a window, over their lifetimes.
+    /// buckets each article has (`spans`: per article, the hours and days
+    /// whose activity sets hold it), or, without a window, over their
+    /// lifetimes.
     fn queue_window(
         &self,
         p: &mut redis::Pipeline,
         ids: &[&ArticleId],
-        active: Option<&ActiveSets>,
+        spans: Option<Vec<(&[i64], &[i64])>>,
     ) {
         let c = p.cmd("EVALSHA").arg(self.scripts.window.get_hash());
-        let Some((hours, days)) = active else {
+        let Some(spans) = spans else {
             c.arg(3 * ids.len());
             for id in ids {
                 c.arg(self.keys.views(id))
@@ -1268,16 +1325,6 @@ impl RedisStore {
             c.arg("a").arg(ids.len());
             return;
         };
-        let none: &[i64] = &[];
-        let spans: Vec<(&[i64], &[i64])> = ids
-            .iter()
-            .map(|&id| {
-                (
-                    hours.get(id).map_or(none, Vec::as_slice),
-                    days.get(id).map_or(none, Vec::as_slice),
-                )
-            })
-            .collect();
         c.arg(
             spans
                 .iter()
