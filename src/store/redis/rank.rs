@@ -38,7 +38,9 @@ use std::sync::Arc;
 use redis::Value;
 
 use super::keys::{ShardKeys, ranking_build, ranking_claim, ranking_state, window_plan};
-use super::{MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str};
+use super::{
+    ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str,
+};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
@@ -385,6 +387,7 @@ impl RedisStore {
         q: &HotQuery,
         now: Timestamp,
         seq: &[i64],
+        known: Option<&ActiveSets>,
     ) -> Result<Vec<Option<Scored>>, StoreError> {
         let metas = self.metas(ids, seq).await?;
         let filter = Filter::of(q);
@@ -396,7 +399,9 @@ impl RedisStore {
             })
             .collect();
         let kept_ids: Vec<ArticleId> = keep.iter().map(|&i| ids[i].clone()).collect();
-        let windows = self.windows(&kept_ids, q.range, now, seq).await?;
+        let windows = self
+            .windows_known(&kept_ids, q.range, now, seq, known)
+            .await?;
         let mut out: Vec<Option<Scored>> = vec![None; ids.len()];
         for (&i, c) in keep.iter().zip(windows) {
             if matches!(q.range, RangeSpec::Hours(_)) && !c.is_active() {
@@ -422,34 +427,51 @@ impl RedisStore {
     }
 
     /// Every article of shard `sk` that may belong in a ranking over
-    /// `range` at `now`.
+    /// `range` at `now`, with the hours and days of the window whose
+    /// activity sets hold each (one read of each set: the window reads
+    /// need them, and asking for every candidate's membership in every
+    /// set costs the candidates times the sets).
     async fn candidates(
         &self,
         sk: &ShardKeys,
         range: RangeSpec,
         now: Timestamp,
+        active: &mut ActiveSets,
     ) -> Result<Vec<ArticleId>, StoreError> {
-        let mut con = self.con();
-        let ids: Vec<String> = match window_plan(range, now, self.opts.hourly_days) {
-            None => redis::cmd("ZRANGE")
+        let Some(plan) = window_plan(range, now, self.opts.hourly_days) else {
+            let ids: Vec<String> = redis::cmd("ZRANGE")
                 .arg(sk.newest())
                 .arg(0)
                 .arg(-1)
-                .query_async(&mut con)
+                .query_async(&mut self.con())
                 .await
-                .map_err(store_err)?,
-            Some(plan) => {
-                let mut c = redis::cmd("SUNION");
-                for h in plan.hours.clone() {
-                    c.arg(sk.active_h(h));
-                }
-                for d in plan.days.clone() {
-                    c.arg(sk.active_d(d));
-                }
-                c.query_async(&mut con).await.map_err(store_err)?
-            }
+                .map_err(store_err)?;
+            return Ok(sorted_ids(&ids));
         };
-        Ok(sorted_ids(&ids))
+        let mut pipe = redis::pipe();
+        for h in plan.hours.clone() {
+            pipe.smembers(sk.active_h(h));
+        }
+        for d in plan.days.clone() {
+            pipe.smembers(sk.active_d(d));
+        }
+        let sets: Vec<Vec<String>> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let times = plan.hours.clone().map(|h| (h, true));
+        let mut all = HashSet::new();
+        for ((t, hourly), members) in times.chain(plan.days.clone().map(|d| (d, false))).zip(sets) {
+            let map = if hourly {
+                &mut active.hours
+            } else {
+                &mut active.days
+            };
+            for id in members.iter().filter_map(|m| ArticleId::parse(m).ok()) {
+                map.entry(id.clone()).or_default().push(t);
+                all.insert(id);
+            }
+        }
+        let mut ids: Vec<ArticleId> = all.into_iter().collect();
+        ids.sort();
+        Ok(ids)
     }
 
     /// Writes exact scores back as bounds: `writeback.lua` per shard in
@@ -565,9 +587,13 @@ impl RedisStore {
         // rebuilt, and the articles changed since a shard's ranking last
         // looked (their bounds no longer hold).
         let mut now_scored: Vec<ArticleId> = Vec::new();
+        let mut active = ActiveSets::default();
         for (i, s) in synced.iter().enumerate() {
             if rebuild[i] {
-                now_scored.extend(self.candidates(&shards[i], q.range, at).await?);
+                now_scored.extend(
+                    self.candidates(&shards[i], q.range, at, &mut active)
+                        .await?,
+                );
             } else {
                 let mut dirty: Vec<ArticleId> = s
                     .changed
@@ -582,7 +608,9 @@ impl RedisStore {
         }
         let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
         let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
-        let exact = self.exact_many(&now_scored, q, at, &seqs).await?;
+        let exact = self
+            .exact_many(&now_scored, q, at, &seqs, Some(&active))
+            .await?;
         for (id, x) in now_scored.iter().zip(exact) {
             let shard = self.keys.shard_index(id) as usize;
             match x {
@@ -759,7 +787,7 @@ impl RedisStore {
             return Ok(stopped);
         }
         let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
-        let exact = self.exact_many(&ids, q, at, seqs).await?;
+        let exact = self.exact_many(&ids, q, at, seqs, None).await?;
         for ((bound, id), x) in wanted.into_iter().zip(exact) {
             pairs.push((id, x.as_ref().map(|x| x.bound)));
             if let Some(x) = x {
