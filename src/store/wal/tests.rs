@@ -597,29 +597,48 @@ fn interval_and_never_write_on_the_waiting_thread_always_on_the_writer_thread() 
         // The first record creates the segment: the writer thread's job.
         let seq = wal.append(b"zero");
         wal.wait_durable_blocking(seq).unwrap();
-        disk.take();
-        let theirs = Arc::clone(&wal);
-        on_appender(move || {
-            for i in 0..20u32 {
-                let seq = theirs.append(&i.to_le_bytes());
-                theirs.wait_durable_blocking(seq).unwrap();
+        // The writer thread wakes every 10 ms and may take a record first,
+        // more often when the machine is busy and the appender is
+        // descheduled between its append and its wait: a round where it
+        // took most of them says nothing about the waiting thread, so up
+        // to 5 rounds are run (a waiting thread that never writes fails
+        // every one).
+        let mut rounds = 0;
+        let mut most = 0;
+        while rounds < 5 {
+            rounds += 1;
+            disk.take();
+            let theirs = Arc::clone(&wal);
+            on_appender(move || {
+                for i in 0..20u32 {
+                    let seq = theirs.append(&i.to_le_bytes());
+                    theirs.wait_durable_blocking(seq).unwrap();
+                }
+            });
+            let writers = disk.take();
+            let inline = writers.iter().filter(|w| *w == "appender").count();
+            if policy == FsyncPolicy::Always {
+                assert_eq!(inline, 0, "{policy:?}: {writers:?}");
+                break;
             }
-        });
-        let writers = disk.take();
-        let inline = writers.iter().filter(|w| *w == "appender").count();
-        // The writer thread wakes every 10 ms and may take a record first.
-        if policy == FsyncPolicy::Always {
-            assert_eq!(inline, 0, "{policy:?}: {writers:?}");
-        } else {
-            assert!(inline >= 10, "{policy:?}: {writers:?}");
+            most = most.max(inline);
+            if inline >= 10 {
+                break;
+            }
+        }
+        if policy != FsyncPolicy::Always {
+            assert!(
+                most >= 10,
+                "{policy:?}: at most {most} of 20 written inline"
+            );
         }
         wal.close().unwrap();
         let got = reopen_records(&disk);
-        assert_eq!(got.len(), 21, "{policy:?}");
+        assert_eq!(got.len(), 1 + 20 * rounds, "{policy:?}");
         for (i, (seq, payload)) in got[1..].iter().enumerate() {
             assert_eq!(
                 (*seq, payload.as_slice()),
-                (i as u64 + 2, &(i as u32).to_le_bytes()[..])
+                (i as u64 + 2, &((i % 20) as u32).to_le_bytes()[..])
             );
         }
     }
