@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use redis::Value;
 
 use super::keys::{ShardKeys, day_of, oldest_hour};
-use super::{RedisStore, meta_pairs, parse_meta, store_err, v_i64};
+use super::{ActiveSets, RedisStore, meta_pairs, parse_meta, store_err, v_i64};
 use crate::model::{ArticleId, Timestamp};
 use crate::sketch::Hll;
 use crate::store::dump::{
@@ -470,23 +470,27 @@ pub(super) async fn article_records_whole(
     records_of(store, ids, now, true).await
 }
 
-/// Which of `ids` each of the activity sets `set(shard, t)`, t in
-/// `span`, holds (each article in its shard's sets).
-pub(super) async fn members_over(
+/// Which of `ids` each activity set of the hours `hours` and the days
+/// `days` holds (each article in its shard's sets): one pipeline per
+/// chunk of articles for both.
+pub(super) async fn active_over(
     store: &RedisStore,
     ids: &[ArticleId],
-    span: std::ops::RangeInclusive<i64>,
-    set: impl Fn(&ShardKeys, i64) -> String,
-) -> Result<HashMap<ArticleId, Vec<i64>>, StoreError> {
-    let mut out: HashMap<ArticleId, Vec<i64>> = HashMap::new();
-    if span.is_empty() {
+    hours: std::ops::RangeInclusive<i64>,
+    days: std::ops::RangeInclusive<i64>,
+) -> Result<ActiveSets, StoreError> {
+    let mut out = ActiveSets::default();
+    if hours.is_empty() && days.is_empty() {
         return Ok(out);
     }
     for part in ids.chunks(CHUNK) {
         let mut pipe = redis::pipe();
-        queue_members(&mut pipe, store, part, span.clone(), &set);
+        queue_members(&mut pipe, store, part, hours.clone(), ShardKeys::active_h);
+        queue_members(&mut pipe, store, part, days.clone(), ShardKeys::active_d);
         let got: Vec<Value> = store.query_pipe(&pipe).await.map_err(store_err)?;
-        collect_members(&mut got.into_iter(), store, part, span.clone(), &mut out)?;
+        let mut got = got.into_iter();
+        collect_members(&mut got, store, part, hours.clone(), &mut out.hours)?;
+        collect_members(&mut got, store, part, days.clone(), &mut out.days)?;
     }
     Ok(out)
 }
@@ -564,13 +568,13 @@ pub(super) async fn positioned_records(
     for part in ids.chunks(CHUNK) {
         let mut tries = 0;
         loop {
-            let hours = members_over(store, part, hspan.clone(), ShardKeys::active_h).await?;
-            let days = members_over(store, part, dspan.clone(), ShardKeys::active_d).await?;
+            let active = active_over(store, part, hspan.clone(), dspan.clone()).await?;
+            let (hours, days) = (&active.hours, &active.days);
             let mut pipe = redis::pipe();
             pipe.atomic().add_command(head.clone());
             queue_members(&mut pipe, store, part, hspan.clone(), ShardKeys::active_h);
             queue_members(&mut pipe, store, part, dspan.clone(), ShardKeys::active_d);
-            queue_reads(&mut pipe, store, part, &hours, &days);
+            queue_reads(&mut pipe, store, part, hours, days);
             for id in part {
                 pipe.hget(keys.meta(id), "ops");
             }
@@ -580,9 +584,9 @@ pub(super) async fn positioned_records(
             let (mut h2, mut d2) = (HashMap::new(), HashMap::new());
             collect_members(&mut it, store, part, hspan.clone(), &mut h2)?;
             collect_members(&mut it, store, part, dspan.clone(), &mut d2)?;
-            if h2 == hours && d2 == days {
+            if &h2 == hours && &d2 == days {
                 let mut records = Vec::with_capacity(part.len());
-                parse_reads(&mut it, part, &hours, &days, &mut records)?;
+                parse_reads(&mut it, part, hours, days, &mut records)?;
                 let ops = part
                     .iter()
                     .zip(it)
@@ -625,9 +629,8 @@ async fn records_of(
     with_days: bool,
 ) -> Result<Vec<Record>, StoreError> {
     let (hspan, dspan) = record_spans(store, now, with_days);
-    let hours = members_over(store, ids, hspan, ShardKeys::active_h).await?;
-    let days = members_over(store, ids, dspan, ShardKeys::active_d).await?;
-    read_articles(store, ids, &hours, &days).await
+    let active = active_over(store, ids, hspan, dspan).await?;
+    read_articles(store, ids, &active.hours, &active.days).await
 }
 
 fn bucket_fields(c: &DumpCounters) -> Vec<(&'static str, u64)> {

@@ -1078,22 +1078,10 @@ impl RedisStore {
                         .filter(|id| !known.is_some_and(|k| k.covers(id)))
                         .cloned()
                         .collect();
-                    Some(ActiveSets {
-                        hours: dump::members_over(
-                            self,
-                            &unread,
-                            plan.hours.clone(),
-                            ShardKeys::active_h,
-                        )
-                        .await?,
-                        days: dump::members_over(
-                            self,
-                            &unread,
-                            plan.days.clone(),
-                            ShardKeys::active_d,
-                        )
-                        .await?,
-                    })
+                    Some(
+                        dump::active_over(self, &unread, plan.hours.clone(), plan.days.clone())
+                            .await?,
+                    )
                 }
             };
             let spans = |id: &ArticleId| match known.filter(|k| k.covers(id)) {
