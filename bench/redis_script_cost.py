@@ -32,16 +32,22 @@ ARTS = int(os.environ.get('ARTICLES', '10000'))
 B = int(os.environ.get('BATCH', '250'))
 WARM = os.environ.get('WARM', '1') == '1'
 CG = os.environ.get('CG') == '1'
-CHUNKS = ['declared.lua', 'event.lua', 'ingest.lua', 'common.lua', 'gate.lua', 'apply.lua', 'reply.lua']
+CHUNKS = ['declared.lua', 'event.lua', 'ingest.lua', 'evicted.lua', 'common.lua', 'gate.lua',
+          'apply.lua', 'totals.lua', 'reply.lua']
 
 
 def assemble(d):
-    chunks = [open(os.path.join(d, p)).read() for p in CHUNKS]
-    # Trees with article shards (issue 13): one shard, as keys.rs
-    # `shard_chunk(1)` puts it after declared.lua.
+    # As `ingest_script_with` (src/store/redis/mod.rs) does; chunks a tree
+    # does not have yet (evicted.lua, totals.lua) are left out.
+    chunks = [open(os.path.join(d, p)).read() for p in CHUNKS if os.path.exists(os.path.join(d, p))]
+    # Trees with article shards (issue 13): one shard on one Redis, as
+    # keys.rs `shard_chunk_tagged(1, None)` puts it after declared.lua;
+    # then the direct ingest's `GATE_STAGE = false` (trees with a split
+    # ingest read it).
     shard = os.path.join(d, 'shard.lua')
     if os.path.exists(shard):
-        chunks.insert(1, 'local NSHARDS = 1\n' + open(shard).read())
+        chunks.insert(1, 'local NSHARDS = 1\nlocal STAG = nil\n' + open(shard).read()
+                      + 'local GATE_STAGE = false\n')
     return ''.join(chunks)
 
 
