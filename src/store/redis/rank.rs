@@ -54,6 +54,21 @@ const MAX_DELTA: i64 = 100_000;
 /// many changes, goes in many calls, so none runs into the response
 /// timeout and Redis serves other clients between them.
 pub(super) const CHUNK: usize = 1000;
+
+/// Articles a walk scores before it weighs reading the window's activity
+/// sets whole (`walk_entries`).
+const WALK_BEFORE_SETS: usize = 256;
+
+/// Which shards' activity sets a query has read whole (those it rebuilt,
+/// then every shard once its walk's membership questions would outnumber
+/// the sets' members: `walk_entries`), how many articles its walk has
+/// scored, and how many members the window's sets hold (read once, when
+/// first needed).
+struct SetReads {
+    read: Vec<bool>,
+    walked: usize,
+    members: Option<u64>,
+}
 /// How long an unused ranking (other than `hot:score`) and an unused
 /// cursor are kept.
 const RANKING_TTL: i64 = 3600;
@@ -608,6 +623,11 @@ impl RedisStore {
         }
         let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
         let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
+        let mut reads = SetReads {
+            read: rebuild.clone(),
+            walked: 0,
+            members: None,
+        };
         let exact = self
             .exact_many(&now_scored, q, at, &seqs, Some(&active))
             .await?;
@@ -667,7 +687,16 @@ impl RedisStore {
                 lowest.push(low);
             }
             let stopped = self
-                .walk_entries(&mut walk, &mut seen, &mut pairs, pages, q, at, &seqs)
+                .walk_entries(
+                    &mut walk,
+                    &mut seen,
+                    &mut pairs,
+                    pages,
+                    q,
+                    at,
+                    &seqs,
+                    (&mut reads, &mut active),
+                )
                 .await?;
             let mut runs: Vec<usize> = (0..cursors.len())
                 .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
@@ -705,7 +734,16 @@ impl RedisStore {
                     ties[i] = run;
                 }
                 let stopped = self
-                    .walk_entries(&mut walk, &mut seen, &mut pairs, ties, q, at, &seqs)
+                    .walk_entries(
+                        &mut walk,
+                        &mut seen,
+                        &mut pairs,
+                        ties,
+                        q,
+                        at,
+                        &seqs,
+                        (&mut reads, &mut active),
+                    )
                     .await?;
                 runs.retain(|&i| !stopped[i]);
                 open.retain(|&i| !stopped[i] && !whole.contains(&i));
@@ -761,6 +799,7 @@ impl RedisStore {
         q: &HotQuery,
         at: Timestamp,
         seqs: &[i64],
+        (reads, active): (&mut SetReads, &mut ActiveSets),
     ) -> Result<Vec<bool>, StoreError> {
         let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
         let mut stopped = Vec::with_capacity(pages.len());
@@ -787,7 +826,43 @@ impl RedisStore {
             return Ok(stopped);
         }
         let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
-        let exact = self.exact_many(&ids, q, at, seqs, None).await?;
+        // A walk that scores many articles (bounds all loose, as after a
+        // rebuild with many equal scores) reads the window's activity sets
+        // whole, once, as a rebuild does, as soon as asking every set about
+        // each article it scores would cost more answers than the sets
+        // hold members. (A walk of a few pages never asks: the sets'
+        // sizes cost a round trip.)
+        reads.walked += ids.len();
+        if reads.walked >= WALK_BEFORE_SETS
+            && reads.read.contains(&false)
+            && let Some(plan) = window_plan(q.range, at, self.opts.hourly_days)
+        {
+            let sets = (plan.hours.end() - plan.hours.start() + 1).max(0)
+                + (plan.days.end() - plan.days.start() + 1).max(0);
+            if reads.members.is_none() {
+                let mut pipe = redis::pipe();
+                for sk in self.keys.all_shards() {
+                    for h in plan.hours.clone() {
+                        pipe.scard(sk.active_h(h));
+                    }
+                    for d in plan.days.clone() {
+                        pipe.scard(sk.active_d(d));
+                    }
+                }
+                let sizes: Vec<u64> = self.query_pipe(&pipe).await.map_err(store_err)?;
+                reads.members = Some(sizes.iter().sum());
+            }
+            if reads.walked as u64 * sets as u64 >= reads.members.unwrap_or(0) {
+                for (k, read) in reads.read.iter_mut().enumerate() {
+                    if !*read {
+                        self.candidates(&self.keys.shard(k as u32), q.range, at, active)
+                            .await?;
+                        *read = true;
+                    }
+                }
+            }
+        }
+        let exact = self.exact_many(&ids, q, at, seqs, Some(active)).await?;
         for ((bound, id), x) in wanted.into_iter().zip(exact) {
             pairs.push((id, x.as_ref().map(|x| x.bound)));
             if let Some(x) = x {
