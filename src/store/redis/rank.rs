@@ -37,7 +37,9 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use super::keys::{ShardKeys, ranking_build, ranking_claim, ranking_state, window_plan};
+use super::keys::{
+    ShardKeys, WindowPlan, ranking_build, ranking_claim, ranking_state, window_plan,
+};
 use super::{
     ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str,
 };
@@ -56,18 +58,30 @@ const MAX_DELTA: i64 = 100_000;
 pub(super) const CHUNK: usize = 1000;
 
 /// Articles a walk scores before it weighs reading the window's activity
-/// sets whole (`walk_entries`).
+/// sets whole (`RedisStore::read_sets_when_cheaper`).
 const WALK_BEFORE_SETS: usize = 256;
 
-/// Which shards' activity sets a query has read whole (those it rebuilt,
-/// then every shard once its walk's membership questions would outnumber
-/// the sets' members: `walk_entries`), how many articles its walk has
+/// The activity sets a query has read whole (`sets`), and which shards'
+/// (those it rebuilt, then every shard once its walk's membership
+/// questions would outnumber the sets' members:
+/// `RedisStore::read_sets_when_cheaper`), how many articles its walk has
 /// scored, and how many members the window's sets hold (read once, when
 /// first needed).
 struct SetReads {
+    sets: ActiveSets,
     read: Vec<bool>,
     walked: usize,
     members: Option<u64>,
+}
+
+/// The activity sets of `plan`'s window in shard `sk`: (hourly, the hour
+/// or day, the key).
+fn window_sets<'a>(
+    sk: &'a ShardKeys,
+    plan: &WindowPlan,
+) -> impl Iterator<Item = (bool, i64, String)> + 'a {
+    let hours = plan.hours.clone().map(|h| (true, h, sk.active_h(h)));
+    hours.chain(plan.days.clone().map(|d| (false, d, sk.active_d(d))))
 }
 /// How long an unused ranking (other than `hot:score`) and an unused
 /// cursor are kept.
@@ -442,10 +456,8 @@ impl RedisStore {
     }
 
     /// Every article of shard `sk` that may belong in a ranking over
-    /// `range` at `now`, with the hours and days of the window whose
-    /// activity sets hold each (one read of each set: the window reads
-    /// need them, and asking for every candidate's membership in every
-    /// set costs the candidates times the sets).
+    /// `range` at `now`; with a window, read from its activity sets
+    /// ([`Self::read_sets`]), which `active` then holds.
     async fn candidates(
         &self,
         sk: &ShardKeys,
@@ -463,30 +475,84 @@ impl RedisStore {
                 .map_err(store_err)?;
             return Ok(sorted_ids(&ids));
         };
-        let mut pipe = redis::pipe();
-        for h in plan.hours.clone() {
-            pipe.smembers(sk.active_h(h));
-        }
-        for d in plan.days.clone() {
-            pipe.smembers(sk.active_d(d));
-        }
-        let sets: Vec<Vec<String>> = self.query_pipe(&pipe).await.map_err(store_err)?;
-        let times = plan.hours.clone().map(|h| (h, true));
-        let mut all = HashSet::new();
-        for ((t, hourly), members) in times.chain(plan.days.clone().map(|d| (d, false))).zip(sets) {
-            let map = if hourly {
-                &mut active.hours
-            } else {
-                &mut active.days
-            };
-            for id in members.iter().filter_map(|m| ArticleId::parse(m).ok()) {
-                map.entry(id.clone()).or_default().push(t);
-                all.insert(id);
-            }
-        }
-        let mut ids: Vec<ArticleId> = all.into_iter().collect();
+        let mut ids = self.read_sets(sk, &plan, active).await?;
         ids.sort();
         Ok(ids)
+    }
+
+    /// Reads each activity set of `plan`'s window in shard `sk` once,
+    /// whole (one pipeline), into `active`: the hours and days whose sets
+    /// hold each article, which window reads need (asking every set about
+    /// each article instead costs the articles times the sets). Answers the
+    /// articles it found (each once; a shard's sets are read once a query).
+    async fn read_sets(
+        &self,
+        sk: &ShardKeys,
+        plan: &WindowPlan,
+        active: &mut ActiveSets,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        let mut pipe = redis::pipe();
+        for (_, _, key) in window_sets(sk, plan) {
+            pipe.smembers(key);
+        }
+        let sets: Vec<Vec<String>> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let mut found = Vec::new();
+        for ((hourly, t, _), members) in window_sets(sk, plan).zip(sets) {
+            for id in members.iter().filter_map(|m| ArticleId::parse(m).ok()) {
+                if !active.covers(&id) {
+                    found.push(id.clone());
+                }
+                let map = if hourly {
+                    &mut active.hours
+                } else {
+                    &mut active.days
+                };
+                map.entry(id).or_default().push(t);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Reads every shard's activity sets whole, once (those not read
+    /// yet), when the walk has scored so many articles that asking every
+    /// set about each would cost more answers than the sets hold members
+    /// (bounds all loose, as after a rebuild with many equal scores). A
+    /// walk of a few pages never weighs it: the sets' sizes cost a round
+    /// trip.
+    async fn read_sets_when_cheaper(
+        &self,
+        reads: &mut SetReads,
+        range: RangeSpec,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        if reads.walked < WALK_BEFORE_SETS || !reads.read.contains(&false) {
+            return Ok(());
+        }
+        let Some(plan) = window_plan(range, at, self.opts.hourly_days) else {
+            return Ok(());
+        };
+        let shards = self.keys.all_shards();
+        if reads.members.is_none() {
+            let mut pipe = redis::pipe();
+            for sk in &shards {
+                for (_, _, key) in window_sets(sk, &plan) {
+                    pipe.scard(key);
+                }
+            }
+            let sizes: Vec<u64> = self.query_pipe(&pipe).await.map_err(store_err)?;
+            reads.members = Some(sizes.iter().sum());
+        }
+        let sets = window_sets(&shards[0], &plan).count() as u64;
+        if (reads.walked as u64) * sets < reads.members.unwrap_or(0) {
+            return Ok(());
+        }
+        for (sk, read) in shards.iter().zip(reads.read.iter_mut()) {
+            if !*read {
+                self.read_sets(sk, &plan, &mut reads.sets).await?;
+                *read = true;
+            }
+        }
+        Ok(())
     }
 
     /// Writes exact scores back as bounds: `writeback.lua` per shard in
@@ -602,11 +668,16 @@ impl RedisStore {
         // rebuilt, and the articles changed since a shard's ranking last
         // looked (their bounds no longer hold).
         let mut now_scored: Vec<ArticleId> = Vec::new();
-        let mut active = ActiveSets::default();
+        let mut reads = SetReads {
+            sets: ActiveSets::default(),
+            read: rebuild.clone(),
+            walked: 0,
+            members: None,
+        };
         for (i, s) in synced.iter().enumerate() {
             if rebuild[i] {
                 now_scored.extend(
-                    self.candidates(&shards[i], q.range, at, &mut active)
+                    self.candidates(&shards[i], q.range, at, &mut reads.sets)
                         .await?,
                 );
             } else {
@@ -623,13 +694,8 @@ impl RedisStore {
         }
         let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
         let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
-        let mut reads = SetReads {
-            read: rebuild.clone(),
-            walked: 0,
-            members: None,
-        };
         let exact = self
-            .exact_many(&now_scored, q, at, &seqs, Some(&active))
+            .exact_many(&now_scored, q, at, &seqs, Some(&reads.sets))
             .await?;
         for (id, x) in now_scored.iter().zip(exact) {
             let shard = self.keys.shard_index(id) as usize;
@@ -688,14 +754,7 @@ impl RedisStore {
             }
             let stopped = self
                 .walk_entries(
-                    &mut walk,
-                    &mut seen,
-                    &mut pairs,
-                    pages,
-                    q,
-                    at,
-                    &seqs,
-                    (&mut reads, &mut active),
+                    &mut walk, &mut seen, &mut pairs, pages, q, at, &seqs, &mut reads,
                 )
                 .await?;
             let mut runs: Vec<usize> = (0..cursors.len())
@@ -735,14 +794,7 @@ impl RedisStore {
                 }
                 let stopped = self
                     .walk_entries(
-                        &mut walk,
-                        &mut seen,
-                        &mut pairs,
-                        ties,
-                        q,
-                        at,
-                        &seqs,
-                        (&mut reads, &mut active),
+                        &mut walk, &mut seen, &mut pairs, ties, q, at, &seqs, &mut reads,
                     )
                     .await?;
                 runs.retain(|&i| !stopped[i]);
@@ -799,7 +851,7 @@ impl RedisStore {
         q: &HotQuery,
         at: Timestamp,
         seqs: &[i64],
-        (reads, active): (&mut SetReads, &mut ActiveSets),
+        reads: &mut SetReads,
     ) -> Result<Vec<bool>, StoreError> {
         let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
         let mut stopped = Vec::with_capacity(pages.len());
@@ -826,43 +878,11 @@ impl RedisStore {
             return Ok(stopped);
         }
         let ids: Vec<ArticleId> = wanted.iter().map(|w| w.1.clone()).collect();
-        // A walk that scores many articles (bounds all loose, as after a
-        // rebuild with many equal scores) reads the window's activity sets
-        // whole, once, as a rebuild does, as soon as asking every set about
-        // each article it scores would cost more answers than the sets
-        // hold members. (A walk of a few pages never asks: the sets'
-        // sizes cost a round trip.)
         reads.walked += ids.len();
-        if reads.walked >= WALK_BEFORE_SETS
-            && reads.read.contains(&false)
-            && let Some(plan) = window_plan(q.range, at, self.opts.hourly_days)
-        {
-            let sets = (plan.hours.end() - plan.hours.start() + 1).max(0)
-                + (plan.days.end() - plan.days.start() + 1).max(0);
-            if reads.members.is_none() {
-                let mut pipe = redis::pipe();
-                for sk in self.keys.all_shards() {
-                    for h in plan.hours.clone() {
-                        pipe.scard(sk.active_h(h));
-                    }
-                    for d in plan.days.clone() {
-                        pipe.scard(sk.active_d(d));
-                    }
-                }
-                let sizes: Vec<u64> = self.query_pipe(&pipe).await.map_err(store_err)?;
-                reads.members = Some(sizes.iter().sum());
-            }
-            if reads.walked as u64 * sets as u64 >= reads.members.unwrap_or(0) {
-                for (k, read) in reads.read.iter_mut().enumerate() {
-                    if !*read {
-                        self.candidates(&self.keys.shard(k as u32), q.range, at, active)
-                            .await?;
-                        *read = true;
-                    }
-                }
-            }
-        }
-        let exact = self.exact_many(&ids, q, at, seqs, Some(active)).await?;
+        self.read_sets_when_cheaper(reads, q.range, at).await?;
+        let exact = self
+            .exact_many(&ids, q, at, seqs, Some(&reads.sets))
+            .await?;
         for ((bound, id), x) in wanted.into_iter().zip(exact) {
             pairs.push((id, x.as_ref().map(|x| x.bound)));
             if let Some(x) = x {
