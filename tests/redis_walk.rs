@@ -87,6 +87,27 @@ fn view(article: &str, visitor: u128) -> Event {
     Event::view(ArticleId::parse(article).unwrap(), visitor, T)
 }
 
+/// A node on `server` with the default options.
+fn node_on(server: &common::redis::RedisServer) -> RedisStore {
+    RedisStore::connect(
+        RedisOptions {
+            url: server.url(),
+            ..RedisOptions::default()
+        },
+        settings(),
+    )
+    .unwrap()
+}
+
+/// One view at `T` of each of `n` articles named by `name`, a visitor
+/// each (in calls of 2,000 events).
+async fn one_view_each(store: &RedisStore, n: u32, name: impl Fn(u32) -> String) {
+    let events: Vec<Event> = (0..n).map(|a| view(&name(a), u128::from(a))).collect();
+    for batch in events.chunks(2_000) {
+        store.ingest(batch.to_vec(), T).await.unwrap();
+    }
+}
+
 /// Runs the same first query on every store at once (after `start`,
 /// when given): the answers must agree, hold 10 items, and the activity
 /// sets must have been read once (one rebuild) as `con` counts.
@@ -460,20 +481,8 @@ async fn a_rebuild_of_many_articles_goes_in_parts_and_stays_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_queries_of_a_node_rebuild_a_ranking_once() {
     let server = common::redis::RedisServer::start();
-    let store = Arc::new(
-        RedisStore::connect(
-            RedisOptions {
-                url: server.url(),
-                ..RedisOptions::default()
-            },
-            settings(),
-        )
-        .unwrap(),
-    );
-    let events: Vec<Event> = (0..300u32)
-        .map(|a| view(&format!("a{a}"), u128::from(a)))
-        .collect();
-    store.ingest(events, T).await.unwrap();
+    let store = Arc::new(node_on(&server));
+    one_view_each(&store, 300, |a| format!("a{a}")).await;
     let mut con = counting(&server.url()).await;
     let same: Vec<_> = (0..8).map(|_| store.clone()).collect();
     one_rebuild_for_all(&same, None, &mut con).await;
@@ -488,18 +497,8 @@ async fn concurrent_queries_of_a_node_rebuild_a_ranking_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_equal_bounds_is_walked_only_as_far_as_the_top_needs() {
     let server = common::redis::RedisServer::start();
-    let store = RedisStore::connect(
-        RedisOptions {
-            url: server.url(),
-            ..RedisOptions::default()
-        },
-        settings(),
-    )
-    .unwrap();
-    let events: Vec<Event> = (0..3_000u32)
-        .map(|a| view(&format!("a{a:04}"), u128::from(a)))
-        .collect();
-    store.ingest(events, T).await.unwrap();
+    let store = node_on(&server);
+    one_view_each(&store, 3_000, |a| format!("a{a:04}")).await;
     let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
     let first = store.hot(&q, T).await.unwrap();
     let mut con = counting(&server.url()).await;
@@ -525,20 +524,8 @@ async fn a_run_of_equal_bounds_is_walked_only_as_far_as_the_top_needs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_walk_over_many_loose_bounds_reads_the_activity_sets_once() {
     let server = common::redis::RedisServer::start();
-    let store = RedisStore::connect(
-        RedisOptions {
-            url: server.url(),
-            ..RedisOptions::default()
-        },
-        settings(),
-    )
-    .unwrap();
-    let events: Vec<Event> = (0..20_000u32)
-        .map(|a| view(&format!("a{a:05}"), u128::from(a)))
-        .collect();
-    for batch in events.chunks(2_000) {
-        store.ingest(batch.to_vec(), T).await.unwrap();
-    }
+    let store = node_on(&server);
+    one_view_each(&store, 20_000, |a| format!("a{a:05}")).await;
     let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 10);
     store.hot(&q, T).await.unwrap();
     let mut con = counting(&server.url()).await;
@@ -560,23 +547,8 @@ async fn a_walk_over_many_loose_bounds_reads_the_activity_sets_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_that_need_the_same_rebuild_wait_for_the_one_that_claims_it() {
     let server = common::redis::RedisServer::start();
-    let node = || {
-        Arc::new(
-            RedisStore::connect(
-                RedisOptions {
-                    url: server.url(),
-                    ..RedisOptions::default()
-                },
-                settings(),
-            )
-            .unwrap(),
-        )
-    };
-    let nodes: Vec<_> = (0..4).map(|_| node()).collect();
-    let events: Vec<Event> = (0..3_000u32)
-        .map(|a| view(&format!("a{a}"), u128::from(a)))
-        .collect();
-    nodes[0].ingest(events, T).await.unwrap();
+    let nodes: Vec<_> = (0..4).map(|_| Arc::new(node_on(&server))).collect();
+    one_view_each(&nodes[0], 3_000, |a| format!("a{a}")).await;
     let mut con = counting(&server.url()).await;
     let start = Arc::new(tokio::sync::Barrier::new(nodes.len()));
     one_rebuild_for_all(&nodes, Some(start), &mut con).await;
