@@ -3,7 +3,15 @@
 
 Each DIR holds the script's chunks (a copy of src/store/redis/ from any
 commit, e.g. `git archive <rev> src/store/redis | tar -x -C /tmp/base`),
-assembled in the order of `ingest_script_with` (src/store/redis/mod.rs).
+assembled in the order of `ingest_script_with` (src/store/redis/mod.rs);
+an optional DIR/header.json ({"3": 0, ...}) overrides ingest.lua's
+header arguments by index (1-based, as ARGV). Two other kinds of DIR:
+`seed` is seed 000's script with its dedupe step, as shared/bench/
+seqbench.c runs it (per event `SET dedup:V:A 1 NX EX 900`, then EVALSHA
+of seed_view.lua for the new pairs, pipelined 16 deep); a path ending in
+`.lua` is a whole script fed batches as ARGV prefix, now, n, then per
+event article, visitor bytes, ts, clock (bench/floor/*.lua: the least
+work a design with hotrank's gate must do).
 One redis-server (started here, on PORT) runs every variant on the same
 stream, interleaved (ABAB, then BABA): per run FLUSHALL, a warm-up pass
 (WARM=1: articles and buckets exist, the steady state) and the measured
@@ -15,9 +23,12 @@ thousand events), redis-server's instructions per event, which do not
 depend on the machine's load.
 
 usage: bench/redis_script_cost.py PORT EVENTS RUNS DIR [DIR ...]
+(bench/redis_ingest_costs.sh runs it over the current script, variants
+of it without one feature each, seed 000's script and bench/floor/.)
 env: ARTICLES (10000), BATCH (250), WARM (1), CG (0)
 """
 import glob
+import json
 import os
 import random
 import socket
@@ -103,13 +114,16 @@ def calls(c):
                if l.startswith('cmdstat_') and not l.startswith(skip))
 
 
-def header(now, n):
+def header(now, n, over=None):
     # ingest.lua's ARGV[1..15]: prefix, now, window 900 s, visitor limit 60,
     # no ip limit, eventId TTL 1 d, hourly keep 8 d, daily keep 91 d, no
     # counts, articles need not be known, at most 1,000,000 articles,
     # behaviour limit 30 a minute, quarantine 1 d, a batch id, n.
-    return ['hr:', now, 900, 60, 0, 86400, 8 * 86400, 91 * 86400, 0, 0, 1000000, 30, 86400000,
-            '%032x' % random.getrandbits(128), n]
+    h = ['hr:', now, 900, 60, 0, 86400, 8 * 86400, 91 * 86400, 0, 0, 1000000, 30, 86400000,
+         '%032x' % random.getrandbits(128), n]
+    for i, v in (over or {}).items():
+        h[int(i) - 1] = v
+    return h
 
 
 def stream(seed, now):
@@ -122,13 +136,42 @@ def stream(seed, now):
     return out
 
 
-def run(c, sha, now, evs, depth=4):
+def seed_run(c, sha, now, evs, depth=16):
+    # seqbench.c's dedupe mode: the SETs of `depth` events, then the
+    # script for those whose pair was new. Returns verdicts as ingest.lua
+    # does (0 counted, 1 duplicate), 3 per event.
+    out = []
+    for s in range(0, len(evs), depth):
+        b = [(e[1], e[2]) for e in evs[s:s + depth]]
+        for a, v in b:
+            c.send('SET', 'dedup:%s:%s' % (v, a), '1', 'NX', 'EX', '900')
+        new = [c.read() is not None for _ in b]
+        for (a, v), ok in zip(b, new):
+            if ok:
+                c.send('EVALSHA', sha, 4, 'counter:views:' + a, 'hll:uv:' + a, 'hot:score',
+                       'meta:article:' + a, a, v, '1.0', '1.2', '2', '1.5')
+        for ok in new:
+            if ok:
+                c.read()
+            out += [0 if ok else 1, 0, 0]
+    return out
+
+
+def run(c, sha, now, evs, depth=4, kind='dir', over=None):
+    if kind == 'seed':
+        return seed_run(c, sha, now, evs)
     inflight, last = 0, None
     for s in range(0, len(evs), B):
         b = evs[s:s + B]
-        args = ['EVALSHA', sha, 0] + header(now, len(b))
-        for e in b:
-            args += e
+        if kind == 'lua':
+            # article, visitor bytes, ts, clock
+            args = ['EVALSHA', sha, 0, 'hr:', now, len(b)]
+            for e in b:
+                args += [e[1], e[3], e[5], e[6]]
+        else:
+            args = ['EVALSHA', sha, 0] + header(now, len(b), over)
+            for e in b:
+                args += e
         c.send(*args)
         inflight += 1
         if inflight >= depth:
@@ -141,6 +184,11 @@ def run(c, sha, now, evs, depth=4):
 
 
 def main():
+    try:
+        socket.create_connection(('127.0.0.1', PORT)).close()
+        sys.exit('port %d is taken (a server from an earlier run still going?)' % PORT)
+    except OSError:
+        pass
     cgdir = tempfile.mkdtemp(prefix='script_cost_cg.')
     vg = ['valgrind', '--tool=callgrind', '--callgrind-out-file=%s/out.%%p' % cgdir] if CG else []
     srv = subprocess.Popen(vg + ['redis-server', '--port', str(PORT), '--bind', '127.0.0.1',
@@ -153,7 +201,21 @@ def main():
             except OSError:
                 time.sleep(0.2)
         c = Conn()
-        shas = [c.cmd('SCRIPT', 'LOAD', assemble(d)).decode() for d in DIRS]
+        def kind(d):
+            return 'seed' if d == 'seed' else 'lua' if d.endswith('.lua') else 'dir'
+
+        def source(d):
+            if kind(d) == 'seed':
+                here = os.path.dirname(os.path.abspath(__file__))
+                shared = os.environ.get('SHARED', os.path.join(here, '..', '..', 'shared'))
+                return open(os.path.join(shared, 'bench', 'seed_view.lua')).read()
+            return open(d).read() if kind(d) == 'lua' else assemble(d)
+
+        def overrides(d):
+            f = os.path.join(d, 'header.json')
+            return json.load(open(f)) if kind(d) == 'dir' and os.path.exists(f) else None
+
+        shas = [c.cmd('SCRIPT', 'LOAD', source(d)).decode() for d in DIRS]
         us = {d: [] for d in DIRS}
         kins = {d: [] for d in DIRS}
         for r in range(RUNS):
@@ -163,12 +225,12 @@ def main():
             for d, sha in (order if r % 2 == 0 else order[::-1]):
                 c.cmd('FLUSHALL')
                 if WARM:
-                    run(c, sha, now, stream(1000 + r, now))
+                    run(c, sha, now, stream(1000 + r, now), kind=kind(d), over=overrides(d))
                 c.cmd('CONFIG', 'RESETSTAT')
                 if CG:
                     subprocess.run(['callgrind_control', '-z', str(srv.pid)], stdout=subprocess.DEVNULL)
                 c0 = cpu(c)
-                last = run(c, sha, now, evs)
+                last = run(c, sha, now, evs, kind=kind(d), over=overrides(d))
                 c1 = cpu(c)
                 k = calls(c)
                 ins = 0
@@ -183,7 +245,7 @@ def main():
                 us[d].append((c1 - c0) * 1e6 / N)
                 kins[d].append(ins / N / 1000)
                 print('run %d %-30s us/event %.2f  kinstr/event %.1f  calls/event %.2f  verdicts %s  load %s'
-                      % (r, d, us[d][-1], kins[d][-1], k / N, sorted(set(last[0::3])),
+                      % (r, d, us[d][-1], kins[d][-1], k / N, sorted(set(last if kind(d) == 'lua' else last[0::3])),
                          open('/proc/loadavg').read().split()[0]), flush=True)
         for d in DIRS:
             v, w = sorted(us[d]), sorted(kins[d])
