@@ -6,9 +6,13 @@
 # replicas: with 3 shards the site's shards are on 3 primaries, its own
 # slot on one of them), ARTICLES live articles
 # (one preload view each, then views by a Zipf stream), back to back.
-# Each run: preload, a warm-up query (the ranking's rebuild), then
+# Each run: preload, a first query (the ranking's rebuild, or the
+# catch-up of a ranking the node kept up to date meanwhile), then
 # queries alone, then queries while UPDATES events/s arrive (the
-# change log makes the walk re-score those articles).
+# change log makes the walk re-score those articles); then the node is
+# restarted with every ranking deleted (as after an import, or rankings
+# unused for an hour): how long until /readyz says ready (the node
+# rebuilds the default ranking first) and the first query after that.
 # Usage: bench/redis_shards_query.sh   (env: ARTICLES, DUR seconds,
 #   UPDATES events/s, SHARDS list, CLUSTER=1, BIN hotrank binary; default release
 #   build of this checkout under $CARGO_TARGET_DIR or target;
@@ -43,7 +47,7 @@ WHERE="one redis-server"
 [ "$CLUSTER" = 1 ] && WHERE="a 3-primary Redis Cluster"
 echo "# /api/hot top 20 on the Redis store by article shards, on $WHERE — $(date -u +%Y-%m-%dT%H:%MZ), $(git rev-parse --short HEAD), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
 echo "# $ARTICLES articles, $DUR s per measurement, updates $UPDATES events/s; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '| shards | first query (the rebuild), ms | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | updates sent/s, errors | load avg |\n|---|---|---|---|---|---|\n' "$UPDATES"
+printf '| shards | first query, ms | queries alone: q/s, p50, p99 (µs) | with %s updates/s: q/s, p50, p99 (µs) | updates sent/s, errors | restart without rankings: ready after, first query (ms) | load avg |\n|---|---|---|---|---|---|---|\n' "$UPDATES"
 for N in $SHARDS; do
   if [ "$CLUSTER" = 1 ]; then
     NODES=("$(free_port)" "$(free_port)" "$(free_port)"); RPORTS+=("${NODES[@]}")
@@ -74,9 +78,12 @@ ip_limit_per_minute = 0
 [limits]
 queries_per_minute_per_ip = 0
 TOML
-  RUST_LOG=warn "$BIN" serve --config "$TMP/h$N/hotrank.toml" > "$TMP/h$N/log" 2>&1 &
-  HPID=$!; PIDS+=($HPID)
-  until curl -sf "127.0.0.1:$HP/healthz" >/dev/null; do sleep 0.05; done
+  start_node() {
+    RUST_LOG=warn "$BIN" serve --config "$TMP/h$N/hotrank.toml" >> "$TMP/h$N/log" 2>&1 &
+    HPID=$!; PIDS+=($HPID)
+    until curl -sf "127.0.0.1:$HP/healthz" >/dev/null; do sleep 0.05; done
+  }
+  start_node
   bench --target "127.0.0.1:$HP" --preload --articles "$ARTICLES" --batch 1000 --connections 4 \
     --duration-secs 600 --token bench-ingest-token --label preload >/dev/null
   FIRST=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 300 "127.0.0.1:$HP/api/hot?range=72h&limit=20")
@@ -91,11 +98,23 @@ TOML
   bench --target "127.0.0.1:$HP" --query "/api/hot?range=72h&limit=20" --connections 1 \
     --duration-secs "$DUR" --json "$TMP/u$N.json" --label "updates $N"
   wait "$UP" || true  # (its exit status: whether every update was accepted)
-  printf '| %s | %s | %.0f, %s, %s | %.0f, %s, %s | %.0f, %s | %s |\n' "$N" "$FIRST" \
+  kill "$HPID"; wait "$HPID" 2>/dev/null || true
+  for p in "${NODES[@]}"; do
+    redis-cli -p "$p" --scan --pattern '*hot:*' | while read -r k; do
+      redis-cli -c -p "$p" del "$k" >/dev/null
+    done
+  done
+  t0=$(date +%s.%N)
+  start_node
+  until curl -sf "127.0.0.1:$HP/readyz" >/dev/null; do sleep 0.05; done
+  READY=$(python3 -c "import time; print(f'{(time.time() - $t0) * 1000:.0f}')")
+  AFTER=$(curl -s -o /dev/null -w '%{time_total}' --max-time 300 "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  AFTER=$(python3 -c "print(f'{float(\"$AFTER\") * 1000:.1f}')")
+  printf '| %s | %s | %.0f, %s, %s | %.0f, %s, %s | %.0f, %s | %s, %s | %s |\n' "$N" "$FIRST" \
     "$(field "$TMP/q$N.json" requests_per_sec)" "$(field "$TMP/q$N.json" p50_us)" "$(field "$TMP/q$N.json" p99_us)" \
     "$(field "$TMP/u$N.json" requests_per_sec)" "$(field "$TMP/u$N.json" p50_us)" "$(field "$TMP/u$N.json" p99_us)" \
     "$(field "$TMP/w$N.json" events_per_sec)" "$(field "$TMP/w$N.json" errors)" \
-    "$(cut -d' ' -f1-3 /proc/loadavg)"
+    "$READY" "$AFTER" "$(cut -d' ' -f1-3 /proc/loadavg)"
   bench_stop_all
   bench_redis_stop "${NODES[@]}"
 done

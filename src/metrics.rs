@@ -123,6 +123,12 @@ pub const FAMILIES: &[Family] = &[
         "Full rebuilds of a ranking from the counters (as opposed to incremental updates).",
     ),
     family(
+        "hotrank_ranking_refreshes_total",
+        Counter,
+        COUNT,
+        "Rankings brought up to date in the background because they were queried lately (Redis store).",
+    ),
+    family(
         "hotrank_ranking_evictions_total",
         Counter,
         COUNT,

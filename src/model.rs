@@ -553,6 +553,13 @@ impl HotQuery {
             explain: false,
         }
     }
+
+    /// What `GET /api/hot` asks without parameters: gravity over 72 h,
+    /// the first 20 items. The ranking both stores build before `/readyz`
+    /// says ready.
+    pub fn default_page() -> Self {
+        HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20)
+    }
 }
 
 /// One ranked item.

@@ -159,10 +159,14 @@ pub async fn run(
     let store = state.store.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
+    let rankings = tokio::spawn(keep_rankings(state.clone()));
     let http = state.config.http.clone();
     serve(listener, api::router(state), &http, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
+    // (A rebuild in progress is dropped: it leaves nothing a query relies
+    // on, and its claim expires.)
+    rankings.abort();
     if let Err(e) = store.shutdown().await {
         tracing::error!(error = %e, "flushing the store at shutdown failed");
         return Err(std::io::Error::other(e.to_string()));
@@ -256,6 +260,21 @@ async fn serve(
 
 /// How long a shutdown waits for in-flight requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// Every few seconds, on a task of its own (a rebuild can take many
+/// seconds and must not hold up the upkeep):
+/// [`crate::store::Store::keep_rankings`].
+async fn keep_rankings(state: AppState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = state.store.keep_rankings(state.clock.now()).await {
+            // (The upkeep logs the store going away and coming back.)
+            tracing::debug!(error = %e, "keeping rankings up to date failed; trying again");
+        }
+    }
+}
 
 /// Every few seconds: store upkeep (retention, snapshots), and a readiness
 /// check that logs once when the store goes away and once when it is back.

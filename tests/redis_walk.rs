@@ -567,3 +567,82 @@ async fn nodes_that_need_the_same_rebuild_wait_for_the_one_that_claims_it() {
     }
     assert!(claims.is_empty(), "claims left: {claims:?}");
 }
+
+/// Rankings are kept ready off the query path (`Store::keep_rankings`):
+/// a node started on a Redis that already holds 3,000 articles says
+/// ready (`/readyz`) only once the default ranking is built, so its first
+/// `/api/hot` rebuilds nothing (no activity set read) and answers what
+/// another node answers; and the rankings it served are brought up to
+/// the change log in the background a few seconds later, with no query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
+    let server = common::redis::RedisServer::start();
+    let writer = node_on(&server);
+    one_view_each(&writer, 3_000, |a| format!("a{a}")).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let config = common::test_config(dir.path());
+    let node = Arc::new(node_on(&server));
+    let s = common::TestServer::start_with_store(dir, config, node, T).await;
+    let ready = async {
+        while s.get("/readyz").await.0 != reqwest::StatusCode::OK {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(60), ready)
+        .await
+        .expect("ready once the default ranking is built");
+    let mut con = counting(&server.url()).await;
+    let (status, page) = s.get("/api/hot").await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{page}");
+    let (reads, stats) = calls(&mut con, "smembers").await;
+    assert_eq!(reads, 0, "the first query rebuilt the ranking\n{stats}");
+    let got: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["articleId"].as_str().unwrap())
+        .collect();
+    let want = writer.hot(&HotQuery::default_page(), T).await.unwrap();
+    let want: Vec<&str> = want.items.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(got, want);
+
+    // Another ranking queried once, then 50 articles change.
+    assert_eq!(s.get("/api/hot?range=24h").await.0, reqwest::StatusCode::OK);
+    let sk = writer.keys().shard(0);
+    let day = sk.ranking(ModelKind::Gravity, RangeSpec::Hours(24), None, None, None);
+    let events: Vec<Event> = (0..50)
+        .map(|a| view(&format!("a{a}"), 1_000_000 + a))
+        .collect();
+    writer.ingest(events, T).await.unwrap();
+    let log: i64 = redis::cmd("GET")
+        .arg(sk.changes_seq())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    let seq = |key: String| {
+        let mut con = con.clone();
+        async move {
+            let got: Option<i64> = redis::cmd("HGET")
+                .arg(key)
+                .arg("seq")
+                .query_async(&mut con)
+                .await
+                .unwrap();
+            got.unwrap_or(-1)
+        }
+    };
+    for zkey in [sk.ranking_default(), day.clone()] {
+        assert!(seq(format!("{zkey}:state")).await < log, "{zkey}");
+    }
+    s.clock.advance(11);
+    let caught_up = async {
+        for zkey in [sk.ranking_default(), day] {
+            while seq(format!("{zkey}:state")).await < log {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), caught_up)
+        .await
+        .expect("the rankings served lately caught up with the change log without a query");
+}

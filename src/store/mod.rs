@@ -338,6 +338,16 @@ pub trait Store: Send + Sync + 'static {
     /// snapshots. Called by the server every few seconds.
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError>;
 
+    /// Keeps rankings ready for queries, off the query path: the first
+    /// call builds the default ranking ([`HotQuery::default_page`]; until
+    /// then [`Store::warming`] says so), later ones bring the rankings
+    /// queried lately up to date. The server calls it every few seconds
+    /// on a task of its own, since a rebuild can take long. The embedded
+    /// store does this on a thread of its own and needs no call.
+    async fn keep_rankings(&self, _now: Timestamp) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Flushes everything durable; later calls may fail.
     async fn shutdown(&self) -> Result<(), StoreError>;
 

@@ -148,7 +148,7 @@ fn warm_default(
     hook: Option<BuildHook>,
     now: Timestamp,
 ) -> usize {
-    let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+    let q = HotQuery::default_page();
     let key = EmbeddedStore::rank_key(&q);
     loop {
         let mut guard = inner.lock();

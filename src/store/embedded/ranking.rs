@@ -768,7 +768,7 @@ mod tests {
         };
         let models = &s.models;
         let t0 = 1_800_000_000;
-        let q = HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(72), 20);
+        let q = HotQuery::default_page();
         let key = RankKey {
             model: q.model,
             range: q.range,

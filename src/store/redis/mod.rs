@@ -61,6 +61,7 @@ mod seed;
 pub mod slots;
 mod split;
 mod version;
+mod warm;
 
 pub use dump::{article_records, dump_redis, load_redis};
 pub use journal::{Journal, JournalEntry};
@@ -562,6 +563,8 @@ pub struct RedisStore {
     last_seed_refresh: Mutex<Timestamp>,
     /// Where evicted articles are restored from (archive.rs).
     archive: std::sync::OnceLock<crate::archive::Archive>,
+    /// Rankings kept ready off the query path (warm.rs).
+    warm: warm::Warm,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -820,6 +823,7 @@ impl RedisStore {
             version_ok: Default::default(),
             last_seed_refresh: Mutex::new(i64::MIN / 2),
             archive: std::sync::OnceLock::new(),
+            warm: warm::Warm::default(),
         })
     }
 
@@ -1767,6 +1771,14 @@ impl Store for RedisStore {
             ))),
             _ => Ok(()),
         }
+    }
+
+    fn warming(&self) -> Option<String> {
+        self.warming_up()
+    }
+
+    async fn keep_rankings(&self, now: Timestamp) -> Result<(), StoreError> {
+        self.keep_warm(now).await
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {

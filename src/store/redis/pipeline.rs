@@ -1297,6 +1297,14 @@ impl Store for PipelineStore {
         self.inner().maintain(now).await
     }
 
+    fn warming(&self) -> Option<String> {
+        self.inner().warming()
+    }
+
+    async fn keep_rankings(&self, now: Timestamp) -> Result<(), StoreError> {
+        self.inner().keep_rankings(now).await
+    }
+
     async fn shutdown(&self) -> Result<(), StoreError> {
         self.inner().shutdown().await
     }

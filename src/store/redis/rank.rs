@@ -85,7 +85,7 @@ fn window_sets<'a>(
 }
 /// How long an unused ranking (other than `hot:score`) and an unused
 /// cursor are kept.
-const RANKING_TTL: i64 = 3600;
+pub(super) const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
 
 /// What one shard's change log says since this node and a ranking last
@@ -935,6 +935,7 @@ impl RedisStore {
         let mut con = self.con();
         let (snap_id, offset, mut snap) = match &q.cursor {
             None => {
+                self.warm.asked(&zkey, q, now);
                 let (items, at) = self.top(q, pages::first_walk(q, cap), now).await?;
                 match pages::first(zkey.clone(), q, cap, items, at) {
                     First::Page(items) => {
