@@ -396,6 +396,23 @@ impl RedisCluster {
         None
     }
 
+    /// How many replicas the node on `port` has in sync: with `INFO
+    /// replication`, its `connected_slaves` and its `slaveN:` lines with
+    /// `state=online` (a replica still loading the primary's data is not).
+    pub fn in_sync_replicas(&self, port: u16) -> usize {
+        let info = self.cli(port, &["INFO", "replication"]);
+        let connected: usize = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let online = info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains(":ip=") && l.contains("state=online"))
+            .count();
+        online.min(connected)
+    }
+
     /// The node on `port`.
     pub fn node(&mut self, port: u16) -> &mut RedisServer {
         self.nodes
