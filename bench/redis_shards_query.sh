@@ -11,7 +11,8 @@
 # queries alone, then queries while UPDATES events/s arrive (the
 # change log makes the walk re-score those articles); then the node is
 # restarted with every ranking deleted (as after an import, or rankings
-# unused for an hour): how long until /readyz says ready (the node
+# nobody asked for in an hour and a half): how long until /readyz says
+# ready (the node
 # rebuilds the default ranking first) and the first query after that.
 # Usage: bench/redis_shards_query.sh   (env: ARTICLES, DUR seconds,
 #   UPDATES events/s, SHARDS list, CLUSTER=1, BIN hotrank binary; default release

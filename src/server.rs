@@ -164,9 +164,10 @@ pub async fn run(
     serve(listener, api::router(state), &http, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
-    // (A rebuild in progress is dropped: it leaves nothing a query relies
-    // on, and its claim expires.)
+    // A rebuild in progress is dropped: it leaves nothing a query relies
+    // on, and the store's shutdown gives back its claim.
     rankings.abort();
+    let _ = rankings.await;
     if let Err(e) = store.shutdown().await {
         tracing::error!(error = %e, "flushing the store at shutdown failed");
         return Err(std::io::Error::other(e.to_string()));

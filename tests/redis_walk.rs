@@ -572,8 +572,9 @@ async fn nodes_that_need_the_same_rebuild_wait_for_the_one_that_claims_it() {
 /// a node started on a Redis that already holds 3,000 articles says
 /// ready (`/readyz`) only once the default ranking is built, so its first
 /// `/api/hot` rebuilds nothing (no activity set read) and answers what
-/// another node answers; and the rankings it served are brought up to
-/// the change log in the background a few seconds later, with no query.
+/// another node answers; the rankings it served are brought up to the
+/// change log in the background a few seconds later, with no query; and
+/// one that is gone (evicted) is not rebuilt by the background.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
     let server = common::redis::RedisServer::start();
@@ -606,7 +607,9 @@ async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
     let want: Vec<&str> = want.items.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(got, want);
 
-    // Another ranking queried once, then 50 articles change.
+    // Another ranking queried once, a second later (so refreshed before
+    // the default one: most recently asked first), then 50 articles change.
+    s.clock.advance(1);
     assert_eq!(s.get("/api/hot?range=24h").await.0, reqwest::StatusCode::OK);
     let sk = writer.keys().shard(0);
     let day = sk.ranking(ModelKind::Gravity, RangeSpec::Hours(24), None, None, None);
@@ -619,8 +622,9 @@ async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
         .query_async(&mut con)
         .await
         .unwrap();
+    let reader = con.clone();
     let seq = |key: String| {
-        let mut con = con.clone();
+        let mut con = reader.clone();
         async move {
             let got: Option<i64> = redis::cmd("HGET")
                 .arg(key)
@@ -635,14 +639,52 @@ async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
         assert!(seq(format!("{zkey}:state")).await < log, "{zkey}");
     }
     s.clock.advance(11);
-    let caught_up = async {
-        for zkey in [sk.ranking_default(), day] {
-            while seq(format!("{zkey}:state")).await < log {
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let caught_up = |zkeys: Vec<String>, log: i64| {
+        let seq = &seq;
+        async move {
+            for zkey in zkeys {
+                while seq(format!("{zkey}:state")).await < log {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
             }
         }
     };
-    tokio::time::timeout(std::time::Duration::from_secs(30), caught_up)
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        caught_up(vec![sk.ranking_default(), day.clone()], log),
+    )
+    .await
+    .expect("the rankings served lately caught up with the change log without a query");
+
+    // A ranking gone (as when evicted past rankings.max_live) is not
+    // rebuilt by a refresh: the default one, refreshed after it in the
+    // same pass, catches up again; it stays gone.
+    let _: () = redis::cmd("DEL")
+        .arg(&day)
+        .arg(format!("{day}:state"))
+        .query_async(&mut con)
         .await
-        .expect("the rankings served lately caught up with the change log without a query");
+        .unwrap();
+    let events: Vec<Event> = (50..60)
+        .map(|a| view(&format!("a{a}"), 1_000_000 + a))
+        .collect();
+    writer.ingest(events, T + 11).await.unwrap();
+    let log: i64 = redis::cmd("GET")
+        .arg(sk.changes_seq())
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    s.clock.advance(11);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        caught_up(vec![sk.ranking_default()], log),
+    )
+    .await
+    .expect("the default ranking caught up again");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(format!("{day}:state"))
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "a refresh rebuilt a ranking that was gone");
 }

@@ -43,7 +43,11 @@ const MAX_DEPTH: usize = 100_000;
 /// Parses and validates a ranking query; returns it with the range as given.
 pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiError> {
     let p = Params::parse(raw, PARAMS)?;
-    let range_text = p.get("range").unwrap_or("72h").to_string();
+    // What is not asked for is the default page's.
+    let default = HotQuery::default_page();
+    let range_text = p
+        .get("range")
+        .map_or_else(|| default.range.to_string(), str::to_string);
     let range = RangeSpec::parse(&range_text).ok_or_else(|| {
         ApiError::bad(
             "invalid_parameter",
@@ -51,7 +55,7 @@ pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, St
         )
     })?;
     let model = match p.get("model") {
-        None => ModelKind::Gravity,
+        None => default.model,
         Some(m) => ModelKind::parse(m).ok_or_else(|| {
             let known: Vec<&str> = ModelKind::ALL.iter().map(|m| m.as_str()).collect();
             ApiError::bad(
@@ -66,7 +70,10 @@ pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, St
     // Two spellings of one window, which may be mixed: `pageSize` (else
     // `limit`) items, starting `offset + (page - 1) * size` items in.
     let limit = p.int("limit", 1, 100)?;
-    let size = p.int("pageSize", 1, 100)?.or(limit).unwrap_or(20);
+    let size = p
+        .int("pageSize", 1, 100)?
+        .or(limit)
+        .unwrap_or(default.limit);
     let page = p.int("page", 1, MAX_DEPTH)?.unwrap_or(1);
     let offset = p.int("offset", 0, MAX_DEPTH)?.unwrap_or(0) + (page - 1) * size;
     // A ranking is `cap` deep: past that, pages are short or empty.

@@ -5,7 +5,7 @@
 //! key, and free-text filter labels only ever appear hashed, so no input
 //! can forge a key.
 
-use crate::model::{ArticleId, HOUR, RangeSpec, Timestamp, hour_of};
+use crate::model::{ArticleId, HOUR, HotQuery, RangeSpec, Timestamp, hour_of};
 use crate::score::ModelKind;
 use crate::sketch::murmur64a;
 
@@ -443,8 +443,9 @@ impl ShardKeys {
         kind: Option<&str>,
         group: Option<&str>,
     ) -> String {
-        if model == ModelKind::Gravity
-            && range == RangeSpec::Hours(72)
+        let default = HotQuery::default_page();
+        if model == default.model
+            && range == default.range
             && category.is_none()
             && kind.is_none()
             && group.is_none()
@@ -1095,7 +1096,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "string",
         "a token of the node rebuilding the ranking `<ranking>` (`SET NX`): other nodes' queries that need the same rebuild wait for it (at most 2 min), then walk what it built",
         Ttl::Expires,
-        "2 min; given back by its node when the rebuild ends",
+        "10 s, renewed every 3 s while the rebuild runs; given back by its node when the rebuild ends (or at its next claim or shutdown, if Redis was away)",
         "rank.rs (`Claim`)"
     ),
     key_spec!(
@@ -1345,7 +1346,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "string",
         "a node's claim to rebuild a ranking over every shard (shard 0's name stands for all)",
         Ttl::Expires,
-        "2 min; given back when the rebuild ends",
+        "10 s, renewed every 3 s while the rebuild runs; given back when it ends",
         "rank.rs (`Claim`)"
     ),
     key_spec!(

@@ -565,6 +565,8 @@ pub struct RedisStore {
     archive: std::sync::OnceLock<crate::archive::Archive>,
     /// Rankings kept ready off the query path (warm.rs).
     warm: warm::Warm,
+    /// Rebuild claims this node could not give back (rank.rs).
+    orphans: rank::Orphans,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -824,6 +826,7 @@ impl RedisStore {
             last_seed_refresh: Mutex::new(i64::MIN / 2),
             archive: std::sync::OnceLock::new(),
             warm: warm::Warm::default(),
+            orphans: Default::default(),
         })
     }
 
@@ -1814,7 +1817,9 @@ impl Store for RedisStore {
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {
-        // Every acknowledged write is already in Redis.
+        // Every acknowledged write is already in Redis; rebuild claims a
+        // query or refresh cut short by the shutdown are given back.
+        rank::Claim::give_back_orphans(self.con(), &self.orphans).await;
         Ok(())
     }
 }

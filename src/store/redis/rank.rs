@@ -83,6 +83,16 @@ fn window_sets<'a>(
     let hours = plan.hours.clone().map(|h| (true, h, sk.active_h(h)));
     hours.chain(plan.days.clone().map(|d| (false, d, sk.active_d(d))))
 }
+/// Whether a walk may rebuild a ranking that is gone (evicted, expired,
+/// never built): a query may; a background refresh (warm.rs) only brings
+/// up to date the rankings that exist, so it never rebuilds, over and
+/// over, rankings that others' rebuilds drop past `rankings.max_live`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Missing {
+    Rebuild,
+    Skip,
+}
+
 /// How long an unused ranking (other than `hot:score`) and an unused
 /// cursor are kept.
 pub(super) const RANKING_TTL: i64 = 3600;
@@ -135,10 +145,14 @@ struct WriteBack {
     pairs: Vec<(ArticleId, Option<f64>)>,
 }
 
-/// How long a node's claim to rebuild a ranking lasts if the node never
-/// gives it back (it died), and the longest another node waits on it
-/// before it rebuilds the ranking itself.
+/// The longest a node waits on another's claim to rebuild a ranking
+/// before it rebuilds the ranking itself (a holder alive but stuck).
 const REBUILD_CLAIM: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a claim lasts unless its node renews it: a node that died
+/// mid-rebuild holds the others up this long at most.
+const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often a node renews the claims it holds.
+const CLAIM_RENEW: std::time::Duration = std::time::Duration::from_secs(3);
 /// How often a node waiting on another's rebuild looks again.
 const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -149,48 +163,108 @@ static GIVE_BACK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(
     )
 });
 
+/// Extends a claim (KEYS[1]) by ARGV[2] ms only if it still holds this
+/// token (ARGV[1]).
+static RENEW: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+    )
+});
+
+/// Claims (key, token) this node has dropped and not yet given back: a
+/// task gives each back at once; one Redis did not take (away) is given
+/// back before the node next waits on a claim, so it never waits on one
+/// of its own, and at shutdown (the task may not run once the runtime
+/// stops).
+pub(super) type Orphans = Arc<parking_lot::Mutex<Vec<(String, String)>>>;
+
 /// A node's claim to rebuild a ranking (`<ranking>:rebuilding`, holding a
 /// token of its own, in the ranking's slot): queries of other nodes that
 /// need the same rebuild wait while it stands, then walk what it built.
-/// Given back when dropped (a task deletes it if it still holds this
-/// token), or by its expiry.
+/// A lease: it lasts [`CLAIM_LEASE`], renewed every [`CLAIM_RENEW`] by a
+/// task while the claim lives. Given back when dropped (a task deletes it
+/// if it still holds this token; if Redis is away, into `orphans`).
 pub(super) struct Claim {
     con: super::Con,
     key: String,
     token: String,
+    renew: tokio::task::JoinHandle<()>,
+    orphans: Orphans,
 }
 
 impl Claim {
     /// Claims the rebuild of the ranking `zkey` unless another node holds
     /// the claim (`None`).
-    async fn take(mut con: super::Con, zkey: &str) -> Result<Option<Claim>, StoreError> {
+    async fn take(
+        mut con: super::Con,
+        zkey: &str,
+        orphans: &Orphans,
+    ) -> Result<Option<Claim>, StoreError> {
         let key = ranking_claim(zkey);
         let token = format!("{:016x}", rand::random::<u64>());
+        let lease = CLAIM_LEASE.as_millis() as u64;
         let got: Option<String> = redis::cmd("SET")
             .arg(&key)
             .arg(&token)
             .arg("NX")
             .arg("PX")
-            .arg(REBUILD_CLAIM.as_millis() as u64)
+            .arg(lease)
             .query_async(&mut con)
             .await
             .map_err(store_err)?;
-        Ok(got.map(|_| Claim { con, key, token }))
+        if got.is_none() {
+            return Ok(None);
+        }
+        let renew = {
+            let (mut con, key, token) = (con.clone(), key.clone(), token.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(CLAIM_RENEW).await;
+                    let held: redis::RedisResult<i64> = RENEW
+                        .key(&key)
+                        .arg(&token)
+                        .arg(lease)
+                        .invoke_async(&mut con)
+                        .await;
+                    if let Ok(0) = held {
+                        return;
+                    }
+                }
+            })
+        };
+        let orphans = orphans.clone();
+        Ok(Some(Claim {
+            con,
+            key,
+            token,
+            renew,
+            orphans,
+        }))
+    }
+
+    /// Gives back the claims this node dropped (`orphans`); those Redis
+    /// does not take stay for the next call.
+    pub(super) async fn give_back_orphans(mut con: super::Con, orphans: &Orphans) {
+        let held = std::mem::take(&mut *orphans.lock());
+        for (key, token) in held {
+            let gone: redis::RedisResult<i64> =
+                GIVE_BACK.key(&key).arg(&token).invoke_async(&mut con).await;
+            if let Err(e) = gone {
+                tracing::warn!(%key, error = %e, "could not give back a rebuild claim; trying again later (it expires by itself)");
+                orphans.lock().push((key, token));
+            }
+        }
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        let mut con = self.con.clone();
+        self.renew.abort();
         let key = std::mem::take(&mut self.key);
         let token = std::mem::take(&mut self.token);
-        tokio::spawn(async move {
-            let gone: redis::RedisResult<i64> =
-                GIVE_BACK.key(&key).arg(&token).invoke_async(&mut con).await;
-            if let Err(e) = gone {
-                tracing::warn!(%key, error = %e, "could not give back a rebuild claim; it expires by itself");
-            }
-        });
+        self.orphans.lock().push((key, token));
+        let (con, orphans) = (self.con.clone(), self.orphans.clone());
+        tokio::spawn(async move { Claim::give_back_orphans(con, &orphans).await });
     }
 }
 
@@ -628,8 +702,11 @@ impl RedisStore {
         synced: &mut Vec<Synced>,
     ) -> Result<Option<Claim>, StoreError> {
         let waited = std::time::Instant::now();
+        if !self.orphans.lock().is_empty() {
+            Claim::give_back_orphans(self.con(), &self.orphans).await;
+        }
         while synced.iter().any(Synced::stale) {
-            if let Some(claim) = Claim::take(self.con(), &zkeys[0]).await? {
+            if let Some(claim) = Claim::take(self.con(), &zkeys[0], &self.orphans).await? {
                 // The claim's last holder may have finished just before.
                 *synced = self.sync(Some(zkeys)).await?;
                 return Ok(synced.iter().any(Synced::stale).then_some(claim));
@@ -651,13 +728,30 @@ impl RedisStore {
     pub(super) async fn top(
         &self,
         q: &HotQuery,
-        mut walk: Walk<SnapItem>,
+        walk: Walk<SnapItem>,
         now: Timestamp,
     ) -> Result<(Vec<SnapItem>, Timestamp), StoreError> {
+        (self.top_if(q, walk, now, Missing::Rebuild).await?)
+            .ok_or_else(|| bad_reply("a query's walk found no ranking to rebuild"))
+    }
+
+    /// [`Self::top`]; with [`Missing::Skip`], `None` when the ranking is
+    /// gone from a shard (evicted, expired, never built) instead of
+    /// rebuilding it.
+    pub(super) async fn top_if(
+        &self,
+        q: &HotQuery,
+        mut walk: Walk<SnapItem>,
+        now: Timestamp,
+        missing: Missing,
+    ) -> Result<Option<(Vec<SnapItem>, Timestamp)>, StoreError> {
         let started = std::time::Instant::now();
         let shards = self.keys.all_shards();
         let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
         let mut synced = self.sync(Some(&zkeys)).await?;
+        if missing == Missing::Skip && synced.iter().any(|s| s.rseq < 0) {
+            return Ok(None);
+        }
         let _claim = self.claim_rebuild(&zkeys, &mut synced).await?;
         let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
         let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
@@ -834,7 +928,7 @@ impl RedisStore {
             metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
         }
         metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        Ok((walk.finish(), at))
+        Ok(Some((walk.finish(), at)))
     }
 
     /// Offers to `walk` the entries of each shard's `pages[k]` it wants,

@@ -4,15 +4,20 @@
 //! date every few seconds, so a query finds its ranking built and only a
 //! few seconds of changes behind. Without it the first query after a
 //! start or an import pays the rebuild (about 21 s at a million
-//! articles), and a ranking queried rarely while many articles change
-//! falls more than `MAX_DELTA` changes behind and is rebuilt by a query.
+//! articles), and a ranking queried now and then while many articles
+//! change falls more than `MAX_DELTA` changes behind and is rebuilt by a
+//! query. A refresh never rebuilds a ranking that is gone (evicted past
+//! `rankings.max_live`, or expired): it forgets it, and the next query
+//! rebuilds it as before.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::RedisStore;
+use super::rank::Missing;
 use crate::model::{HotQuery, Timestamp};
 use crate::rank::pages;
 use crate::store::{Store, StoreError};
@@ -21,24 +26,23 @@ use crate::store::{Store, StoreError};
 const RECENT_MAX: usize = 32;
 /// How often a ranking queried lately is brought up to date (seconds).
 const REFRESH_EVERY: i64 = 10;
-/// How long after its last query a ranking is still kept up to date
-/// (seconds): as long as Redis keeps an unused ranking (`RANKING_TTL`),
-/// so the upkeep never keeps alive a ranking nobody asks for.
-const KEEP_FOR: i64 = super::rank::RANKING_TTL;
-
-/// A refresh waits at least this many times as long as the last one of
-/// its ranking took: a ranking rebuilt again and again (more than
-/// `MAX_DELTA` changes between refreshes, as during a bulk import) costs
-/// Redis at most a fifth of its time.
-const BACKOFF: i64 = 4;
+/// How long after its last query a ranking is kept up to date (seconds):
+/// half as long as Redis keeps an unused ranking (`RANKING_TTL`, counted
+/// from its last write-back, a refresh's too), so a ranking nobody asks
+/// for is dropped at most 1.5 RANKING_TTL after its last query.
+const KEEP_FOR: i64 = super::rank::RANKING_TTL / 2;
+/// After a pass of refreshes that took L, the node waits BACKOFF × L
+/// before the next: rankings rebuilt again and again (more than
+/// `MAX_DELTA` changes between refreshes, as during a bulk import) take
+/// a fifth of the node's time at most.
+const BACKOFF: u32 = 4;
 
 /// A ranking this node served: its query (first page), when it was last
-/// asked for and last refreshed, and how long after that it is due again.
+/// asked for, and last refreshed.
 struct Recent {
     q: HotQuery,
     asked: Timestamp,
     refreshed: Timestamp,
-    wait: i64,
 }
 
 /// What the node keeps warm.
@@ -46,8 +50,12 @@ struct Recent {
 pub(super) struct Warm {
     /// Whether the default ranking has been built since the node started.
     built: AtomicBool,
+    /// Why the last attempt to build it failed, if it did.
+    failed: Mutex<Option<String>>,
     /// By ranking key (first shard's).
     recent: Mutex<HashMap<String, Recent>>,
+    /// No refresh before then (`BACKOFF`).
+    paused_until: Mutex<Option<Instant>>,
 }
 
 impl Warm {
@@ -79,48 +87,56 @@ impl Warm {
                 q,
                 asked: now,
                 refreshed: now,
-                wait: REFRESH_EVERY,
             },
         );
     }
 
-    /// The rankings due for a refresh at `now`, most recently asked
-    /// first; forgets those nobody asked for in `KEEP_FOR`.
+    /// The rankings due for a refresh at `now` (marked refreshed), most
+    /// recently asked first; forgets those nobody asked for in `KEEP_FOR`.
     fn due(&self, now: Timestamp) -> Vec<(String, HotQuery)> {
         let mut recent = self.recent.lock();
         recent.retain(|_, r| now - r.asked < KEEP_FOR);
-        let mut due: Vec<(&String, &Recent)> = recent
-            .iter()
+        let mut due: Vec<(&String, &mut Recent)> = recent
+            .iter_mut()
             // (Or the clock went back.)
-            .filter(|(_, r)| now - r.refreshed >= r.wait || now < r.refreshed)
+            .filter(|(_, r)| now - r.refreshed >= REFRESH_EVERY || now < r.refreshed)
             .collect();
         due.sort_by_key(|(_, r)| std::cmp::Reverse(r.asked));
         due.into_iter()
-            .map(|(k, r)| (k.clone(), r.q.clone()))
+            .map(|(k, r)| {
+                r.refreshed = now;
+                (k.clone(), r.q.clone())
+            })
             .collect()
     }
 
-    /// The ranking `zkey` was refreshed at `now`, in `took`.
-    fn refreshed(&self, zkey: &str, now: Timestamp, took: std::time::Duration) {
-        if let Some(r) = self.recent.lock().get_mut(zkey) {
-            r.refreshed = now;
-            r.wait = ((took.as_secs_f64() * BACKOFF as f64).ceil() as i64).max(REFRESH_EVERY);
-        }
+    fn forget(&self, zkey: &str) {
+        self.recent.lock().remove(zkey);
     }
 }
 
 impl RedisStore {
     /// `Store::warming`: until the default ranking is built.
     pub(super) fn warming_up(&self) -> Option<String> {
-        (!self.warm.built.load(Ordering::SeqCst))
-            .then(|| "warming up: building the default ranking".to_string())
+        if self.warm.built.load(Ordering::SeqCst) {
+            return None;
+        }
+        Some(match &*self.warm.failed.lock() {
+            None => "warming up: building the default ranking".to_string(),
+            Some(e) => {
+                format!("warming up: building the default ranking failed ({e}); trying again")
+            }
+        })
     }
 
     /// `Store::keep_rankings`.
     pub(super) async fn keep_warm(&self, now: Timestamp) -> Result<(), StoreError> {
         if !self.warm.built.load(Ordering::SeqCst) {
-            let started = std::time::Instant::now();
-            self.hot(&HotQuery::default_page(), now).await?;
+            let started = Instant::now();
+            if let Err(e) = self.hot(&HotQuery::default_page(), now).await {
+                *self.warm.failed.lock() = Some(e.to_string());
+                return Err(e);
+            }
             self.warm.built.store(true, Ordering::SeqCst);
             tracing::info!(
                 ms = started.elapsed().as_millis() as u64,
@@ -128,13 +144,23 @@ impl RedisStore {
             );
             return Ok(());
         }
-        for (zkey, q) in self.warm.due(now) {
-            let started = std::time::Instant::now();
-            let walk = pages::first_walk(&q, self.settings.ranking_cap);
-            self.top(&q, walk, now).await?;
-            self.warm.refreshed(&zkey, now, started.elapsed());
-            metrics::counter!("hotrank_ranking_refreshes_total").increment(1);
+        if (*self.warm.paused_until.lock()).is_some_and(|t| Instant::now() < t) {
+            return Ok(());
         }
-        Ok(())
+        let started = Instant::now();
+        let mut failed = None;
+        for (zkey, q) in self.warm.due(now) {
+            let walk = pages::first_walk(&q, self.settings.ranking_cap);
+            match self.top_if(&q, walk, now, Missing::Skip).await {
+                Ok(Some(_)) => metrics::counter!("hotrank_ranking_refreshes_total").increment(1),
+                Ok(None) => self.warm.forget(&zkey),
+                // The others are still refreshed; this one is due again
+                // in REFRESH_EVERY.
+                Err(e) => failed = Some(e),
+            }
+        }
+        let took: Duration = started.elapsed();
+        *self.warm.paused_until.lock() = Some(Instant::now() + took * BACKOFF);
+        failed.map_or(Ok(()), Err)
     }
 }
