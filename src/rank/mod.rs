@@ -241,7 +241,8 @@ impl<T: Ranked> Walk<T> {
                 bound
             );
         }
-        if self.exclude.contains(item.id()) {
+        // (A walk for no items, as a background refresh runs, keeps none.)
+        if self.depth == 0 || self.exclude.contains(item.id()) {
             return;
         }
         self.items.push(item);
@@ -340,6 +341,23 @@ mod tests {
         let (ids, read) = drive(&mut e, 3, None);
         assert_eq!(ids, ["a000", "a001", "a002"]);
         assert!(read <= 4, "read {read}");
+    }
+
+    /// A walk for no items (a Redis background refresh) reads nothing,
+    /// takes what it is offered without panicking, and keeps none.
+    #[test]
+    fn a_walk_for_no_items_reads_and_keeps_nothing() {
+        let mut e: Vec<(f64, It)> = (0..10)
+            .map(|i| (10.0 - i as f64, it(&format!("a{i}"), 10.0 - i as f64, None)))
+            .collect();
+        let (ids, read) = drive(&mut e, 0, None);
+        assert!(ids.is_empty());
+        assert_eq!(read, 0);
+        let mut w: Walk<It> = Walk::new(0, None);
+        for (_, x) in &e {
+            w.offer(x.clone(), None);
+        }
+        assert!(w.finish().is_empty());
     }
 
     #[test]

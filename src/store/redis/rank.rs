@@ -83,12 +83,14 @@ fn window_sets<'a>(
     let hours = plan.hours.clone().map(|h| (true, h, sk.active_h(h)));
     hours.chain(plan.days.clone().map(|d| (false, d, sk.active_d(d))))
 }
-/// Whether a walk may rebuild a ranking that is gone (evicted, expired,
-/// never built): a query may; a background refresh (warm.rs) only brings
-/// up to date the rankings that exist, so it never rebuilds, over and
-/// over, rankings that others' rebuilds drop past `rankings.max_live`.
+/// Whether a walk may rebuild a ranking that needs it (gone: evicted,
+/// expired, never built; or too far behind its change log): a query
+/// may; a background refresh (warm.rs) only catches up rankings that can
+/// be caught up, so it never rebuilds over and over, neither rankings
+/// that others' rebuilds drop past `rankings.max_live` nor, during a bulk
+/// import, rankings more than `MAX_DELTA` changes behind at each refresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Missing {
+pub(super) enum Stale {
     Rebuild,
     Skip,
 }
@@ -731,25 +733,24 @@ impl RedisStore {
         walk: Walk<SnapItem>,
         now: Timestamp,
     ) -> Result<(Vec<SnapItem>, Timestamp), StoreError> {
-        (self.top_if(q, walk, now, Missing::Rebuild).await?)
+        (self.top_if(q, walk, now, Stale::Rebuild).await?)
             .ok_or_else(|| bad_reply("a query's walk found no ranking to rebuild"))
     }
 
-    /// [`Self::top`]; with [`Missing::Skip`], `None` when the ranking is
-    /// gone from a shard (evicted, expired, never built) instead of
-    /// rebuilding it.
+    /// [`Self::top`]; with [`Stale::Skip`], `None` when a shard's ranking
+    /// needs a rebuild ([`Synced::stale`]) instead of rebuilding it.
     pub(super) async fn top_if(
         &self,
         q: &HotQuery,
         mut walk: Walk<SnapItem>,
         now: Timestamp,
-        missing: Missing,
+        stale: Stale,
     ) -> Result<Option<(Vec<SnapItem>, Timestamp)>, StoreError> {
         let started = std::time::Instant::now();
         let shards = self.keys.all_shards();
         let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
         let mut synced = self.sync(Some(&zkeys)).await?;
-        if missing == Missing::Skip && synced.iter().any(|s| s.rseq < 0) {
+        if stale == Stale::Skip && synced.iter().any(Synced::stale) {
             return Ok(None);
         }
         let _claim = self.claim_rebuild(&zkeys, &mut synced).await?;

@@ -1,14 +1,15 @@
 //! Rankings kept ready off the query path (`Store::keep_rankings`): the
 //! default ranking is built once when the node starts, before `/readyz`
 //! says ready, and the rankings this node served lately are brought up to
-//! date every few seconds, so a query finds its ranking built and only a
-//! few seconds of changes behind. Without it the first query after a
+//! date every few seconds (the articles changed since are scored and
+//! their bounds written back; no walk), so a query finds its ranking
+//! built and only a few seconds of changes behind. Without it the first query after a
 //! start or an import pays the rebuild (about 21 s at a million
 //! articles), and a ranking queried now and then while many articles
 //! change falls more than `MAX_DELTA` changes behind and is rebuilt by a
-//! query. A refresh never rebuilds a ranking that is gone (evicted past
-//! `rankings.max_live`, or expired): it forgets it, and the next query
-//! rebuilds it as before.
+//! query. A refresh never rebuilds: a ranking that is gone (evicted past
+//! `rankings.max_live`, or expired) or too far behind to catch up (a bulk
+//! import) is forgotten until a query rebuilds it and asks again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +18,10 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::RedisStore;
-use super::rank::Missing;
+use super::rank::Stale;
 use crate::model::{HotQuery, Timestamp};
-use crate::rank::pages;
+use crate::rank::Walk;
+use crate::rank::pages::SnapItem;
 use crate::store::{Store, StoreError};
 
 /// Most rankings a node keeps up to date (the most recently queried).
@@ -32,8 +34,7 @@ const REFRESH_EVERY: i64 = 10;
 /// for is dropped at most 1.5 RANKING_TTL after its last query.
 const KEEP_FOR: i64 = super::rank::RANKING_TTL / 2;
 /// After a pass of refreshes that took L, the node waits BACKOFF × L
-/// before the next: rankings rebuilt again and again (more than
-/// `MAX_DELTA` changes between refreshes, as during a bulk import) take
+/// before the next: long catch-ups (up to `MAX_DELTA` changes each) take
 /// a fifth of the node's time at most.
 const BACKOFF: u32 = 4;
 
@@ -150,8 +151,11 @@ impl RedisStore {
         let started = Instant::now();
         let mut failed = None;
         for (zkey, q) in self.warm.due(now) {
-            let walk = pages::first_walk(&q, self.settings.ranking_cap);
-            match self.top_if(&q, walk, now, Missing::Skip).await {
+            // A walk for no items: the articles changed since the ranking
+            // last looked are scored and written back, nothing else is
+            // read (a query's walk, over loose bounds, can score them all).
+            let walk: Walk<SnapItem> = Walk::new(0, q.per_author);
+            match self.top_if(&q, walk, now, Stale::Skip).await {
                 Ok(Some(_)) => metrics::counter!("hotrank_ranking_refreshes_total").increment(1),
                 Ok(None) => self.warm.forget(&zkey),
                 // The others are still refreshed; this one is due again
