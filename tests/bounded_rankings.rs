@@ -421,14 +421,7 @@ async fn readyz_waits_for_the_default_ranking_after_a_restart() {
     assert_eq!(body["error"]["code"], "store_unavailable", "{body}");
     assert_eq!(s.get("/healthz").await.0, reqwest::StatusCode::OK);
     hold.release();
-    let ready = async {
-        while s.get("/readyz").await.0 != reqwest::StatusCode::OK {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(120), ready)
-        .await
-        .expect("ready once the default ranking is built");
+    s.until_ready(120, "the default ranking built").await;
     let (status, page) = s.get("/api/hot?limit=20").await;
     assert_eq!(status, reqwest::StatusCode::OK, "{page}");
     let got: Vec<&str> = page["items"]

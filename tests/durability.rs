@@ -531,11 +531,7 @@ async fn a_full_disk_refuses_writes_keeps_reads_and_recovers_by_itself() {
 
     // Room again: no restart needed.
     disk.set_capacity(None);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s.get("/readyz").await.0 != StatusCode::OK {
-        assert!(Instant::now() < deadline, "never recovered");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.until_ready(20, "room on the disk again").await;
     // The client retries both: the first is a replay (it was kept), the
     // second is counted now.
     let (status, r5) = s.post("/api/views", &view(5)).await;

@@ -584,14 +584,7 @@ async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
     let config = common::test_config(dir.path());
     let node = Arc::new(node_on(&server));
     let s = common::TestServer::start_with_store(dir, config, node, T).await;
-    let ready = async {
-        while s.get("/readyz").await.0 != reqwest::StatusCode::OK {
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(60), ready)
-        .await
-        .expect("ready once the default ranking is built");
+    s.until_ready(60, "the default ranking built").await;
     let mut con = counting(&server.url()).await;
     let (status, page) = s.get("/api/hot").await;
     assert_eq!(status, reqwest::StatusCode::OK, "{page}");

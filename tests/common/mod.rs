@@ -139,6 +139,19 @@ impl TestServer {
         format!("{}{}", self.base, path)
     }
 
+    /// Waits until `/readyz` answers 200; panics after `secs` seconds,
+    /// saying `what` the server was expected to get ready from.
+    pub async fn until_ready(&self, secs: u64, what: &str) {
+        let ready = async {
+            while self.get("/readyz").await.0 != StatusCode::OK {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(secs), ready)
+            .await
+            .unwrap_or_else(|_| panic!("not ready after {secs} s: {what}"));
+    }
+
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         let r = self.client.get(self.url(path)).send().await.expect("GET");
         let status = r.status();
