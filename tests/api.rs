@@ -62,11 +62,7 @@ async fn walk_through() {
     assert_eq!(hot["generatedAt"], T0 + 60);
     let items = hot["items"].as_array().unwrap();
     // Article 2 has only a comment: no views, score 0, but it is active.
-    let ids: Vec<&str> = items
-        .iter()
-        .map(|i| i["articleId"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, ["12345", "777", "2"]);
+    assert_eq!(common::page_ids(&hot), ["12345", "777", "2"]);
     let first = &items[0];
     assert_eq!(first["rank"], 1);
     let e = &first["explain"];

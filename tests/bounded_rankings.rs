@@ -424,12 +424,7 @@ async fn readyz_waits_for_the_default_ranking_after_a_restart() {
     s.until_ready(120, "the default ranking built").await;
     let (status, page) = s.get("/api/hot?limit=20").await;
     assert_eq!(status, reqwest::StatusCode::OK, "{page}");
-    let got: Vec<&str> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["articleId"].as_str().unwrap())
-        .collect();
+    let got = common::page_ids(&page);
     let want: Vec<&str> = before.items.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(got, want);
     assert_eq!(

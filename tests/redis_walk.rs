@@ -590,12 +590,7 @@ async fn rankings_are_built_and_kept_up_to_date_off_the_query_path() {
     assert_eq!(status, reqwest::StatusCode::OK, "{page}");
     let (reads, stats) = calls(&mut con, "smembers").await;
     assert_eq!(reads, 0, "the first query rebuilt the ranking\n{stats}");
-    let got: Vec<&str> = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["articleId"].as_str().unwrap())
-        .collect();
+    let got = common::page_ids(&page);
     let want = writer.hot(&HotQuery::default_page(), T).await.unwrap();
     let want: Vec<&str> = want.items.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(got, want);

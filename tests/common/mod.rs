@@ -221,6 +221,16 @@ impl Drop for TestServer {
     }
 }
 
+/// The article ids of a ranking page (`/api/hot`, `/api/new`), in order.
+pub fn page_ids(page: &Value) -> Vec<&str> {
+    page["items"]
+        .as_array()
+        .expect("a page with items")
+        .iter()
+        .map(|i| i["articleId"].as_str().expect("an articleId"))
+        .collect()
+}
+
 /// Asserts an error answer: `status`, a JSON body with `code` and a
 /// non-empty message. Returns the body.
 pub async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> Value {
