@@ -701,17 +701,29 @@ pub enum ModelKind {
     Votes,
     /// Seed 004: weighted sum of signals over the buckets in the range.
     Window,
-    /// Reddit's hot formula over up- and down-votes.
+    /// Reddit's hot formula over up- and down-votes, rounded as Reddit does.
     Reddit,
+    /// Reddit's controversy sort: many votes, evenly split.
+    Controversy,
+    /// Reddit's "best": the Wilson lower bound of the share of up-votes.
+    Confidence,
+    /// The Hacker News front page: votes decayed by age.
+    Hn,
+    /// Lemmy's hot rank: votes decayed by age, for a week.
+    Lemmy,
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 5] = [
+    pub const ALL: [ModelKind; 9] = [
         ModelKind::Gravity,
         ModelKind::Weighted,
         ModelKind::Votes,
         ModelKind::Window,
         ModelKind::Reddit,
+        ModelKind::Controversy,
+        ModelKind::Confidence,
+        ModelKind::Hn,
+        ModelKind::Lemmy,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -725,21 +737,28 @@ impl ModelKind {
             ModelKind::Votes => "votes",
             ModelKind::Window => "window",
             ModelKind::Reddit => "reddit",
+            ModelKind::Controversy => "controversy",
+            ModelKind::Confidence => "confidence",
+            ModelKind::Hn => "hn",
+            ModelKind::Lemmy => "lemmy",
         }
     }
 
     /// Whether the score depends on `now` at all. Vote scores fold the
-    /// publication time into the score once (seed 003, Reddit): a stored
-    /// score never goes stale, so their rankings are never re-scored for
-    /// time, only when votes arrive.
+    /// publication time into the score once (seed 003, Reddit) or ignore
+    /// it (controversy, confidence): a stored score never goes stale, so
+    /// their rankings are never re-scored for time, only when votes arrive.
     pub fn time_invariant(self) -> bool {
-        matches!(self, ModelKind::Votes | ModelKind::Reddit)
+        matches!(
+            self,
+            ModelKind::Votes | ModelKind::Reddit | ModelKind::Controversy | ModelKind::Confidence
+        )
     }
 
     /// Vote models rank every live article by its lifetime votes; `range`
     /// does not apply to them (seed 003 lists all articles).
     pub fn lists_every_live_article(self) -> bool {
-        self.time_invariant()
+        self.time_invariant() || matches!(self, ModelKind::Hn | ModelKind::Lemmy)
     }
 
     /// The range each model uses when none is asked for in
@@ -747,7 +766,12 @@ impl ModelKind {
     pub fn default_range(self) -> RangeSpec {
         match self {
             ModelKind::Weighted => RangeSpec::Hours(24),
-            ModelKind::Votes | ModelKind::Reddit => RangeSpec::All,
+            ModelKind::Votes
+            | ModelKind::Reddit
+            | ModelKind::Controversy
+            | ModelKind::Confidence
+            | ModelKind::Hn
+            | ModelKind::Lemmy => RangeSpec::All,
             ModelKind::Gravity | ModelKind::Window => RangeSpec::Hours(72),
         }
     }

@@ -111,13 +111,7 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
         .chain([RangeSpec::All])
         .collect();
     let q = (
-        prop::sample::select(vec![
-            ModelKind::Gravity,
-            ModelKind::Weighted,
-            ModelKind::Window,
-            ModelKind::Votes,
-            ModelKind::Reddit,
-        ]),
+        prop::sample::select(ModelKind::ALL.to_vec()),
         prop::sample::select(ranges),
         prop::option::weighted(0.3, 0..2usize),
         prop::option::weighted(0.2, 0..2usize),

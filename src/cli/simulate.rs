@@ -54,7 +54,8 @@ pub struct SimulateArgs {
     /// Random seed; the same seed gives the same run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Ranking model: gravity, weighted, votes, window or reddit.
+    /// Ranking model: gravity, weighted, votes, window, reddit, controversy,
+    /// confidence, hn or lemmy.
     #[arg(long, default_value = "weighted", value_parser = parse_model)]
     pub model: ModelKind,
     /// Ranking range: 1h..2160h, 1d..90d or all [default: the model's own,

@@ -24,7 +24,8 @@ pub struct ServerArg {
 pub struct TopArgs {
     #[command(flatten)]
     pub server: ServerArg,
-    /// Ranking model (gravity, weighted, votes, window, reddit).
+    /// Ranking model (gravity, weighted, votes, window, reddit, controversy,
+    /// confidence, hn, lemmy).
     #[arg(long, default_value = "gravity")]
     pub model: String,
     /// Time range: 1h..2160h, 1d..90d or all.

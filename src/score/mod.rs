@@ -8,6 +8,7 @@
 //! that make the score, and the score is always rebuilt from those terms.
 
 mod gravity;
+pub mod peers;
 mod votes;
 mod weighted;
 mod window;
@@ -56,6 +57,10 @@ impl Models {
             ModelKind::Votes => self.votes.score(c, p),
             ModelKind::Window => self.window.score(c),
             ModelKind::Reddit => self.reddit.score(c, p),
+            ModelKind::Controversy => peers::controversy(c),
+            ModelKind::Confidence => peers::confidence(c),
+            ModelKind::Hn => peers::hn(c, p, now),
+            ModelKind::Lemmy => peers::lemmy(c, p, now),
         }
     }
 
@@ -71,6 +76,8 @@ impl Models {
     ) -> f64 {
         match kind {
             ModelKind::Weighted => self.weighted.upper_bound(c, meta.published_at, now),
+            ModelKind::Hn => peers::hn_upper_bound(c, meta.published_at, now),
+            ModelKind::Lemmy => peers::lemmy_upper_bound(c, meta.published_at, now),
             // Gravity: the windowed numerator can only lose buckets and the
             // denominator grows. Window: sums over a shrinking window. Vote
             // models: no dependence on time.
@@ -92,6 +99,10 @@ impl Models {
             ModelKind::Votes => self.votes.explain(c, p),
             ModelKind::Window => self.window.explain(c),
             ModelKind::Reddit => self.reddit.explain(c, p),
+            ModelKind::Controversy => peers::votes_explain(c, "controversy", peers::controversy(c)),
+            ModelKind::Confidence => peers::votes_explain(c, "lowerBound", peers::confidence(c)),
+            ModelKind::Hn => peers::hn_explain(c, p, now),
+            ModelKind::Lemmy => peers::lemmy_explain(c, p, now),
         }
     }
 }

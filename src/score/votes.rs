@@ -91,9 +91,11 @@ impl RedditParams {
         (order, (published_at - self.epoch) as f64 / self.divisor)
     }
 
+    /// Rounded to 7 decimals, as Reddit's `_hot` returns it (so ties fall
+    /// as they do there).
     pub fn score(&self, c: &Counters, published_at: Timestamp) -> f64 {
         let (order, time) = self.terms(c, published_at);
-        order + time
+        super::peers::round7(order + time)
     }
 
     pub fn explain(&self, c: &Counters, published_at: Timestamp) -> Explain {
