@@ -22,24 +22,7 @@ use common::redis::RedisServer;
 use common::{ADMIN, BROWSER_UA};
 
 fn promtool() -> Option<PathBuf> {
-    let found = ["/usr/bin/promtool", "/usr/local/bin/promtool"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .or_else(|| {
-            let path = std::env::var_os("PATH")?;
-            std::env::split_paths(&path)
-                .map(|d| d.join("promtool"))
-                .find(|p| p.is_file())
-        });
-    if found.is_none() {
-        let msg = "the metrics tests need promtool (Debian: apt-get install prometheus)";
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg} (CI is set, so this is a failure)");
-        }
-        eprintln!("SKIPPED: {msg}");
-    }
-    found
+    common::tools::tool("promtool", "Debian: apt-get install prometheus")
 }
 
 /// A `hotrank serve` child process, killed on drop.

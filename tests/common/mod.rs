@@ -6,6 +6,7 @@
 pub mod pg;
 pub mod pipeline;
 pub mod redis;
+pub mod tools;
 
 use std::sync::Arc;
 
