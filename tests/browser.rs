@@ -967,6 +967,21 @@ async fn overview_and_compare() {
             "{m}: {moves}"
         );
     }
+    // Why each article ranks, in words on its row: the API's sentence.
+    let words = browser
+        .js("return Object.fromEntries([...document.querySelectorAll('#o-items tr[data-article-id]')].map(tr => [tr.dataset.articleId, tr.querySelector('.why-words') && tr.querySelector('.why-words').textContent]))")
+        .await;
+    for it in o["items"].as_array().unwrap() {
+        let id = it["articleId"].as_str().unwrap();
+        let why = it["why"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id}: no why in {it}"));
+        assert!(
+            why.contains(" views from ") && why.contains("for age"),
+            "{why}"
+        );
+        assert_eq!(words[id], why, "{id}");
+    }
     // Why the new story leads: its score's terms, on demand.
     browser
         .js("document.querySelector('#o-items tr[data-article-id=s9] button.why').click()")
@@ -988,7 +1003,7 @@ async fn overview_and_compare() {
         .js("return document.querySelectorAll('#view-overview svg:not([aria-label]), #o-items .mv:not([aria-label])').length")
         .await;
     assert_eq!(undescribed, 0);
-    browser.assert_contrast("#view-overview td, #view-overview th, #view-overview .label, #view-overview .mv, #view-overview figcaption, nav a, #status").await;
+    browser.assert_contrast("#view-overview td, #view-overview th, #view-overview .label, #view-overview .mv, #view-overview .why-words, #view-overview figcaption, nav a, #status").await;
     browser.screenshot(&shots.join("overview.png")).await;
     println!(
         "overview screenshot: {}",
@@ -1032,6 +1047,11 @@ async fn overview_and_compare() {
         )
         .await;
     browser.assert_fits_width().await;
+    // The score column is hidden on a phone; why is still on every row.
+    let visible_words = browser
+        .js("return [...document.querySelectorAll('#o-items .why-words')].filter(e => e.getBoundingClientRect().width > 0).length")
+        .await;
+    assert_eq!(visible_words, 8);
     browser.js("document.activeElement.blur()").await;
     browser.screenshot(&shots.join("overview-phone.png")).await;
 

@@ -688,6 +688,8 @@ async fn every_model_explains_its_scores_over_http() {
         for it in items {
             let score = it["score"].as_f64().unwrap();
             let rebuilt = rebuild(model, &it["explain"]);
+            let why = it["why"].as_str().unwrap_or("");
+            assert!(!why.is_empty() && !why.contains("NaN"), "{model}: why {it}");
             assert!(
                 (rebuilt - score).abs() <= 1e-9 * score.abs().max(1.0),
                 "{model}: {rebuilt} vs {score}"

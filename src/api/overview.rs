@@ -173,7 +173,7 @@ async fn get_overview(
         .take(q.limit)
         .zip(trends.into_iter().chain(std::iter::repeat(Vec::new())))
         .map(|(it, trend)| {
-            let mut v = item_json(it);
+            let mut v = item_json(it, &q, now);
             let (previous, moved) = movement(baseline.as_ref(), &it.id, it.rank);
             v["previousRank"] = json!(previous);
             v["movement"] = json!(moved);
@@ -209,16 +209,21 @@ async fn get_overview(
 
 /// One side of a comparison: the model's page with each item's rank in
 /// the other list (`null` when it is not there).
-fn side(model: &str, page: &[crate::model::RankedItem], other: &[ArticleId]) -> Value {
+fn side(
+    q: &HotQuery,
+    now: Timestamp,
+    page: &[crate::model::RankedItem],
+    other: &[ArticleId],
+) -> Value {
     let items: Vec<Value> = page
         .iter()
         .map(|it| {
-            let mut v = item_json(it);
+            let mut v = item_json(it, q, now);
             v["rankInOther"] = json!(other.iter().position(|x| *x == it.id).map(|p| p + 1));
             v
         })
         .collect();
-    json!({"model": model, "items": items})
+    json!({"model": q.model.as_str(), "items": items})
 }
 
 async fn get_compare(
@@ -261,8 +266,8 @@ async fn get_compare(
         "range": range_text,
         "limit": qa.limit,
         "generatedAt": now,
-        "a": side(qa.model.as_str(), &pa, &ids_b),
-        "b": side(qb.model.as_str(), &pb, &ids_a),
+        "a": side(&qa, now, &pa, &ids_b),
+        "b": side(&qb, now, &pb, &ids_a),
         "common": common,
         "overlap": overlap(&ids_a, &ids_b),
         "jaccard": jaccard(&ids_a, &ids_b),

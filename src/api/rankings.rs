@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::budget::QueryBudget;
 use super::extract::Params;
 use super::{ApiError, AppState};
-use crate::model::{HotPage, HotQuery, RangeSpec, RankedItem};
-use crate::score::ModelKind;
+use crate::model::{HotPage, HotQuery, RangeSpec, RankedItem, Timestamp};
+use crate::score::{ModelKind, words};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -102,7 +102,9 @@ pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, St
     Ok((q, range_text))
 }
 
-pub(super) fn item_json(it: &RankedItem) -> Value {
+/// An item as the API lists it; with `explain`, its terms and `why`, the
+/// same terms in words.
+pub(super) fn item_json(it: &RankedItem, q: &HotQuery, now: Timestamp) -> Value {
     let m = &it.meta;
     let c = &it.counters;
     let mut v = json!({
@@ -117,13 +119,25 @@ pub(super) fn item_json(it: &RankedItem) -> Value {
         let terms: serde_json::Map<String, Value> =
             e.0.iter().map(|(k, x)| (k.to_string(), json!(x))).collect();
         v["explain"] = Value::Object(terms);
+        v["why"] = json!(words::why(&words::Scored {
+            model: q.model,
+            explain: e,
+            counters: c,
+            range: q.range,
+            published_at: m.published_at,
+            now,
+        }));
     }
     v
 }
 
 fn page_json(page: &HotPage, q: &HotQuery, range_text: &str) -> Value {
     json!({
-        "items": page.items.iter().map(item_json).collect::<Vec<_>>(),
+        "items": page
+            .items
+            .iter()
+            .map(|it| item_json(it, q, page.generated_at))
+            .collect::<Vec<_>>(),
         "model": q.model.as_str(),
         "range": range_text,
         "generatedAt": page.generated_at,

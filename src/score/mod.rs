@@ -12,6 +12,7 @@ pub mod peers;
 mod votes;
 mod weighted;
 mod window;
+pub mod words;
 
 pub use gravity::GravityParams;
 pub use votes::{RedditParams, VotesParams};

@@ -157,6 +157,15 @@ function explainRow(model, it, before, colSpan) {
   return [el("tr", { class: "explain" }, ...cells, el("td", { colSpan },
     model + " score " + fmt(it.score, 4) + ": ", ...terms))];
 }
+// An article's title cell: its link, and why it ranks in words (every
+// row, so a phone that hides the score column still says why).
+function titleCell(it) {
+  const id = it.articleId;
+  const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
+  const cell = el("td", { class: "title" }, link);
+  if (it.why) cell.append(el("div", { class: "why-words" }, it.why));
+  return cell;
+}
 async function loadHot() {
   const p = formParams($("hot-form"));
   p.set("explain", "true");
@@ -166,10 +175,9 @@ async function loadHot() {
     for (const it of body.items) {
       const id = it.articleId;
       const why = whyButton(id, "why", loadHot);
-      const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
       rows.push(el("tr", { "data-article-id": id },
         el("td", { class: "num" }, it.rank),
-        el("td", { class: "title" }, link),
+        titleCell(it),
         el("td", { class: "num" }, fmt(it.score, 4)),
         el("td", { class: "num" }, fmt(it.pv)),
         el("td", { class: "num" }, fmt(it.uv)),
@@ -233,12 +241,11 @@ async function loadOverview() {
     $("o-since").textContent = since ? "· moves since " + since : "· moves show once an earlier list is seen";
     const rows = o.items.flatMap((it) => {
       const id = it.articleId;
-      const link = el("a", { href: "#/article/" + encodeURIComponent(id) }, it.title || id);
       const peak = Math.max(0, ...it.trend);
       return [el("tr", { "data-article-id": id },
         el("td", { class: "num" }, it.rank),
         movementCell(it, since),
-        el("td", { class: "title" }, link),
+        titleCell(it),
         el("td", { class: "trend-col" }, sparkline(it.trend, "PV per hour over the last " + it.trend.length + " hours, peak " + peak)),
         el("td", { class: "num" }, fmt(it.pv)),
         el("td", { class: "num wide" }, fmt(it.uv)),
