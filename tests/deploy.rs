@@ -190,3 +190,33 @@ fn the_systemd_unit_verifies_and_its_command_line_parses() {
         "systemd-analyze verify:\n{text}"
     );
 }
+
+#[test]
+fn logs_written_to_a_file_are_plain_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hotrank.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hotrank"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env_remove("NO_COLOR")
+        .env_remove("HOTRANK_CONFIG")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("listening") || started.elapsed().as_secs() > 60 {
+            break text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(text.contains("listening"), "no start-up line in {text:?}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour codes in a log file: {text:?}"
+    );
+}
