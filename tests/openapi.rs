@@ -267,3 +267,48 @@ async fn every_operation_documents_the_guards() {
         doc["components"]["responses"]["TooManyRequests"]["headers"]["Retry-After"].is_object()
     );
 }
+
+/// The `### METHOD /path` headings of the project's API reference.
+fn reference_sections() -> BTreeSet<(String, String)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md");
+    std::fs::read_to_string(path)
+        .expect("docs/api.md")
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .filter_map(|h| {
+            let (method, path) = h.split_once(' ')?;
+            Some((path.trim().to_string(), method.to_lowercase()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_api_reference_documents_exactly_the_served_operations() {
+    let server = TestServer::start().await;
+    let doc = fetch_doc(&server).await;
+    // CORS preflights (OPTIONS) are described once, under Conventions.
+    let served: BTreeSet<_> = operations(&doc)
+        .into_iter()
+        .filter(|(_, m)| m != "options")
+        .collect();
+    let written = reference_sections();
+    let missing: Vec<_> = served.difference(&written).collect();
+    let extra: Vec<_> = written.difference(&served).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "docs/api.md lacks {missing:?} and has {extra:?} that /openapi.json does not"
+    );
+    // Every model the API accepts is in its table.
+    let reference =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md")).unwrap();
+    for model in doc["components"]["schemas"]["Model"]["enum"]
+        .as_array()
+        .unwrap()
+    {
+        let row = format!("| `{}` |", model.as_str().unwrap());
+        assert!(
+            reference.contains(&row),
+            "docs/api.md's models lack {model}"
+        );
+    }
+}
