@@ -714,10 +714,10 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "article:",
         r"^article:$",
         "string",
-        "the post counter (`INCR`); ids already taken are skipped",
+        "the post counter (`INCR`); ids already taken are skipped; seed layout: kept at or past every numeric id hotrank creates (`PUT`, a first event), so the site's `INCR` never takes one",
         Ttl::None,
         "none",
-        "post.lua"
+        "post.lua; seed_post.lua, seed_claim.lua (seed layout)"
     ),
     key_spec!(
         "seed003",

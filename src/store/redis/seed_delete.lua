@@ -12,7 +12,8 @@ local st = redis.call('HMGET', meta, 'publishedAt', 'deleted')
 local posted = redis.call('ZSCORE', vtime, member)
 if st[2] == '1' or (not st[1] and not posted) then return 0 end
 if not st[1] then
-  redis.call('HSET', meta, 'publishedAt', posted)
+  -- (Whole seconds, as hotrank reads it: the site's `time` has a fraction.)
+  redis.call('HSET', meta, 'publishedAt', string.format('%d', math.floor(tonumber(posted))))
 end
 redis.call('HSET', meta, 'deleted', '1')
 redis.call('ZREM', K(P .. 'articles:new'), id)
