@@ -41,6 +41,14 @@ async fn hotrank(prefix: &str) -> TestServer {
 
 /// A seed-layout node whose clock starts at `now`.
 async fn hotrank_at(prefix: &str, now: i64) -> TestServer {
+    hotrank_with_store(prefix, now).await.0
+}
+
+/// [`hotrank_at`], and its store.
+async fn hotrank_with_store(
+    prefix: &str,
+    now: i64,
+) -> (TestServer, Arc<hotrank::store::redis::RedisStore>) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let mut config = common::test_config(dir.path());
     config.store = hotrank::config::StoreKind::Redis;
@@ -64,7 +72,9 @@ async fn hotrank_at(prefix: &str, now: i64) -> TestServer {
         hotrank::store::StoreSettings::from_config(&config),
     )
     .expect("redis store");
-    TestServer::start_with_store(dir, config, Arc::new(store), now).await
+    let store = Arc::new(store);
+    let s = TestServer::start_with_store(dir, config, store.clone(), now).await;
+    (s, store)
 }
 
 /// Seed 003's voting site, from its text (Redis in Action, chapter 1):
@@ -613,6 +623,67 @@ async fn book_float_times_take_votes() {
     votes.insert(id.clone(), 4);
     votes.insert(edge.clone(), 3);
     agree(&s, &mut site, &votes, &[], &HashSet::new()).await;
+}
+
+/// The archive record of `id` (PostgreSQL): (deleted, up-votes).
+async fn archived(archive: &hotrank::archive::Archive, id: &str) -> Option<(bool, u64)> {
+    let id = hotrank::model::ArticleId::parse(id).unwrap();
+    match archive.article(&id).await.unwrap()? {
+        hotrank::store::dump::Record::Article { deleted, votes, .. } => Some((deleted, votes.ups)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Seed layout's posts, votes and DELETEs reach the archive (PostgreSQL)
+/// as hotrank's own do: a DELETE of the book's post is archived, so what
+/// comes back from the archive (`hotrank archive import`, a restore) does
+/// not list it again.
+#[tokio::test]
+async fn seed_changes_reach_the_archive() {
+    let prefix = unique_prefix();
+    let (s, store) = hotrank_with_store(&prefix, common::T0).await;
+    let schema = common::pg::Schema::new();
+    let archive = schema.archive().await;
+    let clock = Arc::new(hotrank::clock::ManualClock::at(common::T0));
+    let w = hotrank::archive::ArchiveWriter::new(store.clone(), None, 10, clock);
+    let mut site = Site003::new(&prefix).await;
+    let book = site
+        .post("user:1", "book", "https://a", book_now(&s, 125))
+        .await;
+    assert_eq!(s.view(&book, "reader").await, "counted");
+    let (st, v) = s
+        .post(
+            "/api/articles",
+            &json!({"poster": "2", "title": "ours", "url": "https://o"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let ours = v["articleId"].as_str().unwrap().to_string();
+    assert_eq!(vote_api(&s, &book, "3").await, StatusCode::OK);
+    assert_eq!(vote_api(&s, &ours, "3").await, StatusCode::OK);
+    w.flush(&archive).await.unwrap();
+    assert_eq!(
+        archived(&archive, &book).await,
+        Some((false, 1)),
+        "the vote through hotrank"
+    );
+    assert_eq!(
+        archived(&archive, &ours).await,
+        Some((false, 2)),
+        "posted and voted"
+    );
+    for id in [&book, &ours] {
+        assert_eq!(delete_api(&s, id).await, StatusCode::NO_CONTENT);
+    }
+    w.flush(&archive).await.unwrap();
+    for id in [&book, &ours] {
+        assert_eq!(
+            archived(&archive, id).await.map(|a| a.0),
+            Some(true),
+            "{id} deleted"
+        );
+    }
+    archive.close().await;
 }
 
 /// Every list hotrank answers that names `id`: each model's `/api/hot`

@@ -6,6 +6,7 @@
 -- cast the other), `ZINCRBY score:` and `HINCRBY article:<id> votes`.
 -- An article hotrank knows but nobody posted (PUT, events) joins the
 -- seed's keys on its first vote. Up-votes only (the seed has no others).
+-- hotrank's counters, change log and archive:dirty are written beside.
 --
 -- ARGV: prefix, id, voter member, now, window (s), score per vote.
 -- Returns {votes, score} (score as text), or {-1} unknown/deleted,
@@ -41,4 +42,5 @@ local votes = redis.call('HINCRBY', article, 'votes', 1)
 redis.call('HINCRBY', K(P .. 'counter:article:' .. id), 'ups', 1)
 local seq = redis.call('INCR', K(P .. 'changes:seq'))
 redis.call('ZADD', K(P .. 'changes'), seq, id)
+redis.call('SADD', K(P .. 'archive:dirty'), id)
 return { votes, score }
