@@ -41,6 +41,14 @@ async fn hotrank(prefix: &str) -> TestServer {
 
 /// A seed-layout node whose clock starts at `now`.
 async fn hotrank_at(prefix: &str, now: i64) -> TestServer {
+    hotrank_with_store(prefix, now).await.0
+}
+
+/// [`hotrank_at`], and its store.
+async fn hotrank_with_store(
+    prefix: &str,
+    now: i64,
+) -> (TestServer, Arc<hotrank::store::redis::RedisStore>) {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let mut config = common::test_config(dir.path());
     config.store = hotrank::config::StoreKind::Redis;
@@ -64,13 +72,18 @@ async fn hotrank_at(prefix: &str, now: i64) -> TestServer {
         hotrank::store::StoreSettings::from_config(&config),
     )
     .expect("redis store");
-    TestServer::start_with_store(dir, config, Arc::new(store), now).await
+    let store = Arc::new(store);
+    let s = TestServer::start_with_store(dir, config, store.clone(), now).await;
+    (s, store)
 }
 
-/// Seed 003's voting site, from its text: post (INCR, SADD voted, EXPIRE,
-/// HSET, ZADD time:/score:), vote (ZSCORE time: cutoff, SADD voted:,
-/// ZINCRBY score:, HINCRBY votes), lists by ZREVRANGE + HGETALL in pages
-/// of 25, a group's list by ZINTERSTORE … AGGREGATE MAX.
+/// Seed 003's voting site, from its text (Redis in Action, chapter 1):
+/// post (INCR article:, SADD voted:, EXPIRE, HMSET article:<id>, ZADD
+/// score:/time:), vote (no vote when `ZSCORE time:` is below `now - week`,
+/// SADD voted:, ZINCRBY score:, HINCRBY votes), lists by ZREVRANGE +
+/// HGETALL in pages of 25, a group's list by ZINTERSTORE … AGGREGATE MAX.
+/// Its `now` is Python's `time.time()`: seconds with a fraction, which
+/// redis-py writes as Python's `repr` of the float ([`py_float`]).
 struct Site003 {
     con: redis::aio::MultiplexedConnection,
     p: String,
@@ -85,7 +98,7 @@ impl Site003 {
         }
     }
 
-    async fn post(&mut self, user: &str, title: &str, link: &str, now: i64) -> String {
+    async fn post(&mut self, user: &str, title: &str, link: &str, now: f64) -> String {
         let p = &self.p;
         let id: i64 = self.con.incr(format!("{p}article:"), 1).await.unwrap();
         let voted = format!("{p}voted:{id}");
@@ -100,7 +113,7 @@ impl Site003 {
                     ("title", title.to_string()),
                     ("link", link.to_string()),
                     ("poster", user.to_string()),
-                    ("time", now.to_string()),
+                    ("time", py_float(now)),
                     ("votes", "1".to_string()),
                 ],
             )
@@ -108,7 +121,7 @@ impl Site003 {
             .unwrap();
         let _: () = self
             .con
-            .zadd(format!("{p}score:"), &article, now as f64 + VOTE)
+            .zadd(format!("{p}score:"), &article, now + VOTE)
             .await
             .unwrap();
         let _: () = self
@@ -130,9 +143,9 @@ impl Site003 {
     }
 
     /// True if the vote counted.
-    async fn vote(&mut self, user: &str, article: &str, now: i64) -> bool {
+    async fn vote(&mut self, user: &str, article: &str, now: f64) -> bool {
         let p = &self.p;
-        let cutoff = (now - WEEK) as f64;
+        let cutoff = now - WEEK as f64;
         let t: Option<f64> = self.con.zscore(format!("{p}time:"), article).await.unwrap();
         match t {
             Some(t) if t >= cutoff => {}
@@ -239,6 +252,19 @@ async fn seed_pages(site: &mut Site003, group: Option<&str>) -> Vec<(String, f64
     unreachable!()
 }
 
+/// What redis-py writes for a Python float: its `repr` (the shortest text
+/// that reads back as the same double, `1763760000.0` when it is whole),
+/// which is what Rust's `{:?}` prints for an f64 of this size.
+fn py_float(x: f64) -> String {
+    format!("{x:?}")
+}
+
+/// The book's `time.time()` while hotrank's clock reads its second: that
+/// second and `millis` thousandths.
+fn book_now(s: &TestServer, millis: u64) -> f64 {
+    s.clock.now() as f64 + millis as f64 / 1000.0
+}
+
 async fn vote_api(s: &TestServer, id: &str, user: &str) -> StatusCode {
     s.post(
         &format!("/api/articles/{id}/vote"),
@@ -290,6 +316,11 @@ async fn agree(
     let ours = hot_pages(s, None).await;
     let theirs = seed_pages(site, None).await;
     assert_eq!(ours, theirs, "the votes ranking differs from score:");
+    assert_eq!(
+        new_pages(s, 7).await,
+        seed_new(site).await,
+        "GET /api/new differs from time:"
+    );
     let live: HashSet<&String> = votes.keys().filter(|id| !deleted.contains(*id)).collect();
     assert_eq!(ours.len(), live.len());
     for (id, n) in votes {
@@ -309,7 +340,7 @@ async fn agree(
         assert_eq!(v["title"].as_str(), Some(h["title"].as_str()), "{id}");
         let t: f64 = h["time"].parse().unwrap();
         assert_eq!(v["scores"]["votes"].as_f64(), Some(t + VOTE * *n as f64));
-        assert_eq!(v["publishedAt"].as_f64(), Some(t), "{id}");
+        assert_eq!(v["publishedAt"].as_f64(), Some(t.floor()), "{id}");
     }
     for g in groups {
         let ours = hot_pages(s, Some(g)).await;
@@ -353,7 +384,7 @@ async fn seed003_side_by_side() {
             assert_eq!(v["votes"], 1, "posting counts the poster's vote");
             id
         } else {
-            let now = s.clock.now();
+            let now = book_now(&s, next(1000));
             let id = site
                 .post(
                     &format!("user:{poster}"),
@@ -379,7 +410,7 @@ async fn seed003_side_by_side() {
                 assert!(st == StatusCode::OK || st == StatusCode::CONFLICT, "{st}");
                 st == StatusCode::OK
             } else {
-                let now = s.clock.now();
+                let now = book_now(&s, next(1000));
                 site.vote(&format!("user:{user}"), &format!("article:{id}"), now)
                     .await
             };
@@ -410,7 +441,7 @@ async fn seed003_side_by_side() {
         assert_eq!(delete_api(&s, id).await, StatusCode::NOT_FOUND);
         deleted.insert(id.clone());
     }
-    let now = s.clock.now();
+    let now = book_now(&s, 999);
     assert!(
         !site
             .vote("user:999", &format!("article:{}", posted[1]), now)
@@ -429,7 +460,7 @@ async fn seed003_side_by_side() {
         )
         .await;
     assert_eq!(st, StatusCode::CREATED);
-    let now = s.clock.now();
+    let now = book_now(&s, 1);
     assert!(
         !site.vote("user:700", "article:p1", now).await,
         "not posted yet"
@@ -470,7 +501,7 @@ async fn seed003_side_by_side() {
 
     // A week after the first posts, voting on them is closed on both sides.
     s.clock.advance(WEEK - 100);
-    let now = s.clock.now();
+    let now = book_now(&s, 500);
     let old = &posted[2];
     let recent = posted.last().unwrap();
     assert_eq!(vote_api(&s, old, "500").await, StatusCode::GONE);
@@ -488,6 +519,372 @@ async fn seed003_side_by_side() {
         let _: () = site.con.del(format!("{prefix}score:{g}")).await.unwrap();
     }
     every_key_documented(&mut site.con, &prefix).await;
+}
+
+/// Every page of `GET /api/new`, `limit` a page: (id, publishedAt).
+async fn new_pages(s: &TestServer, limit: usize) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut path = format!("/api/new?limit={limit}");
+        if let Some(c) = &cursor {
+            path.push_str(&format!("&cursor={c}"));
+        }
+        let (st, v) = s.get(&path).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        for it in v["items"].as_array().unwrap() {
+            out.push((
+                it["articleId"].as_str().unwrap().to_string(),
+                it["publishedAt"].as_i64().unwrap(),
+            ));
+        }
+        match v["cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return out,
+        }
+    }
+}
+
+/// hotrank's newest order: publication time (whole seconds) descending,
+/// then id.
+fn newest_order(list: &mut [(String, i64)]) {
+    list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+}
+
+/// Every page of the site's own newest list (`ZREVRANGE time:`), as
+/// (id, whole seconds of its `time`), in hotrank's newest order (the
+/// site orders one second's posts by the fraction).
+async fn seed_new(site: &mut Site003) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for page in 1.. {
+        let items = site.page("time:", page).await;
+        if items.is_empty() {
+            break;
+        }
+        for (member, h) in items {
+            let t: f64 = h["time"].parse().unwrap();
+            out.push((member["article:".len()..].to_string(), t.floor() as i64));
+        }
+    }
+    newest_order(&mut out);
+    out
+}
+
+/// The book's `time` is `time.time()`, a float: votes through the API on
+/// its posts count (they answered 500: the voter set's EXPIRE got a
+/// fraction), on both sides' keys, and voting closes at the book's cutoff
+/// (a vote counts while `time >= now - week`, a week to the second too).
+#[tokio::test]
+async fn book_float_times_take_votes() {
+    let prefix = unique_prefix();
+    let s = hotrank(&prefix).await;
+    let mut site = Site003::new(&prefix).await;
+    let t0 = s.clock.now();
+    let posted = book_now(&s, 250);
+    let id = site.post("user:1", "t", "https://l", posted).await;
+    let edge = site.post("user:1", "edge", "https://e", t0 as f64).await;
+    s.clock.advance(60);
+    assert_eq!(vote_api(&s, &id, "2").await, StatusCode::OK);
+    assert_eq!(vote_api(&s, &id, "2").await, StatusCode::CONFLICT);
+    assert_eq!(vote_api(&s, &id, "1").await, StatusCode::CONFLICT, "poster");
+    let now = book_now(&s, 400);
+    let member = format!("article:{id}");
+    assert!(
+        !site.vote("user:2", &member, now).await,
+        "voted via hotrank"
+    );
+    assert!(site.vote("user:3", &member, now).await);
+    let ttl: i64 = site.con.ttl(format!("{prefix}voted:{id}")).await.unwrap();
+    assert!(ttl > 0 && ttl <= WEEK, "voted:{id} TTL {ttl}");
+    let (st, v) = s.get(&format!("/api/articles/{id}")).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["votes"], 3, "{v}");
+    assert_eq!(v["publishedAt"].as_f64(), Some(posted.floor()), "{v}");
+    assert_eq!(v["scores"]["votes"].as_f64(), Some(posted + 3.0 * VOTE));
+    let h: HashMap<String, String> = site.con.hgetall(format!("{prefix}{member}")).await.unwrap();
+    assert_eq!(h["votes"], "3");
+    assert_eq!(h["time"], py_float(posted), "the book's time is left alone");
+    assert_eq!(hot_pages(&s, None).await, seed_pages(&mut site, None).await);
+
+    // A week to the second after `edge`: open on both sides (the book's
+    // `zscore < cutoff` is false), closed a second later.
+    s.clock.advance(WEEK - 60);
+    let now = s.clock.now() as f64;
+    assert_eq!(vote_api(&s, &edge, "4").await, StatusCode::OK);
+    assert!(site.vote("user:5", &format!("article:{edge}"), now).await);
+    assert_eq!(vote_api(&s, &id, "6").await, StatusCode::OK);
+    s.clock.advance(1);
+    let now = s.clock.now() as f64;
+    assert_eq!(vote_api(&s, &edge, "7").await, StatusCode::GONE);
+    assert_eq!(vote_api(&s, &id, "7").await, StatusCode::GONE);
+    assert!(!site.vote("user:8", &format!("article:{edge}"), now).await);
+    assert!(!site.vote("user:8", &member, now).await);
+    let mut votes = HashMap::new();
+    votes.insert(id.clone(), 4);
+    votes.insert(edge.clone(), 3);
+    agree(&s, &mut site, &votes, &[], &HashSet::new()).await;
+}
+
+/// The archive record of `id` (PostgreSQL): (deleted, up-votes).
+async fn archived(archive: &hotrank::archive::Archive, id: &str) -> Option<(bool, u64)> {
+    let id = hotrank::model::ArticleId::parse(id).unwrap();
+    match archive.article(&id).await.unwrap()? {
+        hotrank::store::dump::Record::Article { deleted, votes, .. } => Some((deleted, votes.ups)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Seed layout's posts, votes and DELETEs reach the archive (PostgreSQL)
+/// as hotrank's own do: a DELETE of the book's post is archived, so what
+/// comes back from the archive (`hotrank archive import`, a restore) does
+/// not list it again.
+#[tokio::test]
+async fn seed_changes_reach_the_archive() {
+    let prefix = unique_prefix();
+    let (s, store) = hotrank_with_store(&prefix, common::T0).await;
+    let schema = common::pg::Schema::new();
+    let archive = schema.archive().await;
+    let clock = Arc::new(hotrank::clock::ManualClock::at(common::T0));
+    let w = hotrank::archive::ArchiveWriter::new(store.clone(), None, 10, clock);
+    let mut site = Site003::new(&prefix).await;
+    let book = site
+        .post("user:1", "book", "https://a", book_now(&s, 125))
+        .await;
+    assert_eq!(s.view(&book, "reader").await, "counted");
+    let (st, v) = s
+        .post(
+            "/api/articles",
+            &json!({"poster": "2", "title": "ours", "url": "https://o"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let ours = v["articleId"].as_str().unwrap().to_string();
+    assert_eq!(vote_api(&s, &book, "3").await, StatusCode::OK);
+    assert_eq!(vote_api(&s, &ours, "3").await, StatusCode::OK);
+    w.flush(&archive).await.unwrap();
+    assert_eq!(
+        archived(&archive, &book).await,
+        Some((false, 1)),
+        "the vote through hotrank"
+    );
+    assert_eq!(
+        archived(&archive, &ours).await,
+        Some((false, 2)),
+        "posted and voted"
+    );
+    for id in [&book, &ours] {
+        assert_eq!(delete_api(&s, id).await, StatusCode::NO_CONTENT);
+    }
+    w.flush(&archive).await.unwrap();
+    for id in [&book, &ours] {
+        assert_eq!(
+            archived(&archive, id).await.map(|a| a.0),
+            Some(true),
+            "{id} deleted"
+        );
+    }
+    archive.close().await;
+}
+
+/// Every list hotrank answers that names `id`: each model's `/api/hot`
+/// (its default range, `range=all`, per author), a group's, `/api/new`.
+async fn lists_naming(s: &TestServer, id: &str, group: &str) -> Vec<String> {
+    let mut paths = vec![
+        "/api/new?limit=100".to_string(),
+        format!("/api/hot?model=votes&group={group}&limit=100"),
+        format!("/api/hot?model=gravity&group={group}&limit=100"),
+    ];
+    for m in hotrank::model::ModelKind::ALL {
+        let m = m.as_str();
+        paths.push(format!("/api/hot?model={m}&limit=100"));
+        paths.push(format!("/api/hot?model={m}&range=all&limit=100"));
+        paths.push(format!("/api/hot?model={m}&perAuthor=100&limit=100"));
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        let (st, v) = s.get(&p).await;
+        assert_eq!(st, StatusCode::OK, "{p}: {v}");
+        if common::page_ids(&v).contains(&id) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A DELETE of an article the book posted (float `time`) takes it out of
+/// every list hotrank answers, whether hotrank had seen it (a view) or
+/// not, as it does for hotrank's own posts.
+#[tokio::test]
+async fn delete_of_a_book_post_leaves_every_list() {
+    let prefix = unique_prefix();
+    let s = hotrank(&prefix).await;
+    let mut site = Site003::new(&prefix).await;
+    let seen = site
+        .post("user:1", "seen", "https://a", book_now(&s, 125))
+        .await;
+    let unseen = site
+        .post("user:2", "unseen", "https://b", book_now(&s, 875))
+        .await;
+    site.add_groups(&seen, &["g"]).await;
+    site.add_groups(&unseen, &["g"]).await;
+    s.clock.advance(30);
+    assert_eq!(s.view(&seen, "reader").await, "counted");
+    let now = book_now(&s, 5);
+    assert!(site.vote("user:9", &format!("article:{seen}"), now).await);
+    assert!(site.vote("user:9", &format!("article:{unseen}"), now).await);
+    assert!(!lists_naming(&s, &seen, "g").await.is_empty());
+    for id in [&seen, &unseen] {
+        assert_eq!(delete_api(&s, id).await, StatusCode::NO_CONTENT);
+        assert_eq!(delete_api(&s, id).await, StatusCode::NOT_FOUND);
+        let (st, _) = s.get(&format!("/api/articles/{id}")).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{id}");
+    }
+    // Later activity does not bring them back.
+    s.clock.advance(60);
+    s.view(&seen, "other").await;
+    s.view(&unseen, "other").await;
+    for id in [&seen, &unseen] {
+        assert_eq!(
+            lists_naming(&s, id, "g").await,
+            Vec::<String>::new(),
+            "{id}"
+        );
+        let (st, _) = s.get(&format!("/api/articles/{id}")).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{id}");
+    }
+    let now = book_now(&s, 5);
+    assert!(!site.vote("user:10", &format!("article:{seen}"), now).await);
+    assert!(seed_pages(&mut site, None).await.is_empty());
+    assert!(seed_pages(&mut site, Some("g")).await.is_empty());
+    assert!(site.page("time:", 1).await.is_empty());
+}
+
+/// The book's `post_article` takes `INCR article:`: it never takes an id
+/// hotrank created (by PUT or by a first event) and overwrites it; ids
+/// INCR never gives leave the counter alone.
+#[tokio::test]
+async fn the_book_never_takes_an_id_hotrank_holds() {
+    let prefix = unique_prefix();
+    let s = hotrank(&prefix).await;
+    let mut site = Site003::new(&prefix).await;
+    let post = async |site: &mut Site003, n: u64| {
+        site.post("user:1", "book", "https://b", book_now(&s, n))
+            .await
+    };
+    assert_eq!(post(&mut site, 1).await, "1");
+    let put = |id: &str| {
+        let (s, id) = (&s, id.to_string());
+        async move {
+            let (st, v) = s
+                .admin_put(
+                    &format!("/api/articles/{id}"),
+                    &json!({"title": "put", "publishedAt": s.clock.now() - 10}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::CREATED, "{id}: {v}");
+        }
+    };
+    put("2").await;
+    assert_eq!(post(&mut site, 2).await, "3");
+    put("5").await;
+    assert_eq!(post(&mut site, 3).await, "6");
+    assert_eq!(s.view("9", "reader").await, "counted");
+    assert_eq!(post(&mut site, 4).await, "10");
+    // Lower ids, and ids INCR never gives (not decimal, a leading zero,
+    // the largest integer, past it), leave the counter as it is.
+    for id in [
+        "4",
+        "x20",
+        "020",
+        "9223372036854775807",
+        "19223372036854775807",
+    ] {
+        put(id).await;
+    }
+    assert_eq!(s.view("d30", "reader").await, "counted");
+    assert_eq!(post(&mut site, 5).await, "11");
+    for id in ["2", "5"] {
+        let (st, v) = s.get(&format!("/api/articles/{id}")).await;
+        assert_eq!(st, StatusCode::OK, "{v}");
+        assert_eq!(v["title"], "put", "{id}: {v}");
+    }
+}
+
+/// `GET /api/new` lists the book's posts (by their `time`) with hotrank's
+/// own, each once, in hotrank's order, over cursor and offset pages.
+#[tokio::test]
+async fn new_lists_the_books_posts() {
+    let prefix = unique_prefix();
+    let s = hotrank(&prefix).await;
+    let mut site = Site003::new(&prefix).await;
+    let mut ids = Vec::new();
+    for i in 0..14u64 {
+        let id = if i % 3 == 0 {
+            let (st, v) = s
+                .post(
+                    "/api/articles",
+                    &json!({"poster": "7", "title": format!("h{i}"), "url": "https://h"}),
+                )
+                .await;
+            assert_eq!(st, StatusCode::CREATED, "{v}");
+            v["articleId"].as_str().unwrap().to_string()
+        } else {
+            let t = book_now(&s, (i * 271) % 1000);
+            site.post("user:3", &format!("b{i}"), "https://b", t).await
+        };
+        ids.push(id);
+        // Some seconds hold several posts.
+        if i % 4 == 3 {
+            s.clock.advance(1 + i as i64);
+        }
+    }
+    // Articles only hotrank knows: by PUT, by a first event; and a book
+    // post hotrank first saw through a view: listed at the book's time.
+    let put_at = s.clock.now() - 5_000;
+    let (st, _) = s
+        .admin_put(
+            "/api/articles/p1",
+            &json!({"title": "p", "publishedAt": put_at}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    s.clock.advance(100);
+    assert_eq!(s.view("ev1", "reader").await, "counted");
+    assert_eq!(s.view(&ids[1], "reader").await, "counted");
+    for id in [&ids[2], &ids[3]] {
+        assert_eq!(delete_api(&s, id).await, StatusCode::NO_CONTENT);
+    }
+    let mut want = seed_new(&mut site).await;
+    assert_eq!(want.len(), 12, "{want:?}");
+    want.push(("p1".into(), put_at));
+    let ev_at = s.clock.now();
+    want.push(("ev1".into(), ev_at));
+    newest_order(&mut want);
+    for limit in [1, 4, 100] {
+        assert_eq!(new_pages(&s, limit).await, want, "pages of {limit}");
+    }
+    let (st, v) = s.get("/api/new?offset=4&limit=5").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let page: Vec<&str> = want[4..9].iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(common::page_ids(&v), page);
+
+    // More than one read of `time:` (256 entries), seven posts a second
+    // at fractions out of order: reads end at whole seconds.
+    for i in 0..600u64 {
+        let t = book_now(&s, (i * 389) % 1000);
+        site.post("user:4", &format!("m{i}"), "https://m", t).await;
+        if i % 7 == 6 {
+            s.clock.advance(1);
+        }
+    }
+    let mut want = seed_new(&mut site).await;
+    want.push(("p1".into(), put_at));
+    want.push(("ev1".into(), ev_at));
+    newest_order(&mut want);
+    assert_eq!(want.len(), 614);
+    for limit in [100, 33] {
+        assert_eq!(new_pages(&s, limit).await, want, "pages of {limit}");
+    }
 }
 
 /// The seed's settings that hotrank cannot serve are refused up front.
@@ -762,7 +1159,7 @@ async fn import_seed003() {
                 &format!("user:{}", n % 7),
                 &format!("t{n}"),
                 "https://l",
-                now - 86_400 * 10 + 7_000 * n,
+                (now - 86_400 * 10 + 7_000 * n) as f64,
             )
             .await;
         site.add_groups(&id, &[["a", "b"][(n % 2) as usize]]).await;
@@ -770,8 +1167,12 @@ async fn import_seed003() {
     }
     for (i, id) in ids.iter().enumerate() {
         for u in 0..(i % 9) {
-            site.vote(&format!("user:{}", 100 + u), &format!("article:{id}"), now)
-                .await;
+            site.vote(
+                &format!("user:{}", 100 + u),
+                &format!("article:{id}"),
+                now as f64,
+            )
+            .await;
         }
     }
     // Something no seed code writes: reported, not imported.
@@ -816,7 +1217,8 @@ async fn import_seed003() {
         assert_eq!(st, StatusCode::OK);
         assert_eq!(v["votes"].as_u64(), Some(h["votes"].parse().unwrap()));
         assert_eq!(v["title"].as_str(), Some(h["title"].as_str()));
-        assert_eq!(v["publishedAt"].as_i64(), Some(h["time"].parse().unwrap()));
+        let t: f64 = h["time"].parse().unwrap();
+        assert_eq!(v["publishedAt"].as_f64(), Some(t.floor()));
     }
     // Voters of articles still open came along (hashed as the API hashes
     // a userId): they cannot vote again; articles past the week are closed.
@@ -1189,8 +1591,13 @@ async fn import_command_line() {
     let mut site = Site003::new(&prefix).await;
     let now = real_now();
     for n in 0..3 {
-        site.post("user:1", &format!("t{n}"), "https://l", now - 10 * n)
-            .await;
+        site.post(
+            "user:1",
+            &format!("t{n}"),
+            "https://l",
+            (now - 10 * n) as f64,
+        )
+        .await;
     }
     let _: () = site
         .con

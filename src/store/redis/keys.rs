@@ -714,10 +714,10 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "article:",
         r"^article:$",
         "string",
-        "the post counter (`INCR`); ids already taken are skipped",
+        "the post counter (`INCR`); ids already taken are skipped; seed layout: kept at or past every numeric id hotrank creates (`PUT`, a first event), so the site's `INCR` never takes one",
         Ttl::None,
         "none",
-        "post.lua"
+        "post.lua; seed_post.lua, seed_claim.lua (seed layout)"
     ),
     key_spec!(
         "seed003",
@@ -1127,7 +1127,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "article ids changed (counted event, vote, `PUT`, post, delete) since the archive writer last took the set (at most one member per article, also without a writer)",
         Ttl::None,
         "none (renamed to `archive:taking` by each flush)",
-        "apply.lua, vote/put/post/delete.lua"
+        "apply.lua, vote/put/post/delete.lua; seed_vote/seed_post/seed_delete.lua (seed layout)"
     ),
     key_spec!(
         "rankings",

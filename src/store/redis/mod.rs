@@ -1853,6 +1853,7 @@ impl RedisStore {
             sk.changes(),
             k.ledger(id, "archive:dirty"),
         ];
+        self.seed_claim(id).await?;
         let before = self.seed_groups_before(id).await?;
         let (created, stamp): (i64, _) = self.op_eval(ops::OpKind::Put, &keys, &args, run).await?;
         self.seed_groups_after(id, before, &meta.groups).await?;

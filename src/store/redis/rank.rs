@@ -375,11 +375,16 @@ struct Cursor {
     chunk: usize,
 }
 
-/// One shard's `articles:new` as a feed of the newest list's merge: the
-/// entries read and not yet merged, in list order, and where the next
-/// read starts (`None`: the shard has no more).
+/// One shard's `articles:new` (or, in seed layout, the site's `time:`) as
+/// a feed of the newest list's merge: the entries read and not yet merged,
+/// in list order, and where the next read starts (`None`: the shard has no
+/// more). Entries are at the whole second of their score (`time:` holds
+/// the site's `time.time()`, with a fraction), and a read ends at a whole
+/// second.
 struct Feed {
     key: String,
+    /// `time:`: members are `article:<id>`.
+    seed: bool,
     upper: Option<String>,
     buf: std::collections::VecDeque<(i64, ArticleId)>,
 }
@@ -1104,8 +1109,9 @@ impl RedisStore {
         };
         let seq = self.sync_node().await?;
         let skip = if start.is_some() { 0 } else { q.offset };
+        // Scores below the cursor's second's end: its whole second.
         let upper = match &start {
-            Some((p, _)) => p.to_string(),
+            Some((p, _)) => format!("({}", p.saturating_add(1)),
             None => "+inf".to_string(),
         };
         // A merge of every shard's `articles:new` in list order, a batch
@@ -1117,17 +1123,27 @@ impl RedisStore {
             .iter()
             .map(|sk| Feed {
                 key: sk.newest(),
+                seed: false,
                 upper: Some(upper.clone()),
                 buf: Default::default(),
             })
             .collect();
-        let mut picked: Vec<(ArticleId, Arc<MetaRec>)> = Vec::new();
+        if self.seed_layout() {
+            feeds.push(Feed {
+                key: self.keys.vote_time(),
+                seed: true,
+                upper: Some(upper.clone()),
+                buf: Default::default(),
+            });
+        }
+        let mut picked: Vec<(ArticleId, Arc<MetaRec>, Option<u64>)> = Vec::new();
         let mut picker = Picker::new(q.per_author, skip, q.limit);
         let filter = Filter::of(q);
         let mut more = false;
         'outer: loop {
             self.refill(&mut feeds, CHUNK, start.as_ref()).await?;
-            let mut batch: Vec<ArticleId> = Vec::new();
+            // (id, and for an entry of `time:` its second)
+            let mut batch: Vec<(ArticleId, Option<i64>)> = Vec::new();
             // Merge while every feed that has more holds an entry.
             while batch.len() < CHUNK
                 && !feeds.iter().any(|f| f.buf.is_empty() && f.upper.is_some())
@@ -1139,7 +1155,8 @@ impl RedisStore {
                 else {
                     break;
                 };
-                batch.extend(f.buf.pop_front().map(|e| e.1));
+                let seed = f.seed;
+                batch.extend(f.buf.pop_front().map(|e| (e.1, seed.then_some(e.0))));
             }
             if batch.is_empty() {
                 if feeds.iter().all(|f| f.upper.is_none() && f.buf.is_empty()) {
@@ -1147,15 +1164,21 @@ impl RedisStore {
                 }
                 continue;
             }
-            let metas = self.metas(&batch, &seq).await?;
-            for (id, m) in batch.into_iter().zip(metas) {
+            let ids: Vec<ArticleId> = batch.iter().map(|b| b.0.clone()).collect();
+            let metas = self.metas(&ids, &seq).await?;
+            let metas = if self.seed_layout() {
+                self.seed_newest(&batch, metas).await?
+            } else {
+                metas.into_iter().map(|m| (m, None)).collect()
+            };
+            for (id, (m, votes)) in ids.into_iter().zip(metas) {
                 let Some(m) = m else { continue };
                 if m.deleted || !filter.matches(&m.meta) {
                     continue;
                 }
                 match picker.offer(m.meta.author.as_deref()) {
                     Pick::Skip => {}
-                    Pick::Take => picked.push((id, m)),
+                    Pick::Take => picked.push((id, m, votes)),
                     Pick::Full => {
                         more = true;
                         break 'outer;
@@ -1169,7 +1192,12 @@ impl RedisStore {
             .into_iter()
             .zip(windows)
             .enumerate()
-            .map(|(i, ((id, m), counters))| {
+            .map(|(i, ((id, m, votes), mut counters))| {
+                // Seed layout: the site's votes (`article:<id>`).
+                if let Some(v) = votes {
+                    counters.ups = v;
+                    counters.downs = 0;
+                }
                 let models = &self.settings.models;
                 RankedItem {
                     rank: skip + i + 1,
@@ -1223,31 +1251,41 @@ impl RedisStore {
         }
         let mut pages: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
         let full: Vec<bool> = pages.iter().map(|p| p.len() == chunk).collect();
+        // A full page ends with the whole second of its lowest entry.
+        let second = |page: &[(String, f64)]| page[page.len() - 1].1.floor();
         if full.iter().any(|f| *f) {
             let mut pipe = redis::pipe();
             for (&i, page) in need.iter().zip(&pages) {
                 if page.len() == chunk {
-                    let lowest = page[page.len() - 1].1;
+                    let s = second(page);
                     pipe.cmd("ZRANGEBYSCORE")
                         .arg(&feeds[i].key)
-                        .arg(lowest)
-                        .arg(lowest)
+                        .arg(s)
+                        .arg(format!("({}", s + 1.0))
                         .arg("WITHSCORES");
                 }
             }
             let ties: Vec<Vec<(String, f64)>> = self.query_pipe(&pipe).await.map_err(store_err)?;
             let mut ties = ties.into_iter();
             for page in pages.iter_mut().filter(|p| p.len() == chunk) {
-                let lowest = page[page.len() - 1].1;
-                page.retain(|e| e.1 != lowest);
+                let s = second(page);
+                page.retain(|e| e.1.floor() != s);
                 page.extend(ties.next().unwrap_or_default());
             }
         }
         for ((&i, page), full) in need.iter().zip(pages).zip(full) {
-            let lowest = page.iter().map(|e| e.1).reduce(f64::min);
+            let lowest = page.iter().map(|e| e.1.floor()).reduce(f64::min);
+            let seed = feeds[i].seed;
             let mut entries: Vec<(i64, ArticleId)> = page
                 .iter()
-                .filter_map(|(id, p)| Some((*p as i64, ArticleId::parse(id).ok()?)))
+                .filter_map(|(m, p)| {
+                    let id = if seed {
+                        super::seed::id_of_member(m)?
+                    } else {
+                        ArticleId::parse(m).ok()?
+                    };
+                    Some((p.floor() as i64, id))
+                })
                 .filter(|(p, id)| match start {
                     Some((sp, sid)) => *p < *sp || (*p == *sp && id > sid),
                     None => true,

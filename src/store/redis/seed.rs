@@ -8,8 +8,12 @@
 //!   `voted:<id>` (members `user:<userId>`, the id as sent) and
 //!   `group:<name>` as the seed's code does; the votes ranking and a
 //!   group's ranking are read straight from `score:` (the model is
-//!   time-invariant, so `score:` is the exact ranking), and an article only
-//!   the seed's code posted is answered from its `article:<id>` hash.
+//!   time-invariant, so `score:` is the exact ranking), `GET /api/new`
+//!   reads `time:` beside `articles:new` ([`RedisStore::seed_newest`]), an
+//!   article only the seed's code posted is answered from its
+//!   `article:<id>` hash, and the `article:` counter is kept past every
+//!   numeric id hotrank creates (seed_claim.lua). The seed's `time` is
+//!   `time.time()`, with a fraction: `publishedAt` is its whole second.
 //! - Seed 000: `hot:score` is an export, rewritten every
 //!   `seed_refresh_secs` by [`RedisStore::maintain`] with the exact gravity
 //!   scores (lifetime `counter:views`/`hll:uv`, as the seed's script
@@ -17,11 +21,11 @@
 //!   ranking moves to `hot:gravity:72h:all`.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use redis::{Script, Value};
 
-use super::{RedisStore, bad_reply, script, store_err, v_str};
+use super::{MetaRec, RedisStore, bad_reply, script, store_err, v_str};
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Counters, HotPage, HotQuery, RangeSpec, RankedItem,
     Timestamp, VoteOutcome,
@@ -34,7 +38,7 @@ pub const SEED_LAYOUT_LIMITS: &str = "redis.layout = \"seed\": \
 voter and poster ids are stored raw (voted:<id> holds user:<userId>, as the seed's code needs), not hashed; \
 no Redis Cluster; no down-votes (the seed has none); \
 votes cast by the seed's own code count in the votes ranking (unfiltered or by group) and article views, not in the reddit model nor in votes rankings filtered by category, kind or per_author; \
-articles only the seed's code posted are not listed by GET /api/new and have no category/kind/author filters; \
+articles only the seed's code posted have no category/kind and, outside GET /api/new, are not in rankings filtered by perAuthor; \
 hot:score is rewritten every seed_refresh_secs with the top 1000 (lifetime PV/UV gravity), hotrank's own default ranking is hot:gravity:72h:all; \
 visitors counted by both hotrank (16-byte elements) and the seed's script (its visitorId) count twice in hll:uv";
 
@@ -45,7 +49,12 @@ struct SeedScripts {
     post: Script,
     vote: Script,
     delete: Script,
+    claim: Script,
 }
+
+/// `seed_claim(P, id)`: the `article:` counter moved past an id hotrank
+/// creates (seed_claim.lua).
+const CLAIM: &str = include_str!("seed_claim.lua");
 
 fn scripts() -> &'static SeedScripts {
     static S: OnceLock<SeedScripts> = OnceLock::new();
@@ -53,13 +62,23 @@ fn scripts() -> &'static SeedScripts {
         post: script(include_str!("seed_post.lua")),
         vote: script(include_str!("seed_vote.lua")),
         delete: script(include_str!("seed_delete.lua")),
+        claim: super::chunks(&[CLAIM, "return seed_claim(ARGV[1], ARGV[2])\n"]),
     })
 }
 
 /// The ingest script of seed layout: [`super::ingest_script`]'s chunks
-/// with `seed_apply.lua` (seeds 001 and 004's keys) before the reply.
+/// with, before the reply, the `article:` counter moved past the articles
+/// the batch registered (seed_claim.lua) and `seed_apply.lua` (seeds 001
+/// and 004's keys).
 pub(super) fn ingest_script() -> Script {
-    super::ingest_script_with(&super::Keys::new(""), &[include_str!("seed_apply.lua")])
+    super::ingest_script_with(
+        &super::Keys::new(""),
+        &[
+            CLAIM,
+            "for _, id in ipairs(new_arts) do seed_claim(P, id) end\n",
+            include_str!("seed_apply.lua"),
+        ],
+    )
 }
 
 /// The seed 003 member of a user id as sent (`user:<id>`).
@@ -146,6 +165,22 @@ impl RedisStore {
         }
         let mut con = self.con();
         pipe.query_async::<()>(&mut con).await.map_err(store_err)
+    }
+
+    /// Seed layout, before hotrank creates `id` (a `PUT`): the seed's
+    /// `article:` counter moved to it if it is a numeric id past the
+    /// counter, so the site's `post_article` never takes it.
+    pub(crate) async fn seed_claim(&self, id: &ArticleId) -> Result<(), StoreError> {
+        if !self.seed_layout() {
+            return Ok(());
+        }
+        let _: i64 = self
+            .seed_eval(
+                &scripts().claim,
+                &[self.keys.prefix.as_bytes(), id.as_str().as_bytes()],
+            )
+            .await?;
+        Ok(())
     }
 
     /// Every key matching `pattern` (one Redis: seed layout has no cluster).
@@ -363,6 +398,69 @@ impl RedisStore {
             }
         }
         Ok(Some(view))
+    }
+
+    /// `GET /api/new` in seed layout merges hotrank's `articles:new` with
+    /// the site's `time:`, read a page at a time like it (rank.rs,
+    /// `newest_page`). For a merged batch (`Some(second)` for an entry of
+    /// `time:`) and hotrank's metadata of its ids: each entry's metadata
+    /// to list (`None`: not listed) and, for an entry of `time:`, the
+    /// site's votes. An article in `time:` is listed from there, at its
+    /// `time` (the whole second), so its `articles:new` entry is left out;
+    /// one only the site posted is answered from its `article:<id>` hash.
+    pub(crate) async fn seed_newest(
+        &self,
+        batch: &[(ArticleId, Option<Timestamp>)],
+        metas: Vec<Option<Arc<MetaRec>>>,
+    ) -> Result<Vec<(Option<Arc<MetaRec>>, Option<u64>)>, StoreError> {
+        let mut pipe = redis::pipe();
+        for (id, at) in batch {
+            match at {
+                Some(_) => pipe.hgetall(self.keys.seed_article(id)),
+                None => pipe.zscore(self.keys.vote_time(), article_member(id)),
+            };
+        }
+        let mut con = self.con();
+        let got: Vec<Value> = if batch.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query_async(&mut con).await.map_err(store_err)?
+        };
+        let mut out = Vec::with_capacity(batch.len());
+        for (((_, at), m), v) in batch.iter().zip(metas).zip(got) {
+            let Some(at) = *at else {
+                // In `time:` as well: listed from there.
+                out.push((m.filter(|_| matches!(v, Value::Nil)), None));
+                continue;
+            };
+            let h: HashMap<String, String> =
+                redis::from_redis_value(v).map_err(|_| bad_reply("seed newest"))?;
+            let site = meta_of_article(&h);
+            let rec = match (m, site) {
+                (Some(m), site) => {
+                    let mut rec = (*m).clone();
+                    if let Some(site) = site {
+                        rec.meta.title = rec.meta.title.or(site.title);
+                        rec.meta.url = rec.meta.url.or(site.url);
+                    }
+                    Some(rec)
+                }
+                (None, Some(meta)) => Some(MetaRec {
+                    meta,
+                    known: false,
+                    deleted: false,
+                }),
+                (None, None) => None,
+            };
+            out.push((
+                rec.map(|mut rec| {
+                    rec.meta.published_at = at;
+                    Arc::new(rec)
+                }),
+                Some(votes_of(&h)),
+            ));
+        }
+        Ok(out)
     }
 
     /// Whether a query is served straight from the seed's `score:`.

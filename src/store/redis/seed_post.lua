@@ -4,7 +4,7 @@
 -- = 1), `time:`/`score:` with member `article:<id>`, `voted:<id>` holding
 -- the poster's `user:<id>` (expiring when voting closes), and the article
 -- in each `group:<name>`. hotrank's own keys (metadata, counters, change
--- log) are written beside them.
+-- log, archive:dirty) are written beside them.
 --
 -- ARGV: prefix, publishedAt (now), poster member, voting window (s),
 -- request id (32 hex digits), score per vote, title, link, group count n,
@@ -43,5 +43,6 @@ for i = 10, 9 + ngroups do
 end
 local seq = redis.call('INCR', K(P .. 'changes:seq'))
 redis.call('ZADD', K(P .. 'changes'), seq, id)
+redis.call('SADD', K(P .. 'archive:dirty'), id)
 redis.call('SET', req, id, 'EX', 120)
 return id
