@@ -47,6 +47,12 @@ const COUNT: Option<Unit> = Some(Unit::Count);
 
 /// Every family, grouped by area.
 pub const FAMILIES: &[Family] = &[
+    family(
+        "hotrank_build_info",
+        Gauge,
+        None,
+        "Always 1; its version label is the running build's version.",
+    ),
     // HTTP (src/api)
     family(
         "hotrank_http_requests_total",
@@ -421,6 +427,56 @@ pub const FAMILIES: &[Family] = &[
         "Time to restore one evicted article: read its archived record, write it back with restore.lua.",
     ),
 ];
+
+/// Counters every series of which carries labels: no label-less series of
+/// them starts at 0. Those whose label values are known in advance start at
+/// 0 per value where their owner knows them ([`start`] for verdicts, the
+/// budgets for theirs); the others (routes, pipeline stages) appear with
+/// their first value.
+pub const LABELLED_COUNTERS: &[&str] = &[
+    "hotrank_http_requests_total",
+    "hotrank_events_total",
+    "hotrank_budget_refused_total",
+    "hotrank_pipeline_processed_total",
+    "hotrank_pipeline_skipped_total",
+    "hotrank_pipeline_claimed_total",
+];
+
+/// The build's version, exported as `hotrank_build_info{version} 1` and on
+/// `/healthz`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Describes every family ([`describe`]), starts every counter at 0 (each
+/// label-less one, and `hotrank_events_total` per verdict), so a rate or an
+/// alert works before the first event, sets `hotrank_build_info`, and
+/// starts the process metrics (CPU, memory, descriptors: refreshed by
+/// [`refresh_process`]). Call once, after the recorder is installed.
+pub fn start() {
+    describe();
+    for f in FAMILIES {
+        if f.kind == Counter && !LABELLED_COUNTERS.contains(&f.name) {
+            ::metrics::counter!(f.name).increment(0);
+        }
+    }
+    for v in crate::model::Verdict::ALL {
+        ::metrics::counter!("hotrank_events_total", "verdict" => v.as_str()).increment(0);
+    }
+    ::metrics::gauge!("hotrank_build_info", "version" => VERSION).set(1.0);
+    process_collector().describe();
+    refresh_process();
+}
+
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: std::sync::OnceLock<metrics_process::Collector> = std::sync::OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// Reads the process's CPU time, memory, open descriptors and threads into
+/// the `process_*` families (Prometheus's standard names): before every
+/// scrape of `/metrics`.
+pub fn refresh_process() {
+    process_collector().collect();
+}
 
 /// Gives every family its HELP text and unit. Call once, after the
 /// recorder is installed (descriptions sent before are lost).

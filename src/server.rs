@@ -39,7 +39,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             // Another recorder may already be installed (tests embedding
             // several servers): then this handle simply renders nothing new.
             let _ = metrics::set_global_recorder(recorder);
-            crate::metrics::describe();
+            crate::metrics::start();
             handle
         })
         .clone()

@@ -190,6 +190,10 @@ fn families(text: &str) -> BTreeMap<String, String> {
         assert!(types.contains_key(family), "sample {s} has no TYPE");
     }
     for (name, kind) in &types {
+        // The process's own families keep Prometheus's standard names.
+        if name.starts_with("process_") {
+            continue;
+        }
         assert!(name.starts_with("hotrank_"), "{name}");
         assert_eq!(
             kind == "counter",
@@ -294,4 +298,80 @@ async fn redis_metrics_pass_promtool() {
         "redis: {} families, promtool check metrics: clean",
         types.len()
     );
+}
+
+/// What an operator scrapes before any traffic: every counter already at 0
+/// (so `rate()` and the alerts in deploy/ work from the first scrape), the
+/// build's version, and the process's CPU, memory and descriptors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_server_exports_its_counters_build_and_process() {
+    let Some(tool) = promtool() else {
+        return;
+    };
+    let server = serve(&[]);
+    let http = reqwest::Client::new();
+    let mut health = serde_json::Value::Null;
+    wait_until("the server to answer", async || {
+        match http.get(format!("{}/healthz", server.base)).send().await {
+            Ok(r) => {
+                health = r.json().await.unwrap();
+                true
+            }
+            Err(_) => false,
+        }
+    })
+    .await;
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(health["version"], version, "{health}");
+    let text = scrape(&server.base, &["hotrank_build_info"]).await;
+    families(&text);
+    promtool_check(&tool, &text);
+    let has = |sample: &str| text.lines().any(|l| l.starts_with(sample));
+    for f in hotrank::metrics::FAMILIES {
+        if f.kind == hotrank::metrics::Kind::Counter
+            && !hotrank::metrics::LABELLED_COUNTERS.contains(&f.name)
+        {
+            assert!(
+                has(&format!("{} 0", f.name)),
+                "{} is not at 0 from the start",
+                f.name
+            );
+        }
+    }
+    for verdict in ["counted", "duplicate", "rate_limited", "bot", "replayed"] {
+        assert!(
+            has(&format!("hotrank_events_total{{verdict=\"{verdict}\"}} 0")),
+            "{verdict}"
+        );
+    }
+    for budget in ["query", "post", "vote"] {
+        assert!(
+            has(&format!(
+                "hotrank_budget_refused_total{{budget=\"{budget}\"}} 0"
+            )),
+            "{budget}"
+        );
+    }
+    assert!(
+        has(&format!("hotrank_build_info{{version=\"{version}\"}} 1")),
+        "no build info"
+    );
+    for family in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        let value: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{family} ")))
+            .unwrap_or_else(|| panic!("no {family} in:\n{text}"))
+            .trim()
+            .parse()
+            .unwrap();
+        // (CPU time counts whole seconds: a counter of the metrics crate.)
+        assert!(
+            value > 0.0 || family == "process_cpu_seconds_total",
+            "{family} = {value}"
+        );
+    }
 }

@@ -29,6 +29,8 @@ pub enum Spend {
 }
 
 impl Spend {
+    const ALL: [Spend; 3] = [Spend::Query, Spend::Post, Spend::Vote];
+
     fn as_str(self) -> &'static str {
         match self {
             Spend::Query => "query",
@@ -49,7 +51,14 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// Also starts each budget's refusal counter at 0, so that a rate of
+    /// it (and an alert on it) works before the first refusal: call after
+    /// the metrics recorder is installed.
     pub fn new(c: &LimitsConfig) -> Self {
+        for what in Spend::ALL {
+            metrics::counter!("hotrank_budget_refused_total", "budget" => what.as_str())
+                .increment(0);
+        }
         let l = |n| Mutex::new(SlidingLimiter::new(n, WINDOW_MS));
         Budgets {
             v4_prefix: c.ipv4_prefix,

@@ -32,7 +32,7 @@ pub fn router() -> Router<AppState> {
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+    Json(json!({"status": "ok", "version": crate::metrics::VERSION}))
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -44,6 +44,7 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
 }
 
 async fn prometheus(State(state): State<AppState>) -> Response {
+    crate::metrics::refresh_process();
     let body = state
         .metrics
         .as_ref()
