@@ -645,7 +645,11 @@ fn main() -> ExitCode {
             for w in warnings {
                 eprintln!("warning: {w}");
             }
-            print!("{}", toml::to_string(&config).map_err(|e| e.to_string())?);
+            // Secrets are said to be set, never printed.
+            print!(
+                "{}",
+                toml::to_string(&config.redacted()).map_err(|e| e.to_string())?
+            );
             Ok(())
         }),
         Command::Simulate(args) => match hotrank::cli::simulate::run(args) {
