@@ -454,3 +454,36 @@ async fn queries_over_the_ip_budget_get_429_with_retry_after() {
     s.clock.advance(61);
     assert_eq!(s.get("/api/hot").await.0, StatusCode::OK);
 }
+
+/// Behind a trusted proxy that writes entries with a port (`ip:port`,
+/// `[v6]:port`), each reader is budgeted by their own address: the port
+/// is stripped, and an address the reader forged to the left is not
+/// believed.
+#[tokio::test]
+async fn forwarded_for_entries_with_ports_budget_each_reader() {
+    let s = TestServer::start_with(|c| {
+        c.trusted_proxies = vec!["127.0.0.1".into()];
+        c.limits.queries_per_minute_per_ip = 5;
+    })
+    .await;
+    for proxy_wrote in ["203.0.113.7:5555", "[2001:db8::7]:443"] {
+        // A new forged left-hand entry on every request.
+        let (counts, sample) = flood(&s, 20, |c, i| {
+            c.get(s.url("/api/hot"))
+                .header("x-forwarded-for", format!("198.51.{i}.1, {proxy_wrote}"))
+        })
+        .await;
+        eprintln!("20 queries through the proxy as {proxy_wrote}: {counts:?}");
+        assert_eq!(counts.get(&200), Some(&5), "{proxy_wrote}: {counts:?}");
+        assert_eq!(counts.get(&429), Some(&15), "{proxy_wrote}: {counts:?}");
+        assert_429(sample);
+    }
+    // Four readers who send no header of their own: a budget each, not
+    // one shared with everyone behind the proxy.
+    let (counts, _) = flood(&s, 20, |c, i| {
+        c.get(s.url("/api/hot"))
+            .header("x-forwarded-for", format!("192.0.2.{}:40000", i % 4 + 1))
+    })
+    .await;
+    assert_eq!(counts.get(&200), Some(&20), "{counts:?}");
+}
