@@ -109,8 +109,14 @@ pub struct HttpConfig {
     /// A request body must arrive in full within this many seconds
     /// (408 `request_timeout`).
     pub body_timeout_secs: u64,
-    /// Most open connections; further ones are closed as soon as accepted.
+    /// Most open connections. At the cap, a new connection takes the place
+    /// of the one idle longest; it is refused only when every one has a
+    /// request in flight. Never more than the descriptor limit (`ulimit
+    /// -n`) leaves after `reserved_fds`.
     pub max_connections: usize,
+    /// Descriptors kept free of connections for everything else: the
+    /// store's files and connections, the archive's pool, the listener.
+    pub reserved_fds: usize,
     /// Longest request target (path and query); longer: 414 `uri_too_long`.
     pub max_uri_bytes: usize,
     /// Largest header section (names, values, 4 bytes per line); larger, or
@@ -125,6 +131,7 @@ impl Default for HttpConfig {
             header_timeout_secs: 10,
             body_timeout_secs: 30,
             max_connections: 512,
+            reserved_fds: 128,
             max_uri_bytes: 8192,
             max_header_bytes: 16384,
             max_headers: 64,
@@ -636,6 +643,7 @@ impl Config {
         }
         for (key, v, range) in [
             ("http.max_connections", h.max_connections, 1..=1_000_000),
+            ("http.reserved_fds", h.reserved_fds, 32..=1_000_000),
             ("http.max_uri_bytes", h.max_uri_bytes, 256..=32_768),
             ("http.max_header_bytes", h.max_header_bytes, 1024..=262_144),
             ("http.max_headers", h.max_headers, 8..=1000),
