@@ -109,8 +109,14 @@ pub struct HttpConfig {
     /// A request body must arrive in full within this many seconds
     /// (408 `request_timeout`).
     pub body_timeout_secs: u64,
-    /// Most open connections; further ones are closed as soon as accepted.
+    /// Most open connections. At the cap, a new connection takes the place
+    /// of the one idle longest; it is refused only when every one has a
+    /// request in flight. Never more than the descriptor limit (`ulimit
+    /// -n`) leaves after `reserved_fds`.
     pub max_connections: usize,
+    /// Descriptors kept free of connections for everything else: the
+    /// store's files and connections, the archive's pool, the listener.
+    pub reserved_fds: usize,
     /// Longest request target (path and query); longer: 414 `uri_too_long`.
     pub max_uri_bytes: usize,
     /// Largest header section (names, values, 4 bytes per line); larger, or
@@ -125,6 +131,7 @@ impl Default for HttpConfig {
             header_timeout_secs: 10,
             body_timeout_secs: 30,
             max_connections: 512,
+            reserved_fds: 128,
             max_uri_bytes: 8192,
             max_header_bytes: 16384,
             max_headers: 64,
@@ -636,6 +643,7 @@ impl Config {
         }
         for (key, v, range) in [
             ("http.max_connections", h.max_connections, 1..=1_000_000),
+            ("http.reserved_fds", h.reserved_fds, 32..=1_000_000),
             ("http.max_uri_bytes", h.max_uri_bytes, 256..=32_768),
             ("http.max_header_bytes", h.max_header_bytes, 1024..=262_144),
             ("http.max_headers", h.max_headers, 8..=1000),
@@ -850,6 +858,65 @@ impl Config {
     pub fn retention_secs(&self) -> i64 {
         i64::from(self.retention.hourly_days) * 86_400
     }
+
+    /// The configuration as `hotrank check-config` prints it: the tokens,
+    /// and the passwords in the Redis, archive and journal URLs, replaced
+    /// by a note that they are set and how long they are.
+    pub fn redacted(&self) -> Config {
+        let mut c = self.clone();
+        for token in [&mut c.admin_token, &mut c.ingest_token]
+            .into_iter()
+            .flatten()
+        {
+            *token = redaction(token);
+        }
+        for url in [
+            &mut c.redis.url,
+            &mut c.archive.url,
+            &mut c.pipeline.log_url,
+        ] {
+            *url = url.split(',').map(redact_url).collect::<Vec<_>>().join(",");
+        }
+        c
+    }
+}
+
+/// What a secret is shown as.
+fn redaction(secret: &str) -> String {
+    format!("<redacted: set, {} characters>", secret.chars().count())
+}
+
+/// `scheme://user:password@host/...` with the password redacted, and any
+/// `password=` query parameter (libpq's spelling).
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, password)) => format!("{user}:{}@{host}", redaction(password)),
+            None => authority.to_string(),
+        },
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) if k.eq_ignore_ascii_case("password") => {
+                        format!("{k}={}", redaction(v))
+                    }
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }
 
 /// `*`, or `scheme://host[:port]` as browsers send it in `Origin`.

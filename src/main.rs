@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
-use hotrank::cli::transfer::{load_records, store_records};
+use hotrank::cli::transfer::{export_records, import_records, load_records, store_records};
 use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
 use hotrank::store::dump::{Record, read_records, write_records};
@@ -425,10 +425,19 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
     config.validate()?;
-    let records = store_records(&runtime()?, &config)?;
+    let (records, warning) = export_records(&runtime()?, &config)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
     let n = match file {
         Some(path) => {
-            let f = std::fs::File::create(&path)
+            // The dump carries the identity key: as private as the data dir.
+            let mut opts = std::fs::OpenOptions::new();
+            opts.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+            let f = opts
+                .open(&path)
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             write_records(&mut std::io::BufWriter::new(f), records)?
         }
@@ -451,7 +460,10 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
         }
         None => read_records(std::io::stdin().lock())?,
     };
-    let n = load_records(&runtime()?, &config, &records)?;
+    let (n, warning) = import_records(&runtime()?, &config, &records)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
     eprintln!("imported {n} articles");
     Ok(())
 }
@@ -651,7 +663,11 @@ fn main() -> ExitCode {
             for w in warnings {
                 eprintln!("warning: {w}");
             }
-            print!("{}", toml::to_string(&config).map_err(|e| e.to_string())?);
+            // Secrets are said to be set, never printed.
+            print!(
+                "{}",
+                toml::to_string(&config.redacted()).map_err(|e| e.to_string())?
+            );
             Ok(())
         }),
         Command::Simulate(args) => match hotrank::cli::simulate::run(args) {

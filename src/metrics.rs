@@ -217,13 +217,19 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_http_connections",
         Gauge,
         COUNT,
-        "Open HTTP connections (at most http.max_connections).",
+        "Open HTTP connections (at most http.max_connections, within the descriptor limit).",
     ),
     family(
         "hotrank_http_connections_refused_total",
         Counter,
         COUNT,
-        "Connections closed as soon as accepted because http.max_connections were open.",
+        "Connections closed as soon as accepted: the cap was reached and every open connection had a request in flight.",
+    ),
+    family(
+        "hotrank_http_connections_shed_total",
+        Counter,
+        COUNT,
+        "Idle connections closed to admit a new one at the cap (http.max_connections, within the descriptor limit).",
     ),
     family(
         "hotrank_http_panics_total",

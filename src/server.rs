@@ -13,7 +13,6 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::api::{self, AppState};
@@ -21,6 +20,12 @@ use crate::clock::Clock;
 use crate::config::{Config, HttpConfig, parse_cidr};
 use crate::gate::{BotDetector, Identity};
 use crate::store::Store;
+
+mod conns;
+mod parse_errors;
+
+use conns::Conns;
+use parse_errors::ParseErrorsAsJson;
 
 /// Installs the process-wide Prometheus recorder once and returns its handle.
 pub fn metrics_handle() -> PrometheusHandle {
@@ -51,15 +56,30 @@ fn load_or_create(
     name: &str,
     make: impl FnOnce() -> String,
 ) -> Result<(String, bool), String> {
+    if let Some(s) = read_secret(dir, name)? {
+        return Ok((s, false));
+    }
+    let value = make();
+    write_secret(dir, name, &value)?;
+    Ok((value, true))
+}
+
+/// The trimmed text of `name` in the data dir; `None` if it is missing or
+/// empty.
+fn read_secret(dir: &Path, name: &str) -> Result<Option<String>, String> {
     let path = dir.join(name);
     match std::fs::read_to_string(&path) {
-        Ok(s) if !s.trim().is_empty() => return Ok((s.trim().to_string(), false)),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
+}
+
+/// Writes `name` in the data dir (created if need be), mode 0600, synced.
+fn write_secret(dir: &Path, name: &str, value: &str) -> Result<(), String> {
+    let path = dir.join(name);
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let value = make();
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -73,8 +93,7 @@ fn load_or_create(
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     f.write_all(value.as_bytes())
         .and_then(|_| f.sync_all())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok((value, true))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -83,25 +102,50 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
+/// The file in the data dir that holds the key of every identity hash.
+pub const IDENTITY_FILE: &str = "identity.key";
+
 /// The key of every identity hash, `data_dir/identity.key` (created on
 /// first use): all nodes of one site, and tools that hash ids for it
 /// (`hotrank import --from-redis`), must share it.
 pub fn identity_secret(data_dir: &Path) -> Result<[u8; 16], String> {
-    let (secret_hex, _) = load_or_create(data_dir, "identity.key", || random_hex(16))?;
-    let mut secret = [0u8; 16];
-    if secret_hex.len() != 32 {
-        return Err(format!(
-            "{} must hold 32 hex digits",
-            data_dir.join("identity.key").display()
-        ));
+    let (secret_hex, _) = load_or_create(data_dir, IDENTITY_FILE, || random_hex(16))?;
+    parse_identity_key(data_dir, &secret_hex)
+}
+
+/// The data dir's identity key as its 32 hex digits, if it has one
+/// (`hotrank export` carries it in the dump).
+pub fn read_identity_key(data_dir: &Path) -> Result<Option<String>, String> {
+    let key = read_secret(data_dir, IDENTITY_FILE)?;
+    if let Some(k) = &key {
+        parse_identity_key(data_dir, k)?;
     }
+    Ok(key)
+}
+
+/// Installs an identity key (32 hex digits) in a data dir (`hotrank
+/// import` of a dump that carries one).
+pub fn write_identity_key(data_dir: &Path, key: &str) -> Result<(), String> {
+    parse_identity_key(data_dir, key)?;
+    write_secret(data_dir, IDENTITY_FILE, key)
+}
+
+fn parse_identity_key(data_dir: &Path, hex: &str) -> Result<[u8; 16], String> {
+    let bad = || {
+        format!(
+            "{} must hold 32 hex digits",
+            data_dir.join(IDENTITY_FILE).display()
+        )
+    };
+    if hex.len() != 32 {
+        return Err(bad());
+    }
+    let mut secret = [0u8; 16];
     for (i, b) in secret.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&secret_hex[2 * i..2 * i + 2], 16).map_err(|_| {
-            format!(
-                "{} must hold hex digits",
-                data_dir.join("identity.key").display()
-            )
-        })?;
+        *b = hex
+            .get(2 * i..2 * i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(bad)?;
     }
     Ok(secret)
 }
@@ -156,12 +200,13 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let http = state.config.http.clone();
+    let cap = conns::connection_cap(&http).map_err(std::io::Error::other)?;
     let store = state.store.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
     let rankings = tokio::spawn(keep_rankings(state.clone()));
-    let http = state.config.http.clone();
-    serve(listener, api::router(state), &http, shutdown).await;
+    serve(listener, api::router(state), &http, cap, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
     // A rebuild in progress is dropped: it leaves nothing a query relies
@@ -178,12 +223,15 @@ pub async fn run(
 
 /// The accept loop: hyper's HTTP/1 connection with its header-read timer
 /// (`http.header_timeout_secs`, which also ends idle keep-alive
-/// connections) and parser limits, at most `http.max_connections` open at
-/// once, and a graceful shutdown that lets in-flight requests finish.
+/// connections) and parser limits (its bare answers replaced by the JSON
+/// error, [`parse_errors`]), at most [`conns::connection_cap`] open at
+/// once (the one idle longest gives way to a new one), and a graceful
+/// shutdown that lets in-flight requests finish.
 async fn serve(
     listener: TcpListener,
     app: axum::Router,
     http: &HttpConfig,
+    (cap, fd_limit): (usize, Option<u64>),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -195,7 +243,14 @@ async fn serve(
     if let Some(n) = http.parser_max_headers() {
         builder.max_headers(n);
     }
-    let permits = Arc::new(Semaphore::new(http.max_connections));
+    tracing::info!(
+        cap,
+        max_connections = http.max_connections,
+        descriptor_limit = fd_limit,
+        reserved_fds = http.reserved_fds,
+        "connection cap"
+    );
+    let conns = Conns::new(cap);
     let limits = Arc::new(http.clone());
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -204,8 +259,9 @@ async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
-                    // Out of file descriptors and the like: the connections
-                    // we hold will close by their timeouts; try again soon.
+                    // Out of file descriptors (the cap leaves room, but
+                    // other files count too) and the like: the connections
+                    // we hold close by their timeouts; try again soon.
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
@@ -213,19 +269,21 @@ async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            metrics::counter!("hotrank_http_connections_refused_total").increment(1);
+        let Some(slot) = conns.admit().await else {
             drop(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (app, limits) = (app.clone(), limits.clone());
+        let (app, limits_) = (app.clone(), limits.clone());
+        let conn = slot.conn.clone();
         let svc = tower::service_fn(move |mut req: axum::http::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));
-            let refused = api::head_refusal(&limits, req.uri(), req.headers());
+            let refused = api::head_refusal(&limits_, req.uri(), req.headers());
             let app = app.clone();
+            conn.busy();
+            let conn = conn.clone();
             async move {
-                match refused {
+                let resp = match refused {
                     Some(resp) => {
                         api::record_request(
                             "unmatched",
@@ -236,18 +294,22 @@ async fn serve(
                         Ok(resp)
                     }
                     None => app.oneshot(req).await,
-                }
+                };
+                conn.idle();
+                resp
             }
         });
-        let conn = graceful
-            .watch(builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)));
-        metrics::gauge!("hotrank_http_connections").increment(1.0);
+        let io = TokioIo::new(ParseErrorsAsJson::new(stream, limits.clone()));
+        let conn = graceful.watch(builder.serve_connection(io, TowerToHyperService::new(svc)));
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            tokio::select! {
+                ended = conn => if let Err(e) = ended {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                },
+                // Dropping the connection closes it.
+                _ = slot.conn.shed() => {}
             }
-            metrics::gauge!("hotrank_http_connections").decrement(1.0);
-            drop(permit);
+            drop(slot);
         });
     }
     drop(listener);

@@ -101,64 +101,199 @@ async fn idle_keep_alive_connections_are_closed() {
     assert!(lived < 5 * timeout, "{lived:?}");
 }
 
+/// At the cap, a new connection takes the place of the one idle longest:
+/// a well-behaved client gets through at once, and the held connections
+/// give way oldest first.
 #[tokio::test]
-async fn connections_past_the_cap_are_closed_and_the_server_stays_reachable() {
+async fn at_the_cap_the_connection_idle_longest_gives_way() {
     let cap = 16;
     let s = TestServer::start_with(|c| {
         c.http.max_connections = cap;
-        c.http.header_timeout_secs = 2;
+        c.http.header_timeout_secs = 30;
     })
     .await;
-    let refused_before = metric(&s, "hotrank_http_connections_refused_total").await;
-    // Hold `cap` connections open, sending nothing.
+    let shed_before = metric(&s, "hotrank_http_connections_shed_total").await;
+    // Hold `cap` connections open, sending nothing, one after the other.
     let mut held = Vec::new();
     for _ in 0..cap {
         held.push(TcpStream::connect(addr(&s)).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Let the server accept them all.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // One more: closed at once, long before the held ones time out.
+    // A fresh client is answered at once, long before the header timeout.
+    let once = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let r = once.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The oldest held connection made room; the newest are still open.
     let t = Instant::now();
-    let mut extra = TcpStream::connect(addr(&s)).await.unwrap();
-    let closed_after = wait_closed(&mut extra, t, Duration::from_secs(10))
-        .await
-        .expect("a connection past the cap must be closed");
-    let mut still_open = 0;
-    for c in &mut held {
-        let mut b = [0u8; 1];
-        if tokio::time::timeout(Duration::from_millis(1), c.read(&mut b))
-            .await
-            .is_err()
-        {
-            still_open += 1;
-        }
-    }
-    eprintln!(
-        "connection past the cap closed after {closed_after:?}; {still_open}/{cap} held ones still open"
-    );
-    assert_eq!(
-        still_open, cap,
-        "the held connections outlive the refused one"
-    );
-    // A well-behaved client gets through once the idle ones are closed by
-    // the header timeout: retry like a browser would.
-    let mut ok = false;
-    for _ in 0..100 {
-        if let Ok(r) = s.client.get(s.url("/healthz")).send().await
-            && r.status() == StatusCode::OK
-        {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let lived = wait_closed(&mut held[0], t, Duration::from_secs(10)).await;
+    assert!(lived.is_some(), "the connection idle longest was closed");
+    let mut b = [0u8; 1];
+    let newest = held.last_mut().unwrap();
     assert!(
-        ok,
-        "the server must stay reachable for a well-behaved client"
+        tokio::time::timeout(Duration::from_millis(50), newest.read(&mut b))
+            .await
+            .is_err(),
+        "the newest held connection is still open"
     );
     drop(held);
-    let refused_after = metric(&s, "hotrank_http_connections_refused_total").await;
-    assert!(refused_after > refused_before, "refusals are counted");
+    let shed_after = metric(&s, "hotrank_http_connections_shed_total").await;
+    assert!(shed_after > shed_before, "sheds are counted");
+}
+
+/// 2,000 connections that send nothing, against the real binary under a
+/// descriptor limit of 1024: with the default `http.max_connections`
+/// (512) and with one far above the limit. Every fresh client's `/healthz`
+/// is answered (the connections idle longest give way), and the server
+/// never runs out of descriptors (the cap stays under the limit).
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_past_the_descriptor_limit_leave_room_for_fresh_clients() {
+    const IDLE: usize = 2000;
+    // This process holds the 2,000 sockets.
+    if !raise_own_descriptor_limit(IDLE as u64 + 512) {
+        eprintln!("SKIPPED: this process cannot hold {IDLE} sockets");
+        return;
+    }
+    for max_connections in [512, 100_000] {
+        idle_flood(IDLE, max_connections).await;
+    }
+}
+
+#[cfg(target_os = "linux")]
+async fn idle_flood(idle: usize, max_connections: usize) {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    const LIMIT: u64 = 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hotrank.toml");
+    std::fs::write(
+        &config,
+        format!("[http]\nmax_connections = {max_connections}\nheader_timeout_secs = 120\n"),
+    )
+    .unwrap();
+    let port = common::redis::free_port();
+    let log = std::fs::File::create(dir.path().join("serve.log")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hotrank"));
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .env("HOTRANK_ADMIN_TOKEN", ADMIN)
+        .env("RUST_LOG", "warn,hotrank::server=info")
+        .stdout(log)
+        .stderr(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+    unsafe {
+        cmd.pre_exec(|| {
+            let r = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = KillOnDrop(cmd.spawn().expect("spawn hotrank serve"));
+    let base = format!("http://127.0.0.1:{port}");
+    let fresh = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fresh()
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status() == StatusCode::OK)
+    {
+        assert!(Instant::now() < deadline, "the server did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let addr = format!("127.0.0.1:{port}");
+    let mut held = Vec::new();
+    let mut failed = 0;
+    for _ in 0..idle {
+        match tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(&addr)).await {
+            Ok(Ok(c)) => held.push(c),
+            _ => failed += 1,
+        }
+    }
+    let mut answered = 0;
+    let tries = 40;
+    for _ in 0..tries {
+        if let Ok(r) = fresh().get(format!("{base}/healthz")).send().await
+            && r.status() == StatusCode::OK
+        {
+            answered += 1;
+        }
+    }
+    let fds = std::fs::read_dir(format!("/proc/{}/fd", child.0.id()))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    eprintln!(
+        "max_connections {max_connections}: {} of {idle} idle connections opened ({failed} failed); fresh /healthz answered {answered}/{tries}; the server holds {fds} descriptors (limit {LIMIT})",
+        held.len()
+    );
+    assert_eq!(answered, tries, "every fresh client is answered");
+    assert!((fds as u64) < LIMIT, "{fds} descriptors open");
+    drop(held);
+    drop(child);
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("closing the connections idle longest"),
+        "shedding is logged:\n{log}"
+    );
+    assert!(
+        !log.contains("Too many open files"),
+        "the server ran out of descriptors:\n{log}"
+    );
+}
+
+/// Raises this process's soft descriptor limit to at least `want` if the
+/// hard limit allows; whether it is now at least `want`.
+#[cfg(target_os = "linux")]
+fn raise_own_descriptor_limit(want: u64) -> bool {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return false;
+        }
+        if r.rlim_cur >= want {
+            return true;
+        }
+        if r.rlim_max < want {
+            return false;
+        }
+        r.rlim_cur = want;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &r) == 0
+    }
+}
+
+/// A child process, killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The value of an unlabelled counter in `/metrics` (0 if absent), read
@@ -183,7 +318,7 @@ async fn metric(s: &TestServer, name: &str) -> f64 {
 }
 
 #[tokio::test]
-async fn oversized_heads_get_json_414_and_431() {
+async fn oversized_and_malformed_heads_get_json_errors() {
     let s = TestServer::start().await;
     let long = format!("/api/hot?category={}", "a".repeat(9000));
     let r = s.client.get(s.url(&long)).send().await.unwrap();
@@ -199,9 +334,9 @@ async fn oversized_heads_get_json_414_and_431() {
                 && l.contains(r#"status="414""#)),
         "{metrics}"
     );
-    // Over http.max_headers (64) but within the parser's own 100 lines: our
-    // JSON answer. Past the parser's limit hyper answers a bare 431 itself
-    // (README, "Limits and abuse").
+    // Over http.max_headers (64), within the parser's own 100 lines and
+    // past them: the JSON answer either way (past them hyper answers, and
+    // its bare answer is replaced).
     let with_headers = |n: usize| {
         let mut req = s.client.get(s.url("/api/hot"));
         for i in 0..n {
@@ -209,29 +344,48 @@ async fn oversized_heads_get_json_414_and_431() {
         }
         req
     };
-    expect_error(
-        with_headers(90).send().await.unwrap(),
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        "headers_too_large",
-    )
-    .await;
-    assert_eq!(
-        with_headers(150).send().await.unwrap().status(),
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    for lines in [90, 150, 200] {
+        expect_error(
+            with_headers(lines).send().await.unwrap(),
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+        )
+        .await;
+    }
+    // A header within the parser's buffer, and past it (64 KiB, 1 MiB).
+    for bytes in [20_000, 64 << 10, 1 << 20] {
+        let r = s
+            .client
+            .get(s.url("/api/hot"))
+            .header("x-big", "b".repeat(bytes))
+            .send()
+            .await
+            .unwrap();
+        expect_error(
+            r,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+        )
+        .await;
+    }
+    // 10,000 query parameters: a target past the parser's buffer (and
+    // past what reqwest sends: written by hand).
+    let many: Vec<String> = (0..10_000).map(|i| format!("p{i}=v")).collect();
+    let head = format!(
+        "GET /api/hot?{} HTTP/1.1\r\nHost: x\r\n\r\n",
+        many.join("&")
     );
-    let r = s
-        .client
-        .get(s.url("/api/hot"))
-        .header("x-big", "b".repeat(20_000))
-        .send()
-        .await
-        .unwrap();
-    expect_error(
-        r,
-        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-        "headers_too_large",
-    )
-    .await;
+    let (status, body) = raw_answer(&s, head.as_bytes()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (414, &json!("uri_too_long"))
+    );
+    // A head that is not HTTP at all.
+    let (status, body) = raw_answer(&s, b"NOT\x01HTTP /\r\n\r\n").await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &json!("malformed_request"))
+    );
     // Multi-byte text in a range is a 400, not a dropped connection.
     let r = s
         .client
@@ -241,6 +395,23 @@ async fn oversized_heads_get_json_414_and_431() {
         .unwrap();
     expect_error(r, StatusCode::BAD_REQUEST, "invalid_parameter").await;
     assert_eq!(s.get("/healthz").await.0, StatusCode::OK);
+}
+
+/// Writes `request` on a connection of its own; returns the answer's
+/// status and JSON body (`Null` if the body is not JSON).
+async fn raw_answer(s: &TestServer, request: &[u8]) -> (u16, Value) {
+    let mut conn = TcpStream::connect(addr(s)).await.unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|a| a.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
 #[tokio::test]
@@ -453,4 +624,37 @@ async fn queries_over_the_ip_budget_get_429_with_retry_after() {
     assert_eq!(s.view("a", "v").await, "counted");
     s.clock.advance(61);
     assert_eq!(s.get("/api/hot").await.0, StatusCode::OK);
+}
+
+/// Behind a trusted proxy that writes entries with a port (`ip:port`,
+/// `[v6]:port`), each reader is budgeted by their own address: the port
+/// is stripped, and an address the reader forged to the left is not
+/// believed.
+#[tokio::test]
+async fn forwarded_for_entries_with_ports_budget_each_reader() {
+    let s = TestServer::start_with(|c| {
+        c.trusted_proxies = vec!["127.0.0.1".into()];
+        c.limits.queries_per_minute_per_ip = 5;
+    })
+    .await;
+    for proxy_wrote in ["203.0.113.7:5555", "[2001:db8::7]:443"] {
+        // A new forged left-hand entry on every request.
+        let (counts, sample) = flood(&s, 20, |c, i| {
+            c.get(s.url("/api/hot"))
+                .header("x-forwarded-for", format!("198.51.{i}.1, {proxy_wrote}"))
+        })
+        .await;
+        eprintln!("20 queries through the proxy as {proxy_wrote}: {counts:?}");
+        assert_eq!(counts.get(&200), Some(&5), "{proxy_wrote}: {counts:?}");
+        assert_eq!(counts.get(&429), Some(&15), "{proxy_wrote}: {counts:?}");
+        assert_429(sample);
+    }
+    // Four readers who send no header of their own: a budget each, not
+    // one shared with everyone behind the proxy.
+    let (counts, _) = flood(&s, 20, |c, i| {
+        c.get(s.url("/api/hot"))
+            .header("x-forwarded-for", format!("192.0.2.{}:40000", i % 4 + 1))
+    })
+    .await;
+    assert_eq!(counts.get(&200), Some(&20), "{counts:?}");
 }

@@ -318,6 +318,48 @@ async fn bad_requests_are_refused_and_change_nothing() {
     );
 }
 
+/// A cursor whose offset was edited (near 2^64, or past the deepest a
+/// ranking goes) is refused with 400 `invalid_cursor` on every store; it
+/// once overflowed the page arithmetic (a panic: 500).
+#[tokio::test]
+async fn forged_cursor_offsets_are_refused_on_every_store() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+    let redis = common::redis::RedisServer::shared();
+    let embedded = TestServer::start().await;
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let on_redis = TestServer::start_redis(dir, &redis.url(), |c| {
+        c.redis.prefix = common::redis::unique_prefix();
+    })
+    .await;
+    for s in [&embedded, &on_redis] {
+        for a in 0..12 {
+            s.view(&format!("a{a}"), "v").await;
+        }
+        let (status, first) = s.get("/api/hot?limit=2").await;
+        assert_eq!(status, StatusCode::OK, "{first}");
+        let cursor = first["cursor"].as_str().expect("a cursor").to_string();
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(&cursor).unwrap()).unwrap();
+        let (snapshot, _) = text.rsplit_once('.').unwrap();
+        let cap = hotrank::config::Config::default().retention.ranking_cap as u64;
+        for offset in [u64::MAX, u64::MAX - 1, u64::MAX - 100, cap + 1] {
+            let forged = URL_SAFE_NO_PAD.encode(format!("{snapshot}.{offset}"));
+            let r = s
+                .client
+                .get(s.url(&format!("/api/hot?limit=2&cursor={forged}")))
+                .send()
+                .await
+                .unwrap();
+            expect_error(r, StatusCode::BAD_REQUEST, "invalid_cursor").await;
+        }
+        // The real cursor still works.
+        let (status, next) = s.get(&format!("/api/hot?limit=2&cursor={cursor}")).await;
+        assert_eq!(status, StatusCode::OK, "{next}");
+        assert_eq!(next["items"][0]["rank"], 3, "{next}");
+    }
+}
+
 /// Fuzzing through the real router (`tower::ServiceExt::oneshot`): any
 /// bytes or text in any query parameter, any JSON-ish body on any POST,
 /// and the answer is a 2xx or a 4xx with the JSON error, never a panic

@@ -368,3 +368,43 @@ fn replay_data_dir_two_models() {
     assert_eq!(text.matches("overlap@10 1.00 ").count(), 4, "{text}");
     assert!(text.contains("identical top 10 in 4/4 intervals"), "{text}");
 }
+
+/// `hotrank check-config` says that the tokens and the passwords in URLs
+/// are set, and how long they are, never what they are.
+#[test]
+fn check_config_prints_no_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hotrank.toml");
+    std::fs::write(
+        &config,
+        "[redis]\nurl = \"redis://:redis-pass-1@127.0.0.1:6379/0\"\n\
+         [archive]\nurl = \"postgres://hotrank:pg-pass-22@127.0.0.1:5432/test?sslmode=disable&password=pg-pass-333\"\n",
+    )
+    .unwrap();
+    let out = hotrank(&[
+        "check-config",
+        "--config",
+        config.to_str().unwrap(),
+        "--admin-token",
+        "admin-secret-4444",
+        "--ingest-token",
+        "ingest-secret-55555",
+    ]);
+    for secret in [
+        "redis-pass-1",
+        "pg-pass-22",
+        "pg-pass-333",
+        "admin-secret-4444",
+        "ingest-secret-55555",
+    ] {
+        assert!(!out.contains(secret), "{secret} printed:\n{out}");
+    }
+    for shown in [
+        "admin_token = \"<redacted: set, 17 characters>\"",
+        "ingest_token = \"<redacted: set, 19 characters>\"",
+        "url = \"redis://:<redacted: set, 12 characters>@127.0.0.1:6379/0\"",
+        "url = \"postgres://hotrank:<redacted: set, 10 characters>@127.0.0.1:5432/test?sslmode=disable&password=<redacted: set, 11 characters>\"",
+    ] {
+        assert!(out.contains(shown), "{shown} missing:\n{out}");
+    }
+}

@@ -16,6 +16,10 @@
 //!   were recorded (payload version 0), by `tests/fixtures/make-main-v0.sh`
 //!   with that build's binary; its `export.jsonl` is that build's own
 //!   `hotrank export` of the directory, compared record for record.
+//!
+//! And dumps: `hotrank export` carries the site's identity key, so a site
+//! moved by export and import recognises its readers (on either store),
+//! and a version 1 dump, which has none, still imports.
 
 mod common;
 
@@ -266,4 +270,137 @@ fn a_data_dir_written_before_versions_exports_what_that_build_exported() {
         &missing[..missing.len().min(3)],
         &extra[..extra.len().min(3)]
     );
+}
+
+/// A view's verdict, and the article's PV and UV after it.
+async fn view(s: &TestServer, article: &str, visitor: &str) -> (String, u64, u64) {
+    let (_, v) = s
+        .post(
+            "/api/views",
+            &json!({"articleId": article, "visitorId": visitor}),
+        )
+        .await;
+    let verdict = v["verdict"].as_str().unwrap_or_default().to_string();
+    (
+        verdict,
+        v["pv"].as_u64().unwrap(),
+        v["uv"].as_u64().unwrap(),
+    )
+}
+
+/// A data dir with an identity key of its own (not the test servers'
+/// default), so that a moved site that lost it would hash its readers
+/// otherwise.
+fn site_dir(key: &str) -> Arc<tempfile::TempDir> {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    std::fs::write(dir.path().join("identity.key"), key).unwrap();
+    dir
+}
+
+/// `hotrank export`, then `hotrank import` into a new data dir (and on
+/// Redis a new prefix): a reader inside the 15-minute window of their view
+/// before the move is a duplicate after it, on the embedded store and on
+/// Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_site_recognises_its_readers() {
+    let redis = common::redis::RedisServer::shared();
+    let work = tempfile::tempdir().unwrap();
+    // The tools judge ages by the system clock (a Redis import expires
+    // buckets past retention): the sites run at the real time too.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    for on_redis in [false, true] {
+        let from = site_dir("00112233445566778899aabbccddeeff");
+        let (from_prefix, to_prefix) = (
+            common::redis::unique_prefix(),
+            common::redis::unique_prefix(),
+        );
+        let store_args = |prefix: &str| -> Vec<String> {
+            if on_redis {
+                [
+                    "--store",
+                    "redis",
+                    "--redis-url",
+                    &redis.url(),
+                    "--redis-prefix",
+                    prefix,
+                ]
+                .map(str::to_string)
+                .to_vec()
+            } else {
+                Vec::new()
+            }
+        };
+        let serve = |dir: Arc<tempfile::TempDir>, prefix: String, now: i64| async move {
+            if on_redis {
+                let s =
+                    TestServer::start_redis(dir, &redis.url(), |c| c.redis.prefix = prefix).await;
+                s.clock.set(now);
+                s
+            } else {
+                let config = test_config(dir.path());
+                TestServer::start_in(dir, config, now).await
+            }
+        };
+        let s = serve(from.clone(), from_prefix.clone(), now).await;
+        assert_eq!(view(&s, "moved", "reader").await, ("counted".into(), 1, 1));
+        s.stop().await;
+        let dump = work.path().join(format!("dump-{on_redis}.jsonl"));
+        let cli = |cmd: &str, dir: &Path, prefix: &str| {
+            let mut args: Vec<std::ffi::OsString> = vec![cmd.into(), "--data-dir".into()];
+            args.push(dir.into());
+            args.extend(["--file".into(), dump.clone().into_os_string()]);
+            args.extend(store_args(prefix).into_iter().map(Into::into));
+            let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+            common::run_hotrank(&args)
+        };
+        let (ok, err) = cli("export", from.path(), &from_prefix);
+        assert!(ok, "export: {err}");
+        // Into a data dir with another identity key: refused, nothing
+        // imported, and the message says what to copy.
+        let other = site_dir("ffeeddccbbaa99887766554433221100");
+        let (ok, err) = cli("import", other.path(), &to_prefix);
+        assert!(!ok && err.contains("identity.key"), "{err}");
+        // Into a new data dir: the site's key comes along.
+        let to = Arc::new(tempfile::tempdir().unwrap());
+        let (ok, err) = cli("import", to.path(), &to_prefix);
+        assert!(ok, "import: {err}");
+        let s = serve(to.clone(), to_prefix.clone(), now + 60).await;
+        assert_eq!(
+            view(&s, "moved", "reader").await,
+            ("duplicate".into(), 1, 1),
+            "on_redis = {on_redis}"
+        );
+        assert_eq!(
+            view(&s, "moved", "newcomer").await,
+            ("counted".into(), 2, 2)
+        );
+        s.stop().await;
+    }
+}
+
+/// A version 1 dump (no identity key) still imports, with a warning that
+/// says which file to copy.
+#[test]
+fn a_version_1_dump_imports_with_a_warning() {
+    let dump = fixtures().join("main-v0/export.jsonl");
+    if !dump.exists() {
+        return;
+    }
+    let to = tempfile::tempdir().unwrap();
+    let (ok, err) = common::run_hotrank(&[
+        "import".as_ref(),
+        "--data-dir".as_ref(),
+        to.path().as_os_str(),
+        "--file".as_ref(),
+        dump.as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("no identity key") && err.contains("identity.key"),
+        "{err}"
+    );
+    assert!(!to.path().join("identity.key").exists());
 }

@@ -121,10 +121,10 @@ impl From<crate::store::IngestReject> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let message = match &self {
+impl ApiError {
+    /// The contract's error body, `{"error": {"code", "message"}}`.
+    pub fn body(&self) -> serde_json::Value {
+        let message = match self {
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 "internal error".to_string()
@@ -137,8 +137,13 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        let body = Json(json!({"error": {"code": self.code(), "message": message}}));
-        let mut resp = (status, body).into_response();
+        json!({"error": {"code": self.code(), "message": message}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status(), Json(self.body())).into_response();
         let retry_after = match &self {
             ApiError::Unavailable(_) => Some(1),
             ApiError::TooManyRequests {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::task::Poll;
 
 use axum::body::Bytes;
@@ -196,7 +196,7 @@ impl FromRequestParts<AppState> for ArticlePath {
 }
 
 /// The client's address: the peer, or the first untrusted address of
-/// `X-Forwarded-For` when the peer is a trusted proxy.
+/// `X-Forwarded-For` when the peer is a trusted proxy ([`client_ip`]).
 pub struct ClientIp(pub IpAddr);
 
 impl FromRequestParts<AppState> for ClientIp {
@@ -216,28 +216,54 @@ impl FromRequestParts<AppState> for ClientIp {
     }
 }
 
+/// Walks `X-Forwarded-For` right to left from a trusted peer: the
+/// rightmost address a trusted proxy did not add itself is the client.
+/// Entries may carry a port, as some proxies write them (`1.2.3.4:5678`,
+/// `[2001:db8::1]:443`). The walk stops at an entry that is not an
+/// address: what lies to its left was not written by a proxy we trust, so
+/// the client is the last address read (a trusted one).
 fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[(IpAddr, u8)]) -> IpAddr {
     let is_trusted = |ip: IpAddr| trusted.iter().any(|&net| cidr_contains(net, ip));
     if !is_trusted(peer) {
         return peer;
     }
     let mut client = peer;
-    // Walk the chain right to left: the rightmost address a trusted proxy
-    // did not add itself is the client.
-    let chain: Vec<IpAddr> = headers
+    let chain: Vec<Option<IpAddr>> = headers
         .get_all("x-forwarded-for")
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|s| s.trim().parse::<IpAddr>().ok())
+        .flat_map(|v| match v.to_str() {
+            Ok(v) => v.split(',').map(forwarded_addr).collect(),
+            Err(_) => vec![None],
+        })
         .collect();
-    for ip in chain.into_iter().rev() {
+    for entry in chain.into_iter().rev() {
+        let Some(ip) = entry else { break };
         client = ip;
         if !is_trusted(ip) {
             break;
         }
     }
     client
+}
+
+/// One `X-Forwarded-For` entry: an address, optionally with a port
+/// (`ip:port`, `[v6]:port`, `[v6]`).
+fn forwarded_addr(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim();
+    if let Ok(ip) = entry.parse() {
+        return Some(ip);
+    }
+    let is_port = |p: &str| !p.is_empty() && p.len() <= 5 && p.parse::<u16>().is_ok();
+    if let Some(rest) = entry.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']')?;
+        if !after.is_empty() && !after.strip_prefix(':').is_some_and(is_port) {
+            return None;
+        }
+        return ip.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    let (ip, port) = entry.split_once(':')?;
+    is_port(port).then_some(())?;
+    ip.parse::<Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
 #[cfg(test)]
@@ -261,6 +287,22 @@ mod tests {
         let stranger: IpAddr = "8.8.8.8".parse().unwrap();
         assert_eq!(client_ip(stranger, &h, &trusted), stranger);
         assert_eq!(client_ip(proxy, &HeaderMap::new(), &trusted), proxy);
+        // Ports, as some proxies write them, are stripped.
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for (header, client) in [
+            ("9.9.9.9, 1.1.1.1:5678", "1.1.1.1"),
+            ("9.9.9.9, [2001:db8::7]:443, 10.0.0.5:80", "2001:db8::7"),
+            ("[2001:db8::8]", "2001:db8::8"),
+            // An entry that is no address ends the walk: the client is the
+            // last address a trusted proxy wrote.
+            ("9.9.9.9, garbage, 10.0.0.5", "10.0.0.5"),
+            ("9.9.9.9, 1.1.1.1:99999", "10.0.0.1"),
+            ("9.9.9.9, [::1]x", "10.0.0.1"),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("x-forwarded-for", header.parse().unwrap());
+            assert_eq!(client_ip(proxy, &h, &trusted), ip(client), "{header}");
+        }
     }
 
     #[test]

@@ -129,10 +129,14 @@ impl<K> Snapshot<K> {
         limit: usize,
         cap: usize,
     ) -> Option<(Walk<T>, usize)> {
-        if offset + limit <= self.items.len() || self.complete || self.items.len() >= cap {
+        let end = offset.saturating_add(limit);
+        if end <= self.items.len() || self.complete || self.items.len() >= cap {
             return None;
         }
-        let need = (offset + limit * PAGES_AHEAD).min(cap) - self.items.len();
+        let need = offset
+            .saturating_add(limit.saturating_mul(PAGES_AHEAD))
+            .min(cap)
+            - self.items.len();
         let listed = self.items.iter().map(|s| (&s.id, s.author.as_deref()));
         // One more than needed, to learn whether anything follows.
         Some((Walk::after(need + 1, self.per_author, listed), need))
@@ -148,9 +152,10 @@ impl<K> Snapshot<K> {
 
     /// The items of the page at `offset` and whether a next page may follow.
     pub fn page(&self, offset: usize, limit: usize, cap: usize) -> (&[SnapItem], bool) {
+        let end = offset.saturating_add(limit);
         let from = offset.min(self.items.len());
-        let to = (offset + limit).min(self.items.len());
-        let more = offset + limit < self.items.len() || (!self.complete && self.items.len() < cap);
+        let to = end.min(self.items.len());
+        let more = end < self.items.len() || (!self.complete && self.items.len() < cap);
         (&self.items[from..to], more)
     }
 }

@@ -31,11 +31,14 @@ fn fields(c: &str) -> Option<(String, String, String)> {
     ))
 }
 
-/// Parses a ranking cursor: (snapshot id, offset).
-pub fn parse_snapshot(c: &str) -> Result<(u64, usize), StoreError> {
+/// Parses a ranking cursor: (snapshot id, offset). A ranking is at most
+/// `cap` deep, so no cursor this server issued points further: a larger
+/// offset is forged (and near 2^64 it would overflow the page arithmetic).
+pub fn parse_snapshot(c: &str, cap: usize) -> Result<(u64, usize), StoreError> {
     fields(c)
         .filter(|(kind, _, _)| kind == "h")
         .and_then(|(_, id, off)| Some((id.parse().ok()?, off.parse().ok()?)))
+        .filter(|&(_, off)| off <= cap)
         .ok_or_else(|| StoreError::InvalidCursor("not a ranking cursor this server issued".into()))
 }
 
@@ -53,17 +56,21 @@ mod tests {
 
     #[test]
     fn round_trips_and_refusals() {
-        assert_eq!(parse_snapshot(&snapshot(42, 20)), Ok((42, 20)));
+        assert_eq!(parse_snapshot(&snapshot(42, 20), 1000), Ok((42, 20)));
+        assert_eq!(parse_snapshot(&snapshot(42, 1000), 1000), Ok((42, 1000)));
+        assert!(parse_snapshot(&snapshot(42, 1001), 1000).is_err());
+        let forged = URL_SAFE_NO_PAD.encode(format!("h.42.{}", u64::MAX - 5));
+        assert!(parse_snapshot(&forged, 1000).is_err());
         let id = ArticleId::parse("a-1").unwrap();
         assert_eq!(
             parse_newest(&newest(1_700_000_000, &id)),
             Ok((1_700_000_000, id.clone()))
         );
-        assert!(parse_snapshot(&newest(1, &id)).is_err());
+        assert!(parse_snapshot(&newest(1, &id), 1000).is_err());
         assert!(parse_newest(&snapshot(1, 2)).is_err());
         for bad in ["", "garbage", "!!!", &URL_SAFE_NO_PAD.encode("n.x.a{b}")] {
             assert!(
-                parse_snapshot(bad).is_err() && parse_newest(bad).is_err(),
+                parse_snapshot(bad, 1000).is_err() && parse_newest(bad).is_err(),
                 "{bad}"
             );
         }

@@ -6,7 +6,11 @@
 //! UV sketches travel as their byte images (base64 of exactly what Redis
 //! holds for the key, see [`crate::sketch`]); identities are the keyed
 //! hashes the stores hold (hex), never raw ids, so a dump is only useful
-//! together with the same `identity.key`.
+//! together with the same `identity.key`: since version 2, `hotrank
+//! export` carries that key in an [`Record::Identity`] line after the
+//! header, and `hotrank import` installs it ([`crate::cli::transfer`]).
+//!
+//! Versions: 1 had no identity line; 2 may have one. Both import.
 
 use std::io::{BufRead, Write};
 
@@ -18,7 +22,10 @@ use crate::model::{ArticleId, ArticleMeta, Timestamp};
 use crate::sketch::Hll;
 
 /// Format version of the first line.
-pub const DUMP_VERSION: u32 = 1;
+pub const DUMP_VERSION: u32 = 2;
+
+/// The oldest version [`read_records`] still reads.
+pub const OLDEST_DUMP_VERSION: u32 = 1;
 
 /// Counters of one bucket (an hour, a day) or of an article's lifetime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -53,6 +60,11 @@ pub enum Record {
     Header {
         version: u32,
         source: String,
+    },
+    /// The exporting site's `identity.key` (32 hex digits), which keyed
+    /// every hash in the dump (version 2).
+    Identity {
+        key: String,
     },
     Article {
         id: ArticleId,
@@ -172,8 +184,13 @@ pub fn read_records(input: impl BufRead) -> Result<Vec<Record>, String> {
             serde_json::from_str(&line).map_err(|e| format!("dump line {}: {e}", i + 1))?;
         if out.is_empty() {
             match &r {
-                Record::Header { version, .. } if *version == DUMP_VERSION => {}
-                _ => return Err(format!("line 1 must be a version {DUMP_VERSION} header")),
+                Record::Header { version, .. }
+                    if (OLDEST_DUMP_VERSION..=DUMP_VERSION).contains(version) => {}
+                _ => {
+                    return Err(format!(
+                        "line 1 must be a header of version {OLDEST_DUMP_VERSION} to {DUMP_VERSION}"
+                    ));
+                }
             }
         }
         out.push(r);

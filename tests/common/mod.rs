@@ -232,6 +232,19 @@ pub fn page_ids(page: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// Runs the `hotrank` binary with `args`; returns whether it succeeded,
+/// and its stderr.
+pub fn run_hotrank(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+        .args(args)
+        .output()
+        .expect("run hotrank");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Asserts an error answer: `status`, a JSON body with `code` and a
 /// non-empty message. Returns the body.
 pub async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &str) -> Value {

@@ -206,7 +206,8 @@ fn spawn(bin: &str, port: u16, dir: &std::path::Path, extra: &[String], watched:
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on (for servers tests start).
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }

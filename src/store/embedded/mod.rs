@@ -1338,7 +1338,7 @@ impl EmbeddedStore {
                 }
             }
             Some(c) => {
-                let (id, off) = cursor::parse_snapshot(c)?;
+                let (id, off) = cursor::parse_snapshot(c, cap)?;
                 let snap = inner.cursors.get(&id).ok_or_else(|| {
                     StoreError::InvalidCursor("cursor expired; start from the first page".into())
                 })?;

@@ -1081,7 +1081,7 @@ mod dumping {
             let mut pending = Vec::new();
             for r in records {
                 match r {
-                    Record::Header { .. } => {}
+                    Record::Header { .. } | Record::Identity { .. } => {}
                     Record::Article {
                         id,
                         meta,

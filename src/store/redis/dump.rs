@@ -710,7 +710,7 @@ pub async fn load_redis(
     let mut queued = 0usize;
     for r in records {
         match r {
-            Record::Header { .. } => {}
+            Record::Header { .. } | Record::Identity { .. } => {}
             Record::Article { id, .. } => {
                 articles += 1;
                 *registered

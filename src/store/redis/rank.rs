@@ -1049,7 +1049,7 @@ impl RedisStore {
                 }
             }
             Some(c) => {
-                let (id, off) = cursor::parse_snapshot(c)?;
+                let (id, off) = cursor::parse_snapshot(c, cap)?;
                 // This node may not have seen the latest metadata changes
                 // (another node's `PUT`): take them in before showing items.
                 self.sync(None).await?;

@@ -483,7 +483,7 @@ impl RedisStore {
         now: Timestamp,
     ) -> Result<HotPage, StoreError> {
         let skip = match &q.cursor {
-            Some(c) => cursor::parse_snapshot(c)?.1,
+            Some(c) => cursor::parse_snapshot(c, self.settings.ranking_cap)?.1,
             None => q.offset,
         };
         let mut con = self.con();
