@@ -196,20 +196,23 @@ impl RedisStore {
         self.query_pipe(&pipe).await.map_err(store_err)
     }
 
-    /// Sets every marker in `keys` that is missing to `epoch` (`SET NX`);
-    /// answers the epoch they hold, which another node may have set first.
+    /// Sets every marker in `keys` that is missing (`SET NX`): the first
+    /// to `epoch`, the others to what the first holds (another node may
+    /// have set it first: both then agree). Answers the epoch.
     async fn set_epochs(&self, keys: &[String], epoch: &str) -> Result<String, StoreError> {
         let mut con = self.con();
-        let mut held = None;
-        for k in keys {
-            let e = super::journal::set_nx_get(&mut con, k, epoch).await?;
-            if held.get_or_insert_with(|| e.clone()) != &e {
+        let mut held = epoch.to_string();
+        for (i, k) in keys.iter().enumerate() {
+            let e = super::journal::set_nx_get(&mut con, k, &held).await?;
+            if i == 0 {
+                held = e;
+            } else if e != held {
                 return Err(StoreError::Unavailable(format!(
-                    "another process set epoch {e} meanwhile: retry"
+                    "{k} holds epoch {e}, the site {held}: they belong to different sites"
                 )));
             }
         }
-        Ok(held.unwrap_or_else(|| epoch.to_string()))
+        Ok(held)
     }
 
     /// Sets the site's markers again after Redis lost its data, to the
