@@ -43,13 +43,14 @@ ARTS = int(os.environ.get('ARTICLES', '10000'))
 B = int(os.environ.get('BATCH', '250'))
 WARM = os.environ.get('WARM', '1') == '1'
 CG = os.environ.get('CG') == '1'
-CHUNKS = ['declared.lua', 'event.lua', 'ingest.lua', 'evicted.lua', 'common.lua', 'gate.lua',
+CHUNKS = ['declared.lua', 'epoch.lua', 'ingest_epoch.lua', 'event.lua', 'ingest.lua', 'evicted.lua', 'common.lua', 'gate.lua',
           'apply.lua', 'totals.lua', 'reply.lua']
 
 
 def assemble(d):
     # As `ingest_script_with` (src/store/redis/mod.rs) does; chunks a tree
-    # does not have yet (evicted.lua, totals.lua) are left out.
+    # does not have yet (evicted.lua, totals.lua, the epoch check) are left
+    # out.
     chunks = [open(os.path.join(d, p)).read() for p in CHUNKS if os.path.exists(os.path.join(d, p))]
     # Trees with article shards (issue 13): one shard on one Redis, as
     # keys.rs `shard_chunk_tagged(1, None)` puts it after declared.lua;
@@ -157,7 +158,7 @@ def seed_run(c, sha, now, evs, depth=16):
     return out
 
 
-def run(c, sha, now, evs, depth=4, kind='dir', over=None):
+def run(c, sha, now, evs, depth=4, kind='dir', over=None, epoch=False):
     if kind == 'seed':
         return seed_run(c, sha, now, evs)
     inflight, last = 0, None
@@ -169,7 +170,10 @@ def run(c, sha, now, evs, depth=4, kind='dir', over=None):
             for e in b:
                 args += [e[1], e[3], e[5], e[6]]
         else:
-            args = ['EVALSHA', sha, 0] + header(now, len(b), over)
+            # Trees with the epoch check (ingest_epoch.lua) take the epoch
+            # key and the epoch first; main() sets the key after FLUSHALL.
+            args = ['EVALSHA', sha, 0] + (['hr:pipe:epoch', 'bench'] if epoch else [])
+            args += header(now, len(b), over)
             for e in b:
                 args += e
         c.send(*args)
@@ -215,6 +219,9 @@ def main():
             f = os.path.join(d, 'header.json')
             return json.load(open(f)) if kind(d) == 'dir' and os.path.exists(f) else None
 
+        def epoch(d):
+            return kind(d) == 'dir' and os.path.exists(os.path.join(d, 'ingest_epoch.lua'))
+
         shas = [c.cmd('SCRIPT', 'LOAD', source(d)).decode() for d in DIRS]
         us = {d: [] for d in DIRS}
         kins = {d: [] for d in DIRS}
@@ -224,13 +231,15 @@ def main():
             order = list(zip(DIRS, shas))
             for d, sha in (order if r % 2 == 0 else order[::-1]):
                 c.cmd('FLUSHALL')
+                c.cmd('SET', 'hr:pipe:epoch', 'bench')
                 if WARM:
-                    run(c, sha, now, stream(1000 + r, now), kind=kind(d), over=overrides(d))
+                    run(c, sha, now, stream(1000 + r, now), kind=kind(d), over=overrides(d),
+                        epoch=epoch(d))
                 c.cmd('CONFIG', 'RESETSTAT')
                 if CG:
                     subprocess.run(['callgrind_control', '-z', str(srv.pid)], stdout=subprocess.DEVNULL)
                 c0 = cpu(c)
-                last = run(c, sha, now, evs, kind=kind(d), over=overrides(d))
+                last = run(c, sha, now, evs, kind=kind(d), over=overrides(d), epoch=epoch(d))
                 c1 = cpu(c)
                 k = calls(c)
                 ins = 0

@@ -67,6 +67,12 @@ enum Command {
     /// configured Redis: `filter` gates raw events, `count` applies the
     /// flagged ones. Runs until SIGTERM/Ctrl-C.
     Worker(WorkerArgs),
+    /// Accept that the Redis store lost this site's data (restarted
+    /// without persistence, FLUSHALL, a lost disk) without restoring it:
+    /// sets the site's epoch again, so the API nodes, which refuse a Redis
+    /// that lost it (503), serve it as it is. What it lost stays lost;
+    /// `archive restore` brings back what the archive holds instead.
+    RedisAckLoss(ServeArgs),
     /// Rebuild an embedded data directory whose log is damaged (the server
     /// refuses to start on one): keep every intact record, report what was
     /// skipped, write a new snapshot and move the old log aside. Stop the
@@ -581,6 +587,34 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
     Ok(())
 }
 
+/// `hotrank redis-ack-loss` (docs: README, "Disaster recovery").
+fn redis_ack_loss(config: Config) -> Result<(), String> {
+    config.validate()?;
+    if config.store != StoreKind::Redis {
+        return Err("redis-ack-loss is for the Redis store (--store redis)".into());
+    }
+    if !config.pipeline.log_url.is_empty() {
+        return Err(
+            "this site keeps a pipeline journal ([pipeline] log_url): rebuild its Redis with \
+             `hotrank archive restore --replay`, which counts every acknowledged event"
+                .into(),
+        );
+    }
+    let rt = runtime()?;
+    let _in_runtime = rt.enter();
+    let store = open_redis(&config)?;
+    let (epoch, missing) = rt.block_on(store.set_epoch()).map_err(|e| e.to_string())?;
+    if !missing {
+        return Err(format!(
+            "Redis holds this site's epoch {epoch}: it did not lose its data; nothing changed"
+        ));
+    }
+    println!(
+        "Redis holds site epoch {epoch} again: API nodes serve it as it is (what it lost is gone)"
+    );
+    Ok(())
+}
+
 fn repair(config: Config) -> Result<(), String> {
     config.validate()?;
     let settings = StoreSettings::from_config(&config);
@@ -658,6 +692,7 @@ fn main() -> ExitCode {
         }),
         Command::Archive(cmd) => archive(cmd),
         Command::Repair(args) => args.load().and_then(repair),
+        Command::RedisAckLoss(args) => args.load().and_then(redis_ack_loss),
         Command::CheckConfig(args) => args.load().and_then(|config| {
             let warnings = config.validate()?;
             for w in warnings {

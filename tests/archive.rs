@@ -1104,6 +1104,36 @@ async fn pipeline_flush_records_each_articles_position() {
     }
 }
 
+/// Issue 31: `/api/stats` (real HTTP) of the direct Redis store with an
+/// archive has `archiveAgeSeconds`, as the README promises (the pipeline
+/// had it alone, under `pipeline`): null before the first flush, then
+/// the age of the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_store_stats_show_the_archive_age() {
+    let (schema, archive, store) = writer_site(Layout::One).await;
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let mut config = common::test_config(dir.path());
+    config.store = hotrank::config::StoreKind::Redis;
+    config.archive.url = pg_url();
+    config.archive.schema = schema.name.clone();
+    let s = common::TestServer::start_with_store(dir, config, store.clone(), T0).await;
+    let (status, stats) = s.get("/api/stats").await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{stats}");
+    assert_eq!(
+        stats.get("archiveAgeSeconds"),
+        Some(&Value::Null),
+        "{stats}"
+    );
+    assert_eq!(s.view("d1", "v1").await, "counted");
+    let w = writer(&store, 10);
+    assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(1));
+    let (_, stats) = s.get("/api/stats").await;
+    let age = stats["archiveAgeSeconds"]
+        .as_i64()
+        .expect("an age once flushed");
+    assert!((0..=5).contains(&age), "{stats}");
+}
+
 // ---- Eviction and restore (docs/design.md, "Eviction and restore") ----
 
 use hotrank::model::Verdict;

@@ -1015,6 +1015,8 @@ async fn ingest_script_is_all_or_nothing() {
     let script = hotrank::store::redis::ingest_script();
     let call = |batch: &str, bad_middle: bool| {
         let mut inv = script.prepare_invoke();
+        // The epoch key and epoch (ingest_epoch.lua): no epoch, no check.
+        inv.arg("").arg("");
         for a in [
             "",
             &T0.to_string(),
@@ -1085,9 +1087,10 @@ async fn scripts_refuse_undeclared_keys() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(&format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
         hotrank::store::redis::shard_chunk(1),
+        include_str!("../src/store/redis/epoch.lua"),
         include_str!("../src/store/redis/op_plain.lua"),
         include_str!("../src/store/redis/put.lua")
     ));
@@ -1097,6 +1100,8 @@ async fn scripts_refuse_undeclared_keys() {
             inv.key(*k);
         }
         inv.arg("").arg("a1").arg(T0);
+        // The epoch key and epoch (op_plain.lua): no epoch, no check.
+        inv.arg("").arg("");
         inv
     };
     let all = [
@@ -1127,9 +1132,10 @@ async fn post_script_is_idempotent() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(&format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
         hotrank::store::redis::shard_chunk(1),
+        include_str!("../src/store/redis/epoch.lua"),
         include_str!("../src/store/redis/op_plain.lua"),
         concat!(
             include_str!("../src/store/redis/post.lua"),
@@ -1146,7 +1152,10 @@ async fn post_script_is_idempotent() {
             .arg(request)
             .arg(432)
             .arg("title")
-            .arg("hello");
+            .arg("hello")
+            // The epoch key and epoch (op_plain.lua): no epoch, no check.
+            .arg("")
+            .arg("");
         inv
     };
     let first = format!("{:032x}", 1);
@@ -1216,7 +1225,10 @@ async fn a_post_over_slots_is_two_idempotent_calls() {
             .arg(432)
             .arg(id)
             .arg("title")
-            .arg("hello");
+            .arg("hello")
+            // The epoch key and epoch (op_plain.lua): no epoch, no check.
+            .arg("")
+            .arg("");
         inv
     };
     let first = req(1);

@@ -48,6 +48,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("{0}")]
     Unavailable(String),
+    /// `/readyz`'s 503: as `Unavailable`, with why in the body (`reason`).
+    #[error("{0}")]
+    NotReady(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -67,7 +70,7 @@ impl ApiError {
             ApiError::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,7 +89,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => "uri_too_long",
             ApiError::HeadersTooLarge(_) => "headers_too_large",
             ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
-            ApiError::Unavailable(_) => "store_unavailable",
+            ApiError::Unavailable(_) | ApiError::NotReady(_) => "store_unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -135,9 +138,14 @@ impl ApiError {
                 tracing::debug!(%detail, "store unavailable");
                 "the store is unavailable; retry later".to_string()
             }
+            ApiError::NotReady(_) => "the store is not ready; retry later".to_string(),
             other => other.to_string(),
         };
-        json!({"error": {"code": self.code(), "message": message}})
+        let mut error = json!({"code": self.code(), "message": message});
+        if let ApiError::NotReady(reason) = self {
+            error["reason"] = json!(reason);
+        }
+        json!({ "error": error })
     }
 }
 
@@ -145,7 +153,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), Json(self.body())).into_response();
         let retry_after = match &self {
-            ApiError::Unavailable(_) => Some(1),
+            ApiError::Unavailable(_) | ApiError::NotReady(_) => Some(1),
             ApiError::TooManyRequests {
                 retry_after_secs, ..
             } => Some((*retry_after_secs).max(1)),

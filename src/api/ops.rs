@@ -35,10 +35,14 @@ async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok", "version": crate::metrics::VERSION}))
 }
 
+/// 200, or 503 saying why in `error.reason`.
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    state.store.ready().await?;
+    match state.store.ready().await {
+        Err(crate::store::StoreError::Unavailable(why)) => return Err(ApiError::NotReady(why)),
+        r => r?,
+    }
     if let Some(why) = state.store.warming() {
-        return Err(ApiError::Unavailable(why));
+        return Err(ApiError::NotReady(why));
     }
     Ok(Json(json!({"status": "ready"})))
 }
@@ -94,6 +98,15 @@ async fn stats(
         "quarantinedTotal": s.quarantined.total(),
         "quarantinedByHour": by_hour,
     });
+    // The Redis store's archive writer (direct or pipeline): how old the
+    // archive is (README, "The archive: PostgreSQL").
+    let archive = &state.config.archive;
+    if state.config.store == crate::config::StoreKind::Redis
+        && !archive.url.is_empty()
+        && archive.flush_secs > 0
+    {
+        body["archiveAgeSeconds"] = json!(state.store.archive_age().await?);
+    }
     if let Some(p) = state.store.pipeline_stats().await? {
         body["pipeline"] = p;
     }

@@ -47,7 +47,17 @@ pub fn load_records(
         StoreKind::Redis => {
             let _in_runtime = rt.enter();
             let store = RedisStore::connect(RedisOptions::from_config(config), settings.clone())?;
-            rt.block_on(load_redis(&store, records, &settings, SystemClock.now()))
+            rt.block_on(async {
+                let n = load_redis(&store, records, &settings, SystemClock.now()).await?;
+                // A Redis that lost its data holds it again: API nodes of the
+                // direct store serve it from now (marker.rs). With a journal
+                // only `archive restore --replay` may.
+                if config.pipeline.log_url.is_empty() {
+                    let (epoch, _) = store.set_epoch().await.map_err(|e| e.to_string())?;
+                    eprintln!("Redis holds site epoch {epoch}: API nodes serve it");
+                }
+                Ok(n)
+            })
         }
     }
 }

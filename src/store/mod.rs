@@ -380,4 +380,10 @@ pub trait Store: Send + Sync + 'static {
     async fn pipeline_stats(&self) -> Result<Option<serde_json::Value>, StoreError> {
         Ok(None)
     }
+
+    /// Seconds (wall clock) since the archive writer last flushed (the
+    /// Redis store); `None` when no flush happened, or without a writer.
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
 }

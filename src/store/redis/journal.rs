@@ -19,6 +19,7 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::marker::Reconciled;
 use super::ops::OpEntry;
 use super::{RedisStore, store_err};
 use crate::store::StoreError;
@@ -236,22 +237,22 @@ impl Journal {
             .await
             .map_err(store_err)?;
         let log = self.epoch().await?;
-        match (main, log) {
-            (Some(m), Some(l)) if m == l => Ok(m),
-            (Some(m), Some(l)) => Err(StoreError::Unavailable(format!(
+        match super::marker::reconcile(main, log) {
+            Reconciled::Same(m) => Ok(m),
+            Reconciled::Differ { main: m, known: l } => Err(StoreError::Unavailable(format!(
                 "Redis holds pipeline epoch {m} but the journal ({}) holds {l}: they belong to different sites",
                 self.epoch_key()
             ))),
-            (None, Some(l)) => Err(StoreError::Unavailable(format!(
+            Reconciled::Lost(l) => Err(StoreError::Unavailable(format!(
                 "Redis lost its pipeline state (no {main_key}; the journal holds epoch {l}): \
                  rebuild it with `hotrank archive restore --replay`"
             ))),
-            (Some(m), None) => {
+            Reconciled::OnlyMain(m) => {
                 tracing::warn!(epoch = %m, "the journal's Redis holds no epoch: it lost its entries; journaling again from now");
                 set_nx_get(&mut self.con(), &self.epoch_key(), &m).await
             }
-            (None, None) => {
-                let fresh = format!("{:016x}", rand::random::<u64>());
+            Reconciled::New => {
+                let fresh = super::marker::fresh();
                 let e = set_nx_get(&mut self.con(), &self.epoch_key(), &fresh).await?;
                 let got = set_nx_get(&mut store.con(), &main_key, &e).await?;
                 if got != e {
@@ -268,7 +269,7 @@ impl Journal {
 
 /// The main Redis's epoch key.
 pub fn epoch_key(store: &RedisStore) -> String {
-    format!("{}pipe:epoch", store.keys.prefix)
+    store.keys.epoch()
 }
 
 /// Sets `key` to `value` unless it exists; answers the value it holds.

@@ -340,6 +340,27 @@ impl Keys {
         }
     }
 
+    /// The site's epoch marker (marker.rs): which lifetime of the site's
+    /// data Redis holds.
+    pub fn epoch(&self) -> String {
+        self.k(format_args!("pipe:epoch"))
+    }
+
+    /// Every epoch marker of the site: [`Keys::epoch`] in the site's slot
+    /// and, when the site spans slots, `epoch` in each shard's (each
+    /// primary can lose its data alone).
+    pub fn epochs(&self) -> Vec<String> {
+        let mut out = vec![self.epoch()];
+        if self.spans_slots() {
+            out.extend(
+                self.all_shards()
+                    .iter()
+                    .map(|sk| format!("{}epoch", sk.prefix)),
+            );
+        }
+        out
+    }
+
     /// When (Unix s) a node last flushed to the archive.
     pub fn archive_flushed(&self) -> String {
         self.k(format_args!("archive:flushed"))
@@ -621,6 +642,7 @@ const SHARD_KEYS: &[&str] = &[
     "changes:seq",
     "changes:floor",
     "gate:done:<hex>",
+    "epoch",
 ];
 
 impl KeySpec {
@@ -1141,6 +1163,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
     ),
     key_spec!(
         "rankings",
+        "pipe:epoch",
+        r"^pipe:epoch$",
+        "string",
+        "the site's epoch: which lifetime of its data this Redis holds, created by the first node on a new site (or one written before epochs). A node learns it once and every write it sends carries it: a Redis that lost its data (restarted empty, FLUSHALL, a lost disk) refuses them, and `/readyz` answers 503, until `hotrank archive restore` or `hotrank redis-ack-loss` sets it again. With a journal (`pipeline.log_url`) it equals the journal's `pipe:journal:epoch` and the archive's `pipeline.epoch`, and only `hotrank archive restore --replay` sets it again (docs/design.md, \"Disaster recovery\")",
+        Ttl::None,
+        "none",
+        "marker.rs (a new site; `redis-ack-loss`, `archive import`/`restore`); journal.rs (`Journal::attach`); replay.rs (last step of a restore)"
+    ),
+    key_spec!(
+        "rankings",
         "archive:flushed",
         r"^archive:flushed$",
         "string",
@@ -1228,6 +1260,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none",
         "any node (`ready()`)"
+    ),
+    key_spec!(
+        "shards",
+        "epoch",
+        r"^epoch$",
+        "string",
+        "on a cluster with more than one shard: each shard's copy of `pipe:epoch`, under the shard's tag (`{<site>:s<k>}epoch`), so a primary that lost its shards' data is found too",
+        Ttl::None,
+        "none",
+        "marker.rs"
     ),
     key_spec!(
         "shards",
@@ -1408,16 +1450,6 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none",
         "pipe_flag.lua"
-    ),
-    key_spec!(
-        "pipeline",
-        "pipe:epoch",
-        r"^pipe:epoch$",
-        "string",
-        "with a journal (`pipeline.log_url`): the pipeline epoch this Redis belongs to, equal to the journal's `pipe:journal:epoch` and the archive's `pipeline.epoch`; API nodes queue events and run article operations only while it holds theirs, so a Redis that lost everything refuses them until `hotrank archive restore --replay` sets it again (docs/design.md, \"Disaster recovery\")",
-        Ttl::None,
-        "none",
-        "journal.rs (`Journal::attach`, a new site); replay.rs (last step of a restore)"
     ),
 ];
 

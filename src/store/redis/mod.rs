@@ -52,6 +52,7 @@ mod archive;
 mod dump;
 mod journal;
 mod keys;
+mod marker;
 mod ops;
 mod pipeline;
 mod position;
@@ -249,6 +250,8 @@ pub fn ingest_script() -> Script {
 /// keys (seed.rs).
 fn ingest_script_with(keys: &Keys, extra: &[&str]) -> Script {
     let mut parts = vec![
+        EPOCH_CHECK,
+        include_str!("ingest_epoch.lua"),
         "local GATE_STAGE = false\n",
         EVENT,
         include_str!("ingest.lua"),
@@ -276,6 +279,8 @@ const TOTALS: &str = include_str!("totals.lua");
 const EVICTED: &str = include_str!("evicted.lua");
 /// Helpers `GATE` and `APPLY` share (`common.lua`).
 const COMMON: &str = include_str!("common.lua");
+/// The epoch check of every write a node sends (`epoch.lua`, marker.rs).
+const EPOCH_CHECK: &str = include_str!("epoch.lua");
 
 impl Scripts {
     /// The scripts of the site `keys` names.
@@ -567,6 +572,8 @@ pub struct RedisStore {
     warm: warm::Warm,
     /// Rebuild claims this node could not give back (rank.rs).
     orphans: rank::Orphans,
+    /// The site's epoch as this node knows it (marker.rs).
+    marker: marker::Marker,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -577,10 +584,24 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-/// Maps a client error: the server unreachable, slow or loading is
-/// `Unavailable` (503, retry); anything else is a bug or a corrupt key.
+/// Maps a client error: the server unreachable, slow, loading, or
+/// refusing writes it will take again (at `maxmemory` with `noeviction`:
+/// OOM; unable to persist: MISCONF; a long script: BUSY), or a Redis that
+/// lost the site's data (EPOCH, marker.rs) is `Unavailable` (503, retry;
+/// nothing was written); anything else is a bug or a corrupt key.
 pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
     use redis::ServerErrorKind as S;
+    tracing::debug!(error = %e, "redis call failed");
+    let why = match server_code(&e).as_deref() {
+        Some("OOM") => "Redis refuses writes: it is out of memory (maxmemory, noeviction)",
+        Some("MISCONF") => "Redis refuses writes: it cannot persist to disk",
+        Some("BUSY") => "Redis is busy running a script",
+        Some("EPOCH") => "Redis lost this site's data (docs/design.md, \"Disaster recovery\")",
+        _ => "",
+    };
+    if !why.is_empty() {
+        return StoreError::Unavailable(format!("{why}: redis: {e}"));
+    }
     let transient = e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
@@ -597,14 +618,22 @@ pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
                         | S::Moved
                         | S::Ask
                 )
-        )
-        || e.to_string().contains("BUSY");
-    tracing::debug!(error = %e, "redis call failed");
+        );
     if transient {
         StoreError::Unavailable(format!("redis: {e}"))
     } else {
         StoreError::Internal(format!("redis: {e}"))
     }
+}
+
+/// The server's error code of `e` (`OOM`, `MISCONF`, `EPOCH`, ...), also
+/// when it failed a command of a pipeline, where the client's `code()`
+/// answers only the kinds it knows.
+fn server_code(e: &redis::RedisError) -> Option<String> {
+    e.code().map(str::to_string).or_else(|| {
+        let errors = e.clone().into_server_errors()?;
+        errors.first().map(|(_, s)| s.code().to_string())
+    })
 }
 
 fn is_noscript(e: &redis::RedisError) -> bool {
@@ -827,6 +856,7 @@ impl RedisStore {
             archive: std::sync::OnceLock::new(),
             warm: warm::Warm::default(),
             orphans: Default::default(),
+            marker: Default::default(),
         })
     }
 
@@ -1187,7 +1217,13 @@ impl RedisStore {
             keys.insert(k.gate_slot(name, slot));
             keys.insert(k.gate_slot(name, slot - 1));
         }
-        for name in [k.batch(batch_id), k.clock(), k.counted(), k.quarantine()] {
+        for name in [
+            k.batch(batch_id),
+            k.clock(),
+            k.counted(),
+            k.quarantine(),
+            k.epoch(),
+        ] {
             keys.insert(name);
         }
         for name in ["stats:articles", "archive:dirty", "archive:evicted"] {
@@ -1438,6 +1474,9 @@ impl Store for RedisStore {
             .map(|_| format!("{:032x}", rand::random::<u128>()))
             .collect();
         let parts: Vec<&[Event]> = events.chunks(chunk).collect();
+        // Only while Redis holds the site's epoch (marker.rs): over one
+        // slot ingest_epoch.lua checks it in the same call.
+        let (epoch_key, epoch) = self.script_epoch().await?;
         // Over a split site: a gate stage, then a count stage per shard
         // (split.rs).
         if self.keys.spans_slots() {
@@ -1469,6 +1508,7 @@ impl Store for RedisStore {
             for k in &keys[i] {
                 c.arg(k.as_str());
             }
+            c.arg(epoch_key.as_str()).arg(epoch.as_str());
             for h in &header {
                 c.arg(h.as_str());
             }
@@ -1598,6 +1638,7 @@ impl Store for RedisStore {
         id: &ArticleId,
         now: Timestamp,
     ) -> Result<Option<ArticleView>, StoreError> {
+        self.check_epoch()?;
         let own = self.article_own(id, now).await?;
         if self.seed_layout() {
             return self.seed_article(id, own, now).await;
@@ -1615,6 +1656,7 @@ impl Store for RedisStore {
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        self.check_epoch()?;
         if self.seed_serves(q) {
             return self.seed_votes_page(q, now).await;
         }
@@ -1630,10 +1672,12 @@ impl Store for RedisStore {
     }
 
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
+        self.check_epoch()?;
         self.newest_page(q, now).await
     }
 
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
+        self.check_epoch()?;
         let last = hour_of(now) + 1;
         let first = *crate::time::last_hours(hour_of(now), hours).start();
         let mut pipe = redis::pipe();
@@ -1700,6 +1744,7 @@ impl Store for RedisStore {
         now: Timestamp,
         hours: u32,
     ) -> Result<Option<Vec<HourlyRow>>, StoreError> {
+        self.check_epoch()?;
         let seq = self.sync_node().await?;
         match self.metas(std::slice::from_ref(id), &seq).await?.pop() {
             Some(Some(m)) if !m.deleted => {}
@@ -1755,6 +1800,12 @@ impl Store for RedisStore {
             version::check(self.con()).await?;
             self.version_ok.store(true, Relaxed);
         }
+        // Redis still holds the site's data (a node that finds it lost
+        // says so here, and refuses every call), and takes writes.
+        if self.marker_on() {
+            self.attach_epoch().await?;
+        }
+        self.probe_writes().await?;
         // A keyed read (on a cluster it asks the site's primary): the
         // site's shard count, recorded by its first node of more than one
         // shard. A node with another count would read and write its
@@ -1776,15 +1827,24 @@ impl Store for RedisStore {
         }
     }
 
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Ok(self.archive_flushed_at().await?.map(|t| (wall - t).max(0)))
+    }
+
     fn warming(&self) -> Option<String> {
         self.warming_up()
     }
 
     async fn keep_rankings(&self, now: Timestamp) -> Result<(), StoreError> {
+        self.check_epoch()?;
         self.keep_warm(now).await
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
+        self.check_epoch()?;
         let due = {
             let mut last = self.last_gc.lock();
             let due = now - *last >= 60 || now < *last;
@@ -1897,6 +1957,7 @@ impl RedisStore {
             args.push(v.as_bytes());
         }
         if self.keys.spans_slots() {
+            self.script_epoch().await?;
             return self.post_over_slots(&args, &request).await;
         }
         // The script picks the id after the counter's, skipping ids taken

@@ -15,9 +15,8 @@
 local OP_AT = table.remove(ARGV)
 local OP_EPOCH = table.remove(ARGV)
 local OP_EPOCH_KEY = table.remove(ARGV)
-if OP_EPOCH_KEY ~= '' and redis.call('GET', K(OP_EPOCH_KEY)) ~= OP_EPOCH then
-  return redis.error_reply('EPOCH Redis does not hold pipeline epoch ' .. tostring(OP_EPOCH))
-end
+local OP_REFUSED = epoch_refusal(OP_EPOCH_KEY, OP_EPOCH)
+if OP_REFUSED then return OP_REFUSED end
 local OP = { seq = 0, t = '0' }
 local function op_done(meta)
   OP.seq = redis.call('HINCRBY', meta, 'ops', 1)

@@ -57,7 +57,14 @@ impl OpKind {
 
 /// The script of `kind` without a journal, for the site `keys` names.
 pub(super) fn plain(keys: &Keys, kind: OpKind) -> Script {
-    sharded(keys, &[include_str!("op_plain.lua"), kind.body()])
+    sharded(
+        keys,
+        &[
+            super::EPOCH_CHECK,
+            include_str!("op_plain.lua"),
+            kind.body(),
+        ],
+    )
 }
 
 /// The four operations as a node with a journal runs them.
@@ -75,6 +82,7 @@ impl OpScripts {
             sharded(
                 keys,
                 &[
+                    super::EPOCH_CHECK,
                     include_str!("op_journal.lua"),
                     k.body(),
                     include_str!("op_journal_end.lua"),
@@ -193,7 +201,15 @@ impl RedisStore {
         run: &OpRun<'_>,
     ) -> Result<(T, Option<OpStamp>), StoreError> {
         let OpRun::Journaled { epoch } = run else {
-            let r = self.eval(self.scripts.op(kind, false), keys, args).await?;
+            // The direct store's epoch (marker.rs; '' on a pipeline's).
+            let (epoch_key, epoch) = self.script_epoch().await?;
+            let mut keys = keys.to_vec();
+            if !epoch.is_empty() {
+                keys.push(epoch_key.clone());
+            }
+            let mut all = args.to_vec();
+            all.extend([epoch_key.as_bytes(), epoch.as_bytes()]);
+            let r = self.eval(self.scripts.op(kind, false), &keys, &all).await?;
             return Ok((r, None));
         };
         let epoch_key = super::journal::epoch_key(self);
@@ -221,16 +237,9 @@ impl RedisStore {
         keys: &[String],
         args: &[&[u8]],
     ) -> Result<(redis::Value, u64, u64), StoreError> {
+        // A Redis that lost the epoch answers EPOCH: `Unavailable` (store_err).
         let (r, seq, t): (redis::Value, u64, String) =
-            match self.eval(self.scripts.op(kind, true), keys, args).await {
-                Err(StoreError::Internal(m)) if m.contains("EPOCH") => {
-                    return Err(StoreError::Unavailable(format!(
-                        "Redis lost its pipeline state; it must be restored \
-                         (hotrank archive restore --replay): {m}"
-                    )));
-                }
-                r => r?,
-            };
+            self.eval(self.scripts.op(kind, true), keys, args).await?;
         Ok((r, seq, t.parse().map_err(|_| super::bad_reply("op time"))?))
     }
 

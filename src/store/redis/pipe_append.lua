@@ -20,9 +20,8 @@ local m = tonumber(ARGV[4])
 local NAMES = { 'n', 'k', 'a', 'v', 'b', 'i', 't', 'c', 'r', 'e', 's', 'o', 'u' }
 local F = #NAMES
 if not (bound and m) then return redis.error_reply('ERR pipe_append.lua: malformed header') end
-if epoch ~= '' and redis.call('GET', ARGV[2]) ~= epoch then
-  return redis.error_reply('EPOCH Redis does not hold pipeline epoch ' .. epoch)
-end
+local refused = epoch_refusal(ARGV[2], epoch)
+if refused then return refused end
 local parts, pos = {}, 5
 for j = 1, m do
   local c = tonumber(ARGV[pos + 2])

@@ -119,11 +119,14 @@ impl IngestPipeline {
         // The gate and the counters name shard keys (config refuses a
         // pipeline over more than one shard for now).
         let keys = store.keys.clone();
+        // The pipeline keeps its own epoch (with a journal): the store's
+        // writes carry none (marker.rs).
+        store.marker.turn_off();
         IngestPipeline {
             store,
             cfg,
             scripts: PipeScripts {
-                append: chunks(&[include_str!("pipe_append.lua")]),
+                append: chunks(&[super::EPOCH_CHECK, include_str!("pipe_append.lua")]),
                 unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
                 filter: sharded(
                     &keys,
@@ -1173,14 +1176,7 @@ impl Store for PipelineStore {
             })
             .collect();
         let backlog: u64 = lag.iter().map(|l| l.pending + l.unread).sum();
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        let archive_age = self
-            .inner()
-            .archive_flushed_at()
-            .await?
-            .map(|t| (wall - t).max(0));
+        let archive_age = self.inner().archive_age().await?;
         let refused: HashMap<String, u64> = redis::cmd("HGETALL")
             .arg(self.pipe.refused_key())
             .query_async(&mut self.inner().con())
@@ -1295,6 +1291,10 @@ impl Store for PipelineStore {
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
         self.inner().maintain(now).await
+    }
+
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        self.inner().archive_age().await
     }
 
     fn warming(&self) -> Option<String> {
