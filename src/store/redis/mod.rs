@@ -630,10 +630,30 @@ pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
 /// when it failed a command of a pipeline, where the client's `code()`
 /// answers only the kinds it knows.
 fn server_code(e: &redis::RedisError) -> Option<String> {
-    e.code().map(str::to_string).or_else(|| {
+    let code = e.code().map(str::to_string).or_else(|| {
         let errors = e.clone().into_server_errors()?;
         errors.first().map(|(_, s)| s.code().to_string())
-    })
+    })?;
+    if code == "ERR" {
+        if let Some(inner) = script_error_code(&e.to_string()) {
+            return Some(inner);
+        }
+    }
+    Some(code)
+}
+
+/// Redis 6 wraps the error a command gave inside a script in one of its
+/// own: `ERR Error running script (call to f_…): @user_script:1:
+/// @user_script: 1: -OOM command not allowed …`. The command's code, if
+/// the text is such a wrapper.
+fn script_error_code(text: &str) -> Option<String> {
+    let rest = &text[text.find("Error running script")?..];
+    let after = &rest[rest.find(": -")? + 3..];
+    let code: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_uppercase())
+        .collect();
+    (!code.is_empty()).then_some(code)
 }
 
 fn is_noscript(e: &redis::RedisError) -> bool {
