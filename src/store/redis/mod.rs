@@ -314,6 +314,7 @@ impl Scripts {
             post_at: sharded(
                 keys,
                 &[
+                    include_str!("facets.lua"),
                     include_str!("post_at.lua"),
                     include_str!("post_make.lua"),
                     include_str!("post_at_end.lua"),
@@ -567,6 +568,8 @@ pub struct RedisStore {
     warm: warm::Warm,
     /// Rebuild claims this node could not give back (rank.rs).
     orphans: rank::Orphans,
+    /// Entries `GET /api/new` pages looked at ([`RedisStore::new_visited`]).
+    new_visited: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -827,6 +830,7 @@ impl RedisStore {
             archive: std::sync::OnceLock::new(),
             warm: warm::Warm::default(),
             orphans: Default::default(),
+            new_visited: Default::default(),
         })
     }
 
@@ -1272,6 +1276,7 @@ impl RedisStore {
         let keys = [
             k.meta(id),
             sk.newest(),
+            sk.newest_by(),
             sk.changes_seq(),
             sk.changes(),
             k.ledger(id, "archive:dirty"),
@@ -1849,6 +1854,7 @@ impl RedisStore {
             k.meta(id),
             k.ledger(id, "stats:articles"),
             sk.newest(),
+            sk.newest_by(),
             sk.changes_seq(),
             sk.changes(),
             k.ledger(id, "archive:dirty"),
@@ -1927,7 +1933,7 @@ impl RedisStore {
             keys.dedup();
             // The shard keys of every candidate's shard.
             for sk in shards.into_iter().map(|i| k.shard(i)) {
-                keys.extend([sk.newest(), sk.changes_seq(), sk.changes()]);
+                keys.extend([sk.newest(), sk.newest_by(), sk.changes_seq(), sk.changes()]);
             }
             let (id, stamp): (String, _) =
                 self.op_eval(ops::OpKind::Post, &keys, &args, run).await?;
