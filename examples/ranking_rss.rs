@@ -71,7 +71,10 @@ async fn main() {
     let mut rng = Rng::new(31);
     let mut peak = before;
     for h in 1..=200u32 {
-        store.hot(&query(RangeSpec::Hours(h), None), NOW).await.unwrap();
+        store
+            .hot(&query(RangeSpec::Hours(h), None), NOW)
+            .await
+            .unwrap();
         peak = peak.max(rss_mb());
     }
     for _ in 0..200 {

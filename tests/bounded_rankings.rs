@@ -537,7 +537,7 @@ async fn load_two_hours(store: &EmbeddedStore, articles: usize) {
     for chunk in (0..articles).collect::<Vec<_>>().chunks(1000) {
         let evs: Vec<Event> = (chunk.iter())
             .flat_map(|&a| {
-                let early = Event::view(view(a, 0).article, a as u128 + 1 << 40, NOW - 3600);
+                let early = Event::view(view(a, 0).article, (a as u128 + 1) << 40, NOW - 3600);
                 [early, view(a, a as u128)]
             })
             .collect();

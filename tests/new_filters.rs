@@ -19,8 +19,8 @@ const LIMIT: usize = 20;
 fn meta(i: usize) -> ArticleMeta {
     ArticleMeta {
         category: Some(if i % 10_000 == 3 { "rare" } else { "common" }.into()),
-        kind: Some(if i % 2 == 0 { "even" } else { "odd" }.into()),
-        groups: if i % 7 == 0 {
+        kind: Some(if i.is_multiple_of(2) { "even" } else { "odd" }.into()),
+        groups: if i.is_multiple_of(7) {
             vec!["g7".into()]
         } else {
             vec![]
@@ -45,7 +45,10 @@ async fn load(store: &dyn Store) {
     for i in DELETED {
         assert!(store.delete_article(&id(i), NOW).await.unwrap());
     }
-    store.put_article(id(REVIVED), meta(REVIVED), NOW).await.unwrap();
+    store
+        .put_article(id(REVIVED), meta(REVIVED), NOW)
+        .await
+        .unwrap();
 }
 
 /// Deleted articles (one of them PUT back after: [`REVIVED`]): the newest

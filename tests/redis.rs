@@ -1085,10 +1085,11 @@ async fn scripts_refuse_undeclared_keys() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(&format!(
-        "{}{}{}{}",
+        "{}{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
         hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/op_plain.lua"),
+        include_str!("../src/store/redis/facets.lua"),
         include_str!("../src/store/redis/put.lua")
     ));
     let put = |keys: &[&str]| {
@@ -1103,11 +1104,12 @@ async fn scripts_refuse_undeclared_keys() {
         "meta:article:a1",
         "stats:articles",
         "articles:new",
+        "articles:new:by",
         "changes:seq",
         "changes",
         "archive:dirty",
     ];
-    let err = put(&all[..4])
+    let err = put(&all[..5])
         .invoke_async::<i64>(&mut con)
         .await
         .unwrap_err();
@@ -1132,6 +1134,7 @@ async fn post_script_is_idempotent() {
         hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/op_plain.lua"),
         concat!(
+            include_str!("../src/store/redis/facets.lua"),
             include_str!("../src/store/redis/post.lua"),
             include_str!("../src/store/redis/post_make.lua"),
             include_str!("../src/store/redis/post_end.lua")
@@ -1188,8 +1191,9 @@ async fn a_post_over_slots_is_two_idempotent_calls() {
         include_str!("../src/store/redis/post_id.lua")
     ));
     let make = redis::Script::new(&format!(
-        "{declared}{}{}{}{}",
+        "{declared}{}{}{}{}{}",
         shard_chunk_tagged(3, Some("t")),
+        include_str!("../src/store/redis/facets.lua"),
         include_str!("../src/store/redis/post_at.lua"),
         include_str!("../src/store/redis/post_make.lua"),
         include_str!("../src/store/redis/post_at_end.lua")

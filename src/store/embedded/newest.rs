@@ -200,16 +200,10 @@ mod tests {
         let mut n = Newest::default();
         for i in 1..=6u64 {
             let cat = if i % 2 == 0 { "even" } else { "odd" };
-            let (idx, _) = d.put(
-                &ArticleId::from_number(i),
-                meta(100 + i as i64, cat, None).into(),
-            );
+            let (idx, _) = d.put(&ArticleId::from_number(i), meta(100 + i as i64, cat, None));
             n.track(idx, d.article(idx));
         }
-        let (idx, _) = d.put(
-            &ArticleId::from_number(3),
-            meta(103, "even", Some("g")).into(),
-        );
+        let (idx, _) = d.put(&ArticleId::from_number(3), meta(103, "even", Some("g")));
         n.track(idx, d.article(idx));
         assert_eq!(
             ids(n.candidates(&filter(Some("even"), None))),
