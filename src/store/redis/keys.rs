@@ -930,7 +930,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "articles:new:by",
         r"^articles:new:by$",
         "zset",
-        "live articles with a category, kind or group, one member per value: `c`/`k`/`g`, the value's byte length, `:`, the value, 9999999999999 − `publishedAt` (13 digits), the id; score 0 (`GET /api/new` with a filter reads one value's range, facets.lua)",
+        "live articles with a category, kind or group, one member per value: `c`/`k`/`g`, the value's byte length, `:`, the value, 9999999999999 − `publishedAt` (13 digits), the id; score 0 (`GET /api/new` with a filter reads one value's range, facets.lua); the member `~filled` marks it filled for articles written before it existed",
         Ttl::None,
         "none",
         "put/post/delete.lua"

@@ -570,6 +570,8 @@ pub struct RedisStore {
     orphans: rank::Orphans,
     /// Entries `GET /api/new` pages looked at ([`RedisStore::new_visited`]).
     new_visited: std::sync::atomic::AtomicU64,
+    /// Set once `articles:new:by` is known filled (rank.rs `fill_facets`).
+    facets_filled: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -831,6 +833,7 @@ impl RedisStore {
             warm: warm::Warm::default(),
             orphans: Default::default(),
             new_visited: Default::default(),
+            facets_filled: Default::default(),
         })
     }
 

@@ -387,6 +387,11 @@ struct Feed {
     buf: std::collections::VecDeque<(i64, ArticleId)>,
 }
 
+/// The member of `articles:new:by` that marks it filled for the articles
+/// written before it existed ([`RedisStore::fill_facets`]): `~` sorts
+/// after every value's range.
+const FILLED: &str = "~filled";
+
 /// `articles:new:by` (facets.lua) stores `NEWEST_BY_FROM - publishedAt`
 /// in 13 digits, so that newer articles sort first.
 const NEWEST_BY_FROM: i64 = 9_999_999_999_999;
@@ -1160,7 +1165,7 @@ impl RedisStore {
         );
         let lex = match prefixes.is_empty() {
             true => None,
-            false => match self.smallest_facet(prefixes).await? {
+            false => match self.fill_facets().await?.smallest_facet(prefixes).await? {
                 Some(p) => Some(p),
                 None => {
                     return Ok(HotPage {
@@ -1376,6 +1381,73 @@ impl RedisStore {
             };
         }
         Ok(())
+    }
+
+    /// Fills `articles:new:by` once per shard where it is not marked
+    /// filled ([`FILLED`]): a site written before the index existed has
+    /// its live articles in `articles:new` only. Once per process; the
+    /// fill is idempotent, so nodes starting together may both run it.
+    async fn fill_facets(&self) -> Result<&Self, StoreError> {
+        self.facets_filled
+            .get_or_try_init(|| async {
+                let script = super::sharded(
+                    &self.keys,
+                    &[include_str!("facets.lua"), include_str!("facets_fill.lua")],
+                );
+                let mut con = self.con();
+                for sk in self.keys.all_shards() {
+                    let by = sk.newest_by();
+                    let done: Option<f64> = redis::cmd("ZSCORE")
+                        .arg(&by)
+                        .arg(FILLED)
+                        .query_async(&mut con)
+                        .await
+                        .map_err(store_err)?;
+                    if done.is_some() {
+                        continue;
+                    }
+                    // ZSCAN returns every id live throughout at least once.
+                    let mut cursor = 0u64;
+                    loop {
+                        let (next, page): (u64, Vec<String>) = redis::cmd("ZSCAN")
+                            .arg(sk.newest())
+                            .arg(cursor)
+                            .arg("COUNT")
+                            .arg(256)
+                            .query_async(&mut con)
+                            .await
+                            .map_err(store_err)?;
+                        // Replies alternate member and score.
+                        let ids: Vec<ArticleId> = (page.iter().step_by(2))
+                            .filter_map(|id| ArticleId::parse(id).ok())
+                            .collect();
+                        if !ids.is_empty() {
+                            let mut inv = script.prepare_invoke();
+                            inv.key(&by).arg(self.keys.prefix.as_str());
+                            for id in &ids {
+                                inv.key(self.keys.meta(id)).arg(id.as_str());
+                            }
+                            inv.invoke_async::<i64>(&mut con)
+                                .await
+                                .map_err(store_err)?;
+                        }
+                        cursor = next;
+                        if cursor == 0 {
+                            break;
+                        }
+                    }
+                    redis::cmd("ZADD")
+                        .arg(&by)
+                        .arg(0)
+                        .arg(FILLED)
+                        .query_async::<()>(&mut con)
+                        .await
+                        .map_err(store_err)?;
+                }
+                Ok::<(), StoreError>(())
+            })
+            .await?;
+        Ok(self)
     }
 
     /// Of the filter values `prefixes` (members' prefixes in
