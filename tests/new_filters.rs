@@ -167,7 +167,10 @@ async fn redis_case(shards: u32) {
     let mut con = server.connection();
     let keys = hotrank::store::redis::Keys::new("").with_shards(shards);
     for sk in keys.all_shards() {
-        redis::cmd("DEL").arg(sk.newest_by()).query::<()>(&mut con).unwrap();
+        redis::cmd("DEL")
+            .arg(sk.newest_by())
+            .query::<()>(&mut con)
+            .unwrap();
     }
     let node = RedisStore::connect(opts, StoreSettings::default()).unwrap();
     check(&node, || node.new_visited(), LIMIT + 1).await;
@@ -181,4 +184,19 @@ async fn redis_new_with_a_rare_filter_reads_about_one_page() {
 #[tokio::test]
 async fn redis_sharded_new_with_a_rare_filter_reads_about_one_page() {
     redis_case(4).await;
+}
+
+/// The same on a 3-primary Redis Cluster, one site over 3 shards (every
+/// script's keys declared and in one slot).
+#[tokio::test]
+async fn redis_cluster_new_with_a_rare_filter_reads_about_one_page() {
+    use hotrank::store::redis::{RedisOptions, RedisStore};
+    let cluster = common::redis::Backend::Cluster(common::redis::RedisCluster::start(3, 0));
+    let opts = RedisOptions {
+        shards: 3,
+        ..cluster.options("newc3:")
+    };
+    let store = RedisStore::connect(opts, StoreSettings::default()).unwrap();
+    load(&store).await;
+    check(&store, || store.new_visited(), LIMIT + 1).await;
 }

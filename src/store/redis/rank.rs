@@ -1427,9 +1427,7 @@ impl RedisStore {
                             for id in &ids {
                                 inv.key(self.keys.meta(id)).arg(id.as_str());
                             }
-                            inv.invoke_async::<i64>(&mut con)
-                                .await
-                                .map_err(store_err)?;
+                            inv.invoke_async::<i64>(&mut con).await.map_err(store_err)?;
                         }
                         cursor = next;
                         if cursor == 0 {
