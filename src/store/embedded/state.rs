@@ -978,7 +978,8 @@ impl Data {
             if let Some(hours) = &self.window_ranges {
                 let before = a.window_cache_bytes();
                 a.keep_windows(hours);
-                self.window_bytes -= before - a.window_cache_bytes();
+                let freed = before - a.window_cache_bytes();
+                self.window_bytes = self.window_bytes.saturating_sub(freed);
             }
             // Seed 003: once voting closes the voter set is freed.
             if a.voters.get().is_some() && now - a.meta.published_at() >= voting {
@@ -1296,6 +1297,64 @@ mod tests {
         let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
         v.sort_unstable();
         v
+    }
+
+    /// The window caches' byte count follows every change (caches made,
+    /// grown by events, replaced, dropped by the sweep) as a recount over
+    /// the articles finds it; past the budget a new window is answered
+    /// alike but not cached.
+    #[test]
+    fn window_bytes_follow_the_caches_and_stop_at_the_budget() {
+        let s = StoreSettings {
+            visitor_limit_per_minute: 0,
+            ip_limit_per_minute: 0,
+            ..StoreSettings::default()
+        };
+        let t0 = 1_800_000_000;
+        let mut d = Data::new(&s);
+        let recount =
+            |d: &Data| -> usize { d.articles.iter().map(|a| a.window_cache_bytes()).sum() };
+        let mut visitor = 0u128;
+        let mut view = |d: &mut Data, n: u64, ts: Timestamp| {
+            visitor += 1;
+            let ev = Event::view(ArticleId::from_number(n), visitor, ts);
+            let found = d.lookup(&ev.article);
+            let v = d.judge(&ev, found, &s);
+            d.apply_event(&ev, v, found);
+        };
+        for n in 1..=20 {
+            view(&mut d, n, t0);
+            view(&mut d, n, t0 + 3600);
+        }
+        let now = t0 + 3600;
+        for hours in [2, 3, 4, 5, 6, 2] {
+            for idx in 0..20 {
+                d.window(idx, RangeSpec::Hours(hours), now);
+            }
+            assert_eq!(d.window_cache_bytes(), recount(&d), "{hours}h");
+        }
+        assert!(d.window_cache_bytes() > 0);
+        for n in 1..=20 {
+            for _ in 0..40 {
+                view(&mut d, n, now);
+            }
+        }
+        assert_eq!(d.window_cache_bytes(), recount(&d), "after events");
+        d.keep_window_ranges(vec![2]);
+        let mut sweep = Sweep::default();
+        while !d.expire_articles(now, &s, &mut sweep, 7, None) {}
+        assert_eq!(d.window_cache_bytes(), recount(&d), "after the sweep");
+        assert!(d.articles.iter().all(|a| a.windows.as_slice().len() == 1));
+        // Past the budget: the same counters, nothing cached.
+        let before = d.window_cache_bytes();
+        d.window_budget = before;
+        let cached = d.window(0, RangeSpec::Hours(2), now);
+        let fresh = d.window(0, RangeSpec::Hours(9), now);
+        assert_eq!(d.window_cache_bytes(), before);
+        d.window_budget = usize::MAX;
+        assert_eq!(d.window(0, RangeSpec::Hours(9), now), fresh);
+        assert_eq!(d.window(0, RangeSpec::Hours(2), now), cached);
+        assert!(d.window_cache_bytes() > before);
     }
 
     /// A window over one bucket keeps no cache and answers what a cache
