@@ -490,6 +490,13 @@ pub struct RankingsConfig {
     /// Rankings (model × range × filters) kept indexed at once; asking for
     /// one more drops the least recently used (rebuilt when asked again).
     pub max_live: usize,
+    /// Bytes the embedded store's rankings and window caches hold at most
+    /// together (estimated; the `hotrank_ranking_bytes` gauge): past it the
+    /// least recently used rankings are dropped, and past half of it for
+    /// the window caches new windows are not cached. The default ranking
+    /// and the ranking a query just used are kept whatever they hold: a
+    /// ranking holds about 70 bytes per article active in its window.
+    pub max_bytes: u64,
     /// Articles indexed at most per hold of the embedded store's lock
     /// while a new ranking is built (a hold also ends after about 1 ms):
     /// ingest waits for at most one chunk.
@@ -500,6 +507,7 @@ impl Default for RankingsConfig {
     fn default() -> Self {
         RankingsConfig {
             max_live: 64,
+            max_bytes: 96 << 20,
             build_chunk: 2048,
         }
     }
@@ -612,6 +620,12 @@ impl Config {
             return Err(format!(
                 "rankings.max_live = {} is invalid: must be in 1..=100000",
                 k.max_live
+            ));
+        }
+        if k.max_bytes < 1 << 20 {
+            return Err(format!(
+                "rankings.max_bytes = {} is invalid: must be at least 1048576 (1 MiB)",
+                k.max_bytes
             ));
         }
         if !(64..=10_000_000).contains(&k.build_chunk) {

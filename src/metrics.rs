@@ -138,7 +138,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_ranking_evictions_total",
         Counter,
         COUNT,
-        "Rankings dropped because more than rankings.max_live were indexed (least recently used first).",
+        "Rankings dropped because more than rankings.max_live were indexed, or they held more than rankings.max_bytes (least recently used first).",
+    ),
+    family(
+        "hotrank_ranking_bytes",
+        Gauge,
+        BYTES,
+        "Memory held by the embedded store's rankings and window caches together, estimated (kept within rankings.max_bytes).",
     ),
     family(
         "hotrank_window_cache_bytes",

@@ -529,3 +529,87 @@ async fn the_default_ranking_is_never_evicted() {
         "the default ranking was kept"
     );
 }
+
+/// Views of article `a` in the hour before `NOW` and in `NOW`'s hour:
+/// windows of two hours or more span two buckets, so each range a ranking
+/// asks for caches a window in every article.
+async fn load_two_hours(store: &EmbeddedStore, articles: usize) {
+    for chunk in (0..articles).collect::<Vec<_>>().chunks(1000) {
+        let evs: Vec<Event> = (chunk.iter())
+            .flat_map(|&a| {
+                let early = Event::view(view(a, 0).article, (a as u128 + 1) << 40, NOW - 3600);
+                [early, view(a, a as u128)]
+            })
+            .collect();
+        store.ingest(evs, NOW).await.unwrap();
+    }
+}
+
+/// A flood of distinct ranges and categories (the probe, scaled
+/// down) against a byte budget (`rankings.max_bytes`) that a few full
+/// rankings fill: after every query the rankings and window caches hold
+/// at most the budget, more than a few rankings never stay, and a
+/// ranking evicted early in the flood, asked again, is rebuilt to the
+/// same answer as a store with room for everything gives.
+#[tokio::test]
+async fn rankings_and_window_caches_stay_within_their_byte_budget() {
+    const ARTICLES: usize = 20_000;
+    const BUDGET: usize = 8 << 20;
+    let tight = EmbeddedStore::in_memory(StoreSettings {
+        ranking_max_bytes: BUDGET,
+        ..settings(64, 4096)
+    });
+    let roomy = EmbeddedStore::in_memory(StoreSettings {
+        ranking_max_bytes: usize::MAX,
+        ..settings(64, 4096)
+    });
+    for store in [&tight, &roomy] {
+        load_two_hours(store, ARTICLES).await;
+        for i in 0..ARTICLES / 4 {
+            let meta = ArticleMeta {
+                category: Some(format!("c{}", i % 7)),
+                published_at: NOW - 7200,
+                ..ArticleMeta::default()
+            };
+            let id = ArticleId::parse(&format!("a{i}")).unwrap();
+            store.put_article(id, meta, NOW).await.unwrap();
+        }
+    }
+    let mut peak = 0;
+    for h in 2..=60u32 {
+        let cat = (h % 3 == 0).then(|| format!("c{}", h % 7));
+        tight
+            .hot(&query(RangeSpec::Hours(h), cat), NOW)
+            .await
+            .unwrap();
+        let sizes = tight.ranking_sizes();
+        assert!(
+            sizes.bytes <= BUDGET,
+            "{} bytes held after range {h}h ({} rankings, {} window cache bytes)",
+            sizes.bytes,
+            sizes.rankings,
+            sizes.window_cache_bytes
+        );
+        peak = peak.max(sizes.bytes);
+    }
+    let sizes = tight.ranking_sizes();
+    assert!(sizes.rankings < 20, "{} rankings live", sizes.rankings);
+    assert!(peak > BUDGET / 2, "the flood fills the budget: peak {peak}");
+    // Range 2h and 5h were evicted long ago: rebuilt, they answer as the
+    // store that kept everything.
+    for q in [
+        query(RangeSpec::Hours(2), None),
+        query(RangeSpec::Hours(5), None),
+        query(RangeSpec::Hours(6), Some("c6".into())),
+    ] {
+        let got = tight.hot(&q, NOW).await.unwrap();
+        let want = roomy.hot(&q, NOW).await.unwrap();
+        let pairs = |p: &hotrank::model::HotPage| {
+            (p.items.iter())
+                .map(|i| (i.id.to_string(), i.score, i.counters))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got.items.len(), 10, "{q:?}");
+        assert_eq!(pairs(&got), pairs(&want), "{q:?}");
+    }
+}

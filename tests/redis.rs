@@ -1092,6 +1092,7 @@ async fn scripts_refuse_undeclared_keys() {
         hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/epoch.lua"),
         include_str!("../src/store/redis/op_plain.lua"),
+        include_str!("../src/store/redis/facets.lua"),
         include_str!("../src/store/redis/put.lua")
     ));
     let put = |keys: &[&str]| {
@@ -1108,11 +1109,12 @@ async fn scripts_refuse_undeclared_keys() {
         "meta:article:a1",
         "stats:articles",
         "articles:new",
+        "articles:new:by",
         "changes:seq",
         "changes",
         "archive:dirty",
     ];
-    let err = put(&all[..4])
+    let err = put(&all[..5])
         .invoke_async::<i64>(&mut con)
         .await
         .unwrap_err();
@@ -1138,6 +1140,7 @@ async fn post_script_is_idempotent() {
         include_str!("../src/store/redis/epoch.lua"),
         include_str!("../src/store/redis/op_plain.lua"),
         concat!(
+            include_str!("../src/store/redis/facets.lua"),
             include_str!("../src/store/redis/post.lua"),
             include_str!("../src/store/redis/post_make.lua"),
             include_str!("../src/store/redis/post_end.lua")
@@ -1197,8 +1200,9 @@ async fn a_post_over_slots_is_two_idempotent_calls() {
         include_str!("../src/store/redis/post_id.lua")
     ));
     let make = redis::Script::new(&format!(
-        "{declared}{}{}{}{}",
+        "{declared}{}{}{}{}{}",
         shard_chunk_tagged(3, Some("t")),
+        include_str!("../src/store/redis/facets.lua"),
         include_str!("../src/store/redis/post_at.lua"),
         include_str!("../src/store/redis/post_make.lua"),
         include_str!("../src/store/redis/post_at_end.lua")

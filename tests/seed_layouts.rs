@@ -1645,3 +1645,38 @@ async fn import_command_line() {
         "{err}"
     );
 }
+
+/// Seed layout: articles hotrank posts (seed_post.lua) are in the
+/// filtered newest index like any other, and leave it when deleted.
+#[tokio::test]
+async fn posts_are_listed_by_a_filtered_newest_page() {
+    let prefix = unique_prefix();
+    let s = hotrank(&prefix).await;
+    // A first filtered page fills the index for what is there (nothing):
+    // what comes after is indexed by the posting script itself.
+    let (st, v) = s.get("/api/new?group=rust").await;
+    assert_eq!((st, common::page_ids(&v).len()), (StatusCode::OK, 0), "{v}");
+    let mut posted = Vec::new();
+    for (i, group) in ["rust", "go", "rust"].into_iter().enumerate() {
+        let (st, v) = s
+            .post(
+                "/api/articles",
+                &json!({"poster": "7", "title": format!("t{i}"), "url": "https://t", "groups": [group]}),
+            )
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        posted.push(v["articleId"].as_str().unwrap().to_string());
+        s.clock.advance(10);
+    }
+    let (st, v) = s.get("/api/new?group=rust").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(
+        common::page_ids(&v),
+        [posted[2].as_str(), posted[0].as_str()]
+    );
+    assert_eq!(delete_api(&s, &posted[2]).await, StatusCode::NO_CONTENT);
+    let (_, v) = s.get("/api/new?group=rust").await;
+    assert_eq!(common::page_ids(&v), [posted[0].as_str()]);
+    let (_, v) = s.get("/api/new?group=go").await;
+    assert_eq!(common::page_ids(&v), [posted[1].as_str()]);
+}

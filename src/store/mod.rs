@@ -37,6 +37,9 @@ pub struct StoreSettings {
     pub ranking_cap: usize,
     /// Most rankings kept live (least recently used dropped first).
     pub max_rankings: usize,
+    /// Most bytes the embedded store's rankings and window caches hold
+    /// together (least recently used rankings dropped first).
+    pub ranking_max_bytes: usize,
     /// Articles indexed per lock hold while the embedded store builds a
     /// new ranking.
     pub build_chunk: usize,
@@ -62,6 +65,7 @@ impl StoreSettings {
             retention_secs: c.retention_secs(),
             ranking_cap: c.retention.ranking_cap,
             max_rankings: c.rankings.max_live,
+            ranking_max_bytes: usize::try_from(c.rankings.max_bytes).unwrap_or(usize::MAX),
             build_chunk: c.rankings.build_chunk,
             require_known_articles: c.require_known_articles,
             max_articles: c.max_articles,
@@ -69,6 +73,14 @@ impl StoreSettings {
             bot_quarantine_secs: c.gate.bot_quarantine_secs,
             models: c.models.clone(),
         }
+    }
+}
+
+impl StoreSettings {
+    /// The window caches' share of `ranking_max_bytes`: past it, windows
+    /// not cached yet are built from the buckets without caching them.
+    pub fn window_cache_bytes(&self) -> usize {
+        self.ranking_max_bytes / 2
     }
 }
 

@@ -25,6 +25,7 @@
 mod compact;
 pub mod dedupe;
 mod index;
+mod newest;
 pub mod persist;
 mod ranking;
 pub mod sharded;
@@ -32,7 +33,7 @@ mod state;
 
 pub use state::{LogRecord, WINDOW_CACHES};
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -242,7 +243,16 @@ fn run_build(
         record_hold("catch_up", held);
         match step {
             Step::More => {}
-            Step::Done => break,
+            Step::Done => {
+                // Within the byte budget with the new ranking in it; what
+                // it evicts is freed with the lock released.
+                let mut guard = inner.lock();
+                guard.fit(f.build.key());
+                let evicted = guard.rankings.take_evicted();
+                drop(guard);
+                drop(evicted);
+                break;
+            }
             Step::Gone => return,
         }
     }
@@ -517,9 +527,12 @@ const CURSOR_MAX: usize = 4096;
 struct Inner {
     data: Data,
     rankings: Rankings,
-    /// Live articles by publication time, newest first.
-    newest: BTreeSet<(std::cmp::Reverse<Timestamp>, ArticleId)>,
-    published: HashMap<Idx, Timestamp>,
+    /// Live articles by publication time, newest first, all and per
+    /// filter value (`GET /api/new`).
+    newest: newest::Newest,
+    /// Articles `GET /api/new` pages looked at, for tests of its cost
+    /// ([`EmbeddedStore::new_visited`]).
+    new_visited: u64,
     cursors: HashMap<u64, CursorSnap>,
     cursor_order: VecDeque<u64>,
     cursor_salt: u64,
@@ -530,12 +543,13 @@ struct Inner {
 }
 
 impl Inner {
-    fn new(data: Data, max_rankings: usize) -> Self {
+    fn new(data: Data, settings: &StoreSettings) -> Self {
+        let max_bytes = settings.ranking_max_bytes;
         let mut inner = Inner {
             data,
-            rankings: Rankings::new(max_rankings),
-            newest: BTreeSet::new(),
-            published: HashMap::new(),
+            rankings: Rankings::new(settings.max_rankings, max_bytes),
+            newest: newest::Newest::default(),
+            new_visited: 0,
             cursors: HashMap::new(),
             cursor_order: VecDeque::new(),
             cursor_salt: rand::random(),
@@ -548,55 +562,37 @@ impl Inner {
             .map(|b| b.hour() * 3600)
             .max()
             .unwrap_or(0);
-        // What `track_newest` keeps, built in bulk (a restart of millions
-        // of articles would spend seconds inserting one by one).
-        let live = (inner.data.articles.iter().enumerate())
-            .filter(|(_, a)| !a.deleted)
-            .map(|(i, a)| (i as Idx, a.meta.published_at(), &a.id));
-        let mut newest = Vec::new();
-        inner.published.reserve(inner.data.articles.len());
-        for (idx, p, id) in live {
-            newest.push((std::cmp::Reverse(p), id.clone()));
-            inner.published.insert(idx, p);
-        }
-        inner.newest = BTreeSet::from_iter(newest);
+        inner.newest = newest::Newest::build(&inner.data.articles);
         inner
     }
 
     fn on_change(&mut self, change: Change) {
         self.rankings.on_change(change, &self.data);
         match change {
-            Change::Counted(idx) | Change::Meta(idx) => self.track_newest(idx),
+            Change::Counted(idx) | Change::Meta(idx) => {
+                self.newest.track(idx, self.data.article(idx));
+            }
             Change::None => {}
         }
     }
 
     fn ranking_sizes(&self) -> RankingSizes {
         let (rankings, entries) = self.rankings.sizes();
+        let window_cache_bytes = self.data.window_cache_bytes();
         RankingSizes {
             rankings,
             entries,
-            window_cache_bytes: (self.data.articles.iter())
-                .map(|a| a.window_cache_bytes())
-                .sum(),
+            window_cache_bytes,
+            bytes: self.rankings.bytes() + window_cache_bytes,
         }
     }
 
-    fn track_newest(&mut self, idx: Idx) {
-        let a = self.data.article(idx);
-        let want = (!a.deleted).then_some(a.meta.published_at());
-        let had = self.published.get(&idx).copied();
-        if had == want {
-            return;
-        }
-        if let Some(p) = had {
-            self.newest.remove(&(std::cmp::Reverse(p), a.id.clone()));
-            self.published.remove(&idx);
-        }
-        if let Some(p) = want {
-            self.newest.insert((std::cmp::Reverse(p), a.id.clone()));
-            self.published.insert(idx, p);
-        }
+    /// After `keep` was used: evicts the least recently used rankings
+    /// while they and the window caches hold more than `rankings.max_bytes`
+    /// ([`Rankings::fit`]), and publishes what they hold.
+    fn fit(&mut self, keep: &RankKey) {
+        let held = self.rankings.fit(keep, self.data.window_cache_bytes());
+        metrics::gauge!("hotrank_ranking_bytes").set(held as f64);
     }
 
     fn remember_cursor(&mut self, snap: Snapshot<RankKey>, now: Timestamp) -> u64 {
@@ -657,6 +653,9 @@ pub struct RankingSizes {
     /// Index entries over all rankings (about 100 bytes each).
     pub entries: usize,
     pub window_cache_bytes: usize,
+    /// What the rankings and window caches hold together, estimated (kept
+    /// within `rankings.max_bytes`, the `hotrank_ranking_bytes` gauge).
+    pub bytes: usize,
 }
 
 pub struct EmbeddedStore {
@@ -950,7 +949,7 @@ impl EmbeddedStore {
         settings: StoreSettings,
     ) -> Self {
         EmbeddedStore {
-            inner: Arc::new(Mutex::new(Inner::new(data, settings.max_rankings))),
+            inner: Arc::new(Mutex::new(Inner::new(data, &settings))),
             warming: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             build_hook: Arc::new(Mutex::new(None)),
             wal: wal.map(Arc::new),
@@ -1022,6 +1021,13 @@ impl EmbeddedStore {
         )
         .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
         Ok(n)
+    }
+
+    /// Articles `GET /api/new` pages looked at so far: a page of `limit`
+    /// looks at about `offset + limit` articles of its filter's index,
+    /// however rare the filter (tests of its cost).
+    pub fn new_visited(&self) -> u64 {
+        self.inner.lock().new_visited
     }
 
     /// What the live rankings and window caches hold now.
@@ -1514,19 +1520,20 @@ impl Store for EmbeddedStore {
             return Ok(None);
         };
         let models = &self.settings.models;
-        let a = inner.data.article_mut(idx);
-        if a.deleted {
+        if inner.data.article(idx).deleted {
             return Ok(None);
         }
-        let mut lifetime = a.lifetime.get();
-        lifetime.uv = a.lifetime_uv.count();
         let scores = ModelKind::ALL
             .into_iter()
             .map(|m| {
-                let c = a.window(m.default_range(), now);
-                (m, models.score(m, &c, &a.meta.get(), now))
+                let c = inner.data.window(idx, m.default_range(), now);
+                let meta = inner.data.article(idx).meta.get().into_owned();
+                (m, models.score(m, &c, &meta, now))
             })
             .collect();
+        let a = inner.data.article_mut(idx);
+        let mut lifetime = a.lifetime.get();
+        lifetime.uv = a.lifetime_uv.count();
         Ok(Some(ArticleView {
             id: a.id.clone(),
             meta: a.meta.get().into_owned(),
@@ -1566,6 +1573,7 @@ impl Store for EmbeddedStore {
             tokio::task::yield_now().await;
         };
         let page = self.hot_page(&mut guard, q, &key, now);
+        guard.fit(&key);
         // Rankings evicted meanwhile are freed with the lock released.
         let evicted = guard.rankings.take_evicted();
         drop(guard);
@@ -1588,16 +1596,19 @@ impl Store for EmbeddedStore {
         let skip = if start.is_some() { 0 } else { q.offset };
         let mut picked: Vec<Idx> = Vec::new();
         let mut picker = Picker::new(q.per_author, skip, q.limit);
-        let iter: Box<dyn Iterator<Item = &(std::cmp::Reverse<Timestamp>, ArticleId)>> =
-            match &start {
-                Some(s) => Box::new(inner.newest.range((
-                    std::ops::Bound::Excluded(s.clone()),
-                    std::ops::Bound::Unbounded,
-                ))),
-                None => Box::new(inner.newest.iter()),
-            };
+        // Only articles with one of the filter's values: a rare filter
+        // costs no more than a common one.
+        let index = inner.newest.candidates(&key.filter);
+        let iter: Box<dyn Iterator<Item = &newest::Key>> = match &start {
+            Some(s) => Box::new(index.range((
+                std::ops::Bound::Excluded(s.clone()),
+                std::ops::Bound::Unbounded,
+            ))),
+            None => Box::new(index.iter()),
+        };
         let mut more = false;
         for (_, id) in iter {
+            inner.new_visited += 1;
             let idx = inner.data.lookup(id).expect("indexed");
             let a = inner.data.article(idx);
             if !key.filter.matches(&a.meta.get()) {
@@ -1616,8 +1627,8 @@ impl Store for EmbeddedStore {
             .iter()
             .enumerate()
             .map(|(i, &idx)| {
-                let a = inner.data.article_mut(idx);
-                let counters = a.window(q.range, now);
+                let counters = inner.data.window(idx, q.range, now);
+                let a = inner.data.article(idx);
                 let meta = a.meta.get().into_owned();
                 let score = models.score(q.model, &counters, &meta, now);
                 RankedItem {
@@ -1769,6 +1780,12 @@ impl Store for EmbeddedStore {
             // per short hold of the state lock, so ingest never waits for
             // the whole walk.
             let s = &self.settings;
+            {
+                // Window caches over a range no live ranking has are dropped.
+                let mut inner = self.inner.lock();
+                let hours = inner.rankings.hours();
+                inner.data.keep_window_ranges(hours);
+            }
             let mut walk = state::Sweep::default();
             self.in_holds("retention", |data, until| {
                 data.expire_articles(now, s, &mut walk, s.build_chunk, Some(until))
@@ -1782,6 +1799,7 @@ impl Store for EmbeddedStore {
             let mut inner = self.inner.lock();
             inner.data.expire_gate(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);
+            inner.fit(&Self::rank_key(&HotQuery::default_page()));
             inner.expire_cursors(now);
             let (rankings, entries) = inner.rankings.sizes();
             let (dedupe, event_ids, limiter_keys) = inner.data.gate_sizes();

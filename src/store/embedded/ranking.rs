@@ -74,15 +74,15 @@ pub fn exact(
     models: &Models,
     now: Timestamp,
 ) -> Option<Exact> {
-    let a = data.article_mut(idx);
+    let a = data.article(idx);
     if a.deleted || !key.filter.matches(&a.meta.get()) {
         return None;
     }
-    let c = a.window(key.range, now);
+    let c = data.window(idx, key.range, now);
     if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
         return None;
     }
-    let meta = a.meta.get();
+    let meta = data.article(idx).meta.get();
     Some(Exact {
         score: models.score(key.model, &c, &meta, now),
         bound: models.upper_bound(key.model, &c, &meta, now),
@@ -150,6 +150,16 @@ impl Ranking {
 
     pub fn len(&self) -> usize {
         self.order.len()
+    }
+
+    /// Bytes the ranking holds, estimated: its index's entries (tree nodes
+    /// 55–100 % full: [`ENTRY_BYTES`] each), and the tables of bounds and
+    /// of changed articles by their capacity.
+    fn bytes(&self) -> usize {
+        let slot = |t: usize| t + 1;
+        self.order.len() * ENTRY_BYTES
+            + self.bounds.capacity() * slot(std::mem::size_of::<(Idx, f64)>())
+            + self.dirty.capacity() * slot(std::mem::size_of::<Idx>())
     }
 
     fn remove(&mut self, idx: Idx, data: &Data) {
@@ -299,6 +309,11 @@ impl Ranking {
     }
 }
 
+/// Bytes an index entry takes in its tree: the entry in nodes 55–70 %
+/// full after incremental inserts (64–68 bytes an entry measured at
+/// 200,000 articles, BENCHMARKS.md, branch mem2), counted as 2/3 full.
+const ENTRY_BYTES: usize = std::mem::size_of::<Entry>() * 3 / 2;
+
 /// About the longest a build's catch-up or the retention sweep holds the
 /// store's lock at a time.
 pub const BUILD_HOLD: std::time::Duration = std::time::Duration::from_millis(1);
@@ -438,22 +453,66 @@ impl Build {
 }
 
 /// Every ranking that queries have asked for, created on first use, at
-/// most `max_live` of them (the least recently used goes first).
+/// most `max_live` of them and, with the window caches, at most
+/// `max_bytes` ([`Rankings::fit`]): the least recently used goes first.
 pub struct Rankings {
     map: HashMap<RankKey, Ranking>,
     max_live: usize,
+    max_bytes: usize,
     uses: u64,
     evicted: Vec<Ranking>,
 }
 
 impl Rankings {
-    pub fn new(max_live: usize) -> Self {
+    pub fn new(max_live: usize, max_bytes: usize) -> Self {
         Rankings {
             map: HashMap::new(),
             max_live: max_live.max(1),
+            max_bytes,
             uses: 0,
             evicted: Vec::new(),
         }
+    }
+
+    /// Bytes the rankings hold, estimated ([`Ranking::bytes`]).
+    pub fn bytes(&self) -> usize {
+        self.map.values().map(Ranking::bytes).sum()
+    }
+
+    /// The ranges of the live rankings (their articles' window caches are
+    /// the ones worth keeping).
+    pub fn hours(&self) -> Vec<u32> {
+        let mut hours: Vec<u32> = (self.map.keys())
+            .filter_map(|k| match k.range {
+                RangeSpec::Hours(h) => Some(h),
+                _ => None,
+            })
+            .collect();
+        hours.sort_unstable();
+        hours.dedup();
+        hours
+    }
+
+    /// Evicts the least recently used rankings while they and the window
+    /// caches (`window_bytes`) hold more than `max_bytes`. Kept whatever
+    /// they hold: `keep` (the ranking a query or build just used), the
+    /// pinned default ranking, and rankings being built. Returns the bytes
+    /// held after.
+    pub fn fit(&mut self, keep: &RankKey, window_bytes: usize) -> usize {
+        let mut held = self.bytes() + window_bytes;
+        while held > self.max_bytes {
+            let oldest = (self.map.iter())
+                .filter(|(k, r)| r.building.is_none() && !r.pinned && *k != keep)
+                .min_by_key(|(_, r)| r.used)
+                .map(|(k, _)| k.clone());
+            let Some(r) = oldest.and_then(|k| self.map.remove(&k)) else {
+                break;
+            };
+            held -= r.bytes();
+            self.evicted.push(r);
+            metrics::counter!("hotrank_ranking_evictions_total").increment(1);
+        }
+        held
     }
 
     /// Follows a change: the article is re-scored at the next query.
@@ -775,7 +834,7 @@ mod tests {
             filter: Filter::of(&q),
         };
         let mut data = Data::new(&s);
-        let mut rankings = Rankings::new(4);
+        let mut rankings = Rankings::new(4, usize::MAX);
         let Join::Start(signal) = rankings.join(&key, t0) else {
             panic!("a new ranking is built")
         };

@@ -326,8 +326,21 @@ impl Article {
             .sum()
     }
 
-    /// Counters inside `range` at `now`, UV included.
-    pub fn window(&mut self, range: RangeSpec, now: Timestamp) -> Counters {
+    /// Keeps only the window caches over one of `hours` (the ranges of
+    /// the live rankings).
+    fn keep_windows(&mut self, hours: &[u32]) {
+        if let Some(v) = self.windows.0.as_deref_mut() {
+            v.retain(|w| hours.contains(&w.hours));
+            if v.is_empty() {
+                self.windows.0 = None;
+            }
+        }
+    }
+
+    /// Counters inside `range` at `now`, UV included. A window not cached
+    /// yet is cached only if `cache` (else built from the buckets and
+    /// dropped: [`Data::window`] past the window caches' budget).
+    pub fn window(&mut self, range: RangeSpec, now: Timestamp, cache: bool) -> Counters {
         let RangeSpec::Hours(hours) = range else {
             let mut c = self.lifetime.get();
             c.uv = self.lifetime_uv.count();
@@ -365,6 +378,16 @@ impl Article {
                     let agg = self.build_window(hours, end_hour);
                     self.windows.vec_mut()[0] = agg;
                 }
+            }
+            None if !cache => {
+                let mut agg = self.build_window(hours, end_hour);
+                let l = self.lifetime.get();
+                return Counters {
+                    uv: agg.sketch.count(),
+                    ups: l.ups,
+                    downs: l.downs,
+                    ..agg.counters
+                };
             }
             None => {
                 let agg = self.build_window(hours, end_hour);
@@ -536,6 +559,17 @@ pub struct Data {
     pub(super) next_post_id: u64,
     #[serde(skip)]
     index: Index,
+    /// Bytes the articles' window caches hold, kept as they change.
+    #[serde(skip)]
+    window_bytes: usize,
+    /// Past this many, windows not cached yet are not cached
+    /// ([`StoreSettings::window_cache_bytes`]).
+    #[serde(skip)]
+    window_budget: usize,
+    /// The ranges of the live rankings: the retention sweep drops the
+    /// window caches over any other ([`Data::keep_window_ranges`]).
+    #[serde(skip)]
+    window_ranges: Option<Vec<u32>>,
     /// The behaviour rule's per-visitor state (derived, not snapshotted):
     /// one entry per viewing visitor of the last minute, sharded like the
     /// dedupe table, as it grows with the traffic.
@@ -588,6 +622,9 @@ impl Data {
             index: Index::default(),
             behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
+            window_bytes: 0,
+            window_budget: s.window_cache_bytes(),
+            window_ranges: None,
         }
     }
 
@@ -598,6 +635,36 @@ impl Data {
         self.visitor_limits.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
+        self.window_budget = s.window_cache_bytes();
+    }
+
+    /// Counters of `articles[idx]` inside `range` at `now`, UV included,
+    /// through its window caches, which cache a new window only while
+    /// they hold less than their budget.
+    pub fn window(&mut self, idx: Idx, range: RangeSpec, now: Timestamp) -> Counters {
+        let cache = self.window_bytes < self.window_budget;
+        self.in_windows(idx, |a| a.window(range, now, cache))
+    }
+
+    /// Runs `f` on `articles[idx]`, following what its window caches hold.
+    fn in_windows<T>(&mut self, idx: Idx, f: impl FnOnce(&mut Article) -> T) -> T {
+        let a = &mut self.articles[idx as usize];
+        let before = a.window_cache_bytes();
+        let out = f(a);
+        self.window_bytes = (self.window_bytes + a.window_cache_bytes()).saturating_sub(before);
+        out
+    }
+
+    /// Bytes the window caches hold now.
+    pub fn window_cache_bytes(&self) -> usize {
+        self.window_bytes
+    }
+
+    /// The ranges whose window caches the next retention sweep keeps (the
+    /// live rankings'): a range whose rankings were all evicted gives its
+    /// caches back within a sweep.
+    pub fn keep_window_ranges(&mut self, hours: Vec<u32>) {
+        self.window_ranges = Some(hours);
     }
 
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
@@ -745,7 +812,7 @@ impl Data {
         }
         self.counted += 1;
         let hash = murmur64a(&ev.visitor_element(), HLL_SEED);
-        self.article_mut(idx).count(ev, hash);
+        self.in_windows(idx, |a| a.count(ev, hash));
         Change::Counted(idx)
     }
 
@@ -908,6 +975,12 @@ impl Data {
         let end = sweep.next.saturating_add(chunk).min(self.articles.len());
         for (n, a) in self.articles[sweep.next..end].iter_mut().enumerate() {
             a.expire(first_hour);
+            if let Some(hours) = &self.window_ranges {
+                let before = a.window_cache_bytes();
+                a.keep_windows(hours);
+                let freed = before - a.window_cache_bytes();
+                self.window_bytes = self.window_bytes.saturating_sub(freed);
+            }
             // Seed 003: once voting closes the voter set is freed.
             if a.voters.get().is_some() && now - a.meta.published_at() >= voting {
                 a.voters = Sparse::default();
@@ -1226,6 +1299,64 @@ mod tests {
         v
     }
 
+    /// The window caches' byte count follows every change (caches made,
+    /// grown by events, replaced, dropped by the sweep) as a recount over
+    /// the articles finds it; past the budget a new window is answered
+    /// alike but not cached.
+    #[test]
+    fn window_bytes_follow_the_caches_and_stop_at_the_budget() {
+        let s = StoreSettings {
+            visitor_limit_per_minute: 0,
+            ip_limit_per_minute: 0,
+            ..StoreSettings::default()
+        };
+        let t0 = 1_800_000_000;
+        let mut d = Data::new(&s);
+        let recount =
+            |d: &Data| -> usize { d.articles.iter().map(|a| a.window_cache_bytes()).sum() };
+        let mut visitor = 0u128;
+        let mut view = |d: &mut Data, n: u64, ts: Timestamp| {
+            visitor += 1;
+            let ev = Event::view(ArticleId::from_number(n), visitor, ts);
+            let found = d.lookup(&ev.article);
+            let v = d.judge(&ev, found, &s);
+            d.apply_event(&ev, v, found);
+        };
+        for n in 1..=20 {
+            view(&mut d, n, t0);
+            view(&mut d, n, t0 + 3600);
+        }
+        let now = t0 + 3600;
+        for hours in [2, 3, 4, 5, 6, 2] {
+            for idx in 0..20 {
+                d.window(idx, RangeSpec::Hours(hours), now);
+            }
+            assert_eq!(d.window_cache_bytes(), recount(&d), "{hours}h");
+        }
+        assert!(d.window_cache_bytes() > 0);
+        for n in 1..=20 {
+            for _ in 0..40 {
+                view(&mut d, n, now);
+            }
+        }
+        assert_eq!(d.window_cache_bytes(), recount(&d), "after events");
+        d.keep_window_ranges(vec![2]);
+        let mut sweep = Sweep::default();
+        while !d.expire_articles(now, &s, &mut sweep, 7, None) {}
+        assert_eq!(d.window_cache_bytes(), recount(&d), "after the sweep");
+        assert!(d.articles.iter().all(|a| a.windows.as_slice().len() == 1));
+        // Past the budget: the same counters, nothing cached.
+        let before = d.window_cache_bytes();
+        d.window_budget = before;
+        let cached = d.window(0, RangeSpec::Hours(2), now);
+        let fresh = d.window(0, RangeSpec::Hours(9), now);
+        assert_eq!(d.window_cache_bytes(), before);
+        d.window_budget = usize::MAX;
+        assert_eq!(d.window(0, RangeSpec::Hours(9), now), fresh);
+        assert_eq!(d.window(0, RangeSpec::Hours(2), now), cached);
+        assert!(d.window_cache_bytes() > before);
+    }
+
     /// A window over one bucket keeps no cache and answers what a cache
     /// built from the buckets answers, through new visitors (the bucket's
     /// remembered count follows its sketch), new hours (two buckets: a
@@ -1261,19 +1392,19 @@ mod tests {
             // Visitor 1's second view is a duplicate.
             ingest(&mut d, &view(1, visitor, ts), &s);
             for now in [ts, ts + 3600] {
-                let got = d.article_mut(0).window(range, now);
+                let got = d.article_mut(0).window(range, now, true);
                 assert_eq!(got, built(&d, now), "event {i}, now {now}");
                 assert_eq!(d.article(0).window_cache_bytes(), 0, "event {i}");
             }
         }
-        assert_eq!(d.article_mut(0).window(range, t0 + 1).uv, 2);
+        assert_eq!(d.article_mut(0).window(range, t0 + 1, true).uv, 2);
         // Two hours in a two-hour window: cached, and equal.
         let two = RangeSpec::Hours(2);
-        let c = d.article_mut(0).window(two, t0 + 3601);
+        let c = d.article_mut(0).window(two, t0 + 3601, true);
         assert!(d.article(0).window_cache_bytes() > 0);
         assert_eq!((c.pv, c.uv), (4, 4));
         // An hour later it holds one bucket: the cache goes.
-        let c = d.article_mut(0).window(two, t0 + 7200 + 3600);
+        let c = d.article_mut(0).window(two, t0 + 7200 + 3600, true);
         assert_eq!((c.pv, c.uv), (1, 1));
         assert_eq!(d.article(0).window_cache_bytes(), 0);
     }

@@ -7,10 +7,13 @@ local meta = K(AK(P, id) .. 'meta:article:' .. id)
 local S = SK(P, id)
 local newest, cseq, changes = K(S .. 'articles:new'), K(S .. 'changes:seq'), K(S .. 'changes')
 local dirty = K(AK(P, id) .. 'archive:dirty')
+local by = K(S .. 'articles:new:by')
 if redis.call('EXISTS', meta) == 0 or redis.call('HGET', meta, 'deleted') == '1' then
   return 0
 end
+local old = facets_of(meta, id)
 redis.call('HSET', meta, 'deleted', '1')
+facets_move(by, old, {})
 redis.call('ZREM', newest, id)
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)

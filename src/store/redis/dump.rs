@@ -861,6 +861,9 @@ pub(super) fn article_writes(
         }
         if !*deleted {
             pipe.zadd(keys.of(id).newest(), id.as_str(), meta.published_at);
+            for member in super::rank::facet_members(meta, id) {
+                pipe.zadd(keys.of(id).newest_by(), member, 0);
+            }
         }
     }
     if lifetime.pv > 0 {

@@ -240,6 +240,7 @@ impl Keys {
             self.voted(id),
             self.counters(id),
             sk.newest(),
+            sk.newest_by(),
             sk.changes_seq(),
             sk.changes(),
         ];
@@ -440,6 +441,10 @@ impl ShardKeys {
     pub fn newest(&self) -> String {
         self.k(format_args!("articles:new"))
     }
+    /// Live articles by filter value, then `publishedAt` (facets.lua).
+    pub fn newest_by(&self) -> String {
+        self.k(format_args!("articles:new:by"))
+    }
     pub fn ranking_index(&self) -> String {
         self.k(format_args!("hot:index"))
     }
@@ -632,6 +637,7 @@ const SHARD_KEYS: &[&str] = &[
     "active:h:<hour>",
     "active:d:<day>",
     "articles:new",
+    "articles:new:by",
     "hot:<model>:<range>:<filter>",
     "hot:score:state",
     "hot:<model>:<range>:<filter>:state",
@@ -940,6 +946,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none",
         "put/post/delete/ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "articles:new:by",
+        r"^articles:new:by$",
+        "zset",
+        "live articles with a category, kind or group, one member per value: `c`/`k`/`g`, the value's byte length, `:`, the value, 9999999999999 − `publishedAt` (13 digits), the id; score 0 (`GET /api/new` with a filter reads one value's range, facets.lua); the member `~filled` marks it filled for articles written before it existed",
+        Ttl::None,
+        "none",
+        "put/post/delete.lua"
     ),
     key_spec!(
         "counters",
@@ -1330,6 +1346,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         Ttl::None,
         "none",
         "put/post/delete/ingest.lua"
+    ),
+    key_spec!(
+        "shards",
+        "s<k>:articles:new:by",
+        r"^s[0-9]{1,3}:articles:new:by$",
+        "zset",
+        "the shard's `articles:new:by` (`GET /api/new` with a filter merges every shard's range of one value)",
+        Ttl::None,
+        "none",
+        "put/post/delete.lua"
     ),
     key_spec!(
         "shards",

@@ -319,6 +319,7 @@ impl Scripts {
             post_at: sharded(
                 keys,
                 &[
+                    include_str!("facets.lua"),
                     include_str!("post_at.lua"),
                     include_str!("post_make.lua"),
                     include_str!("post_at_end.lua"),
@@ -574,6 +575,10 @@ pub struct RedisStore {
     orphans: rank::Orphans,
     /// The site's epoch as this node knows it (marker.rs).
     marker: marker::Marker,
+    /// Entries `GET /api/new` pages looked at ([`RedisStore::new_visited`]).
+    new_visited: std::sync::atomic::AtomicU64,
+    /// Set once `articles:new:by` is known filled (rank.rs `fill_facets`).
+    facets_filled: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -877,6 +882,8 @@ impl RedisStore {
             warm: warm::Warm::default(),
             orphans: Default::default(),
             marker: Default::default(),
+            new_visited: Default::default(),
+            facets_filled: Default::default(),
         })
     }
 
@@ -1328,6 +1335,7 @@ impl RedisStore {
         let keys = [
             k.meta(id),
             sk.newest(),
+            sk.newest_by(),
             sk.changes_seq(),
             sk.changes(),
             k.ledger(id, "archive:dirty"),
@@ -1929,6 +1937,7 @@ impl RedisStore {
             k.meta(id),
             k.ledger(id, "stats:articles"),
             sk.newest(),
+            sk.newest_by(),
             sk.changes_seq(),
             sk.changes(),
             k.ledger(id, "archive:dirty"),
@@ -2009,7 +2018,7 @@ impl RedisStore {
             keys.dedup();
             // The shard keys of every candidate's shard.
             for sk in shards.into_iter().map(|i| k.shard(i)) {
-                keys.extend([sk.newest(), sk.changes_seq(), sk.changes()]);
+                keys.extend([sk.newest(), sk.newest_by(), sk.changes_seq(), sk.changes()]);
             }
             let (id, stamp): (String, _) =
                 self.op_eval(ops::OpKind::Post, &keys, &args, run).await?;

@@ -43,14 +43,15 @@ impl OpKind {
 
     fn body(self) -> &'static str {
         match self {
-            OpKind::Put => include_str!("put.lua"),
+            OpKind::Put => concat!(include_str!("facets.lua"), include_str!("put.lua")),
             OpKind::Post => concat!(
+                include_str!("facets.lua"),
                 include_str!("post.lua"),
                 include_str!("post_make.lua"),
                 include_str!("post_end.lua")
             ),
             OpKind::Vote => include_str!("vote.lua"),
-            OpKind::Delete => include_str!("delete.lua"),
+            OpKind::Delete => concat!(include_str!("facets.lua"), include_str!("delete.lua")),
         }
     }
 }

@@ -10,11 +10,13 @@ local S = SK(P, id)
 local stats, newest = K(A .. 'stats:articles'), K(S .. 'articles:new')
 local vtime, vscore = K(A .. 'time:'), K(A .. 'score:')
 local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(A .. 'archive:dirty')
+local by = K(S .. 'articles:new:by')
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = FIRST, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', meta, unpack(args))
 redis.call('INCR', stats)
 redis.call('ZADD', newest, published, id)
+facets_move(by, {}, facets_of(meta, id))
 redis.call('ZADD', vtime, published, id)
 redis.call('HINCRBY', counters, 'ups', 1)
 redis.call('ZADD', vscore, tonumber(published) + per, id)

@@ -9,6 +9,8 @@ local meta = K(AK(P, id) .. 'meta:article:' .. id)
 local S = SK(P, id)
 local stats, newest = K(AK(P, id) .. 'stats:articles'), K(S .. 'articles:new')
 local cseq, changes, dirty = K(S .. 'changes:seq'), K(S .. 'changes'), K(AK(P, id) .. 'archive:dirty')
+local by = K(S .. 'articles:new:by')
+local old = facets_of(meta, id)
 local st = redis.call('HMGET', meta, 'known', 'deleted')
 local created = (st[1] ~= '1' or st[2] == '1') and 1 or 0
 if redis.call('EXISTS', meta) == 0 then redis.call('INCR', stats) end
@@ -23,6 +25,7 @@ if ops then
 end
 redis.call('HSET', meta, unpack(args))
 redis.call('ZADD', newest, published, id)
+facets_move(by, old, facets_of(meta, id))
 local seq = redis.call('INCR', cseq)
 redis.call('ZADD', changes, seq, id)
 redis.call('SADD', dirty, id)

@@ -59,9 +59,15 @@ const CLAIM: &str = include_str!("seed_claim.lua");
 fn scripts() -> &'static SeedScripts {
     static S: OnceLock<SeedScripts> = OnceLock::new();
     S.get_or_init(|| SeedScripts {
-        post: script(include_str!("seed_post.lua")),
+        post: script(concat!(
+            include_str!("facets.lua"),
+            include_str!("seed_post.lua")
+        )),
         vote: script(include_str!("seed_vote.lua")),
-        delete: script(include_str!("seed_delete.lua")),
+        delete: script(concat!(
+            include_str!("facets.lua"),
+            include_str!("seed_delete.lua")
+        )),
         claim: super::chunks(&[CLAIM, "return seed_claim(ARGV[1], ARGV[2])\n"]),
     })
 }

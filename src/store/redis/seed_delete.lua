@@ -16,7 +16,9 @@ if not st[1] then
   -- (Whole seconds, as hotrank reads it: the site's `time` has a fraction.)
   redis.call('HSET', meta, 'publishedAt', string.format('%d', math.floor(tonumber(posted))))
 end
+local facets = facets_of(meta, id)
 redis.call('HSET', meta, 'deleted', '1')
+facets_move(K(P .. 'articles:new:by'), facets, {})
 redis.call('ZREM', K(P .. 'articles:new'), id)
 redis.call('ZREM', vtime, member)
 redis.call('ZREM', vscore, member)

@@ -4,7 +4,7 @@
 -- = 1), `time:`/`score:` with member `article:<id>`, `voted:<id>` holding
 -- the poster's `user:<id>` (expiring when voting closes), and the article
 -- in each `group:<name>`. hotrank's own keys (metadata, counters, change
--- log, archive:dirty) are written beside them.
+-- log, archive:dirty, the filtered newest index) are written beside them.
 --
 -- ARGV: prefix, publishedAt (now), poster member, voting window (s),
 -- request id (32 hex digits), score per vote, title, link, group count n,
@@ -28,6 +28,8 @@ redis.call('SET', counter, n)
 local args = { 'publishedAt', published, 'known', '1', 'deleted', '0' }
 for i = 10 + ngroups, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call('HSET', K(P .. 'meta:article:' .. id), unpack(args))
+-- (The filtered newest index, as post_make.lua keeps it: facets.lua.)
+facets_move(K(P .. 'articles:new:by'), {}, facets_of(K(P .. 'meta:article:' .. id), id))
 redis.call('INCR', K(P .. 'stats:articles'))
 redis.call('ZADD', K(P .. 'articles:new'), published, id)
 redis.call('HINCRBY', K(P .. 'counter:article:' .. id), 'ups', 1)
