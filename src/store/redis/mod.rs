@@ -639,10 +639,10 @@ fn server_code(e: &redis::RedisError) -> Option<String> {
         let errors = e.clone().into_server_errors()?;
         errors.first().map(|(_, s)| s.code().to_string())
     })?;
-    if code == "ERR" {
-        if let Some(inner) = script_error_code(&e.to_string()) {
-            return Some(inner);
-        }
+    if code == "ERR"
+        && let Some(inner) = script_error_code(&e.to_string())
+    {
+        return Some(inner);
     }
     Some(code)
 }
