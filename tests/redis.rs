@@ -1087,7 +1087,7 @@ async fn scripts_refuse_undeclared_keys() {
     let client = redis::Client::open(server.url()).unwrap();
     let mut con = client.get_multiplexed_async_connection().await.unwrap();
     let script = redis::Script::new(&format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         include_str!("../src/store/redis/declared.lua"),
         hotrank::store::redis::shard_chunk(1),
         include_str!("../src/store/redis/epoch.lua"),
