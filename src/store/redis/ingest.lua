@@ -40,6 +40,8 @@
 -- counted. Only a counted event leaves its eventId behind.
 local P = ARGV[1]
 local now = tonumber(ARGV[2])
+-- Arrival is on the site's gate clock (gate.lua), not the node's `now`.
+local GATE_TIME = true
 local window = tonumber(ARGV[3])
 local vlimit = tonumber(ARGV[4])
 local iplimit = tonumber(ARGV[5])

@@ -18,6 +18,8 @@
 -- Returns { entries applied, entries counted }.
 -- (No read before the gate: gate.lua reads existence itself.)
 local GIVEN = nil
+-- Journaled entries are gated on their own times, as the head's `now`.
+local GATE_TIME = false
 local n = tonumber(ARGV[12])
 local H, F = 12, 15
 if not (gate_args_ok and n) or #ARGV ~= H + n * F or n == 0 then
