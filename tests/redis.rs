@@ -2034,8 +2034,11 @@ fn wide_stream(n: usize) -> (Vec<(ArticleId, ArticleMeta)>, Vec<Vec<Event>>) {
         let mut events = Vec::new();
         for a in 0..n {
             for v in 0..((a * 7 + h as usize * 3) % 11) {
+                // Trusted: rate limits follow `ts` (the stream's hours),
+                // as Redis times untrusted arrivals by its own clock.
                 events.push(Event {
                     arrival_ms: (ts + 30) * 1000,
+                    trusted: true,
                     ..Event::view(id(&format!("w{a}")), (a * 100 + v) as u128, ts)
                 });
             }

@@ -45,13 +45,15 @@ end
 -- entry's id, Redis's time when the API node appended it). A trusted
 -- event's rate clock stays its event time. Gate state is slotted by the
 -- gate clock too. Without GATE_TIME (replaying journaled entries) the
--- entries' own times and the head's `now` are used as given.
+-- entries arrive at their `at` and the slots follow the head's `now`. On
+-- a site whose gate follows its nodes' clocks (tests that simulate time)
+-- arrival and slots are the node's, as sent.
 local CLOCK = GATE_TIME and gate_clock(P) or nil
-local gnow = now
-if CLOCK then
-  gnow = math.floor(CLOCK.at / 1000)
-  for _, e in ipairs(ev) do
-    local at = e.at or CLOCK.at
+local gnow = CLOCK and math.floor(CLOCK.at / 1000) or now
+local on_nodes = GATE_TIME and not CLOCK
+for _, e in ipairs(ev) do
+  local at = not on_nodes and (e.at or (CLOCK and CLOCK.at))
+  if at then
     e.arrival = math.floor(at / 1000)
     e.arrs = string.format('%d', e.arrival)
     if not e.trusted then

@@ -28,8 +28,8 @@
 -- without applying anything again.
 --
 -- Gate state (but the dedupe pairs) lives in time-slotted hashes,
--- `gate:<family>:<slot>` with
--- slot = floor(now / S): a field written during slot k is read during
+-- `gate:<family>:<slot>` with slot = floor(gate clock / S) (the site's
+-- clock, gate_clock.lua, not the node's): a field written during slot k is read during
 -- slots k and k + 1 (the newer slot wins), and the hash expires when slot
 -- k + 1 ends, so every entry stays readable for at least S. One HMGET per
 -- slot reads a whole batch's entries and one HSET writes them, instead of

@@ -1018,7 +1018,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "gate:time",
         r"^gate:time$",
         "hash",
-        "the site's gate clock, which arrival (rate limits, the behaviour rule, eventIds) and the gate's slots follow: `wall` = Redis's `TIME` at the last gate call (ms), `at` = the gate time it gave (ms; advanced by the wall's progress, never back)",
+        "the site's gate clock, which arrival (rate limits, the behaviour rule, eventIds) and the gate's slots follow: `wall` = Redis's `TIME` at the last gate call (ms), `at` = the gate time it gave (ms; advanced by the wall's progress, never back); `source` = `node` only where tests that simulate time make the gate follow the nodes' clocks",
         Ttl::None,
         "none",
         "ingest.lua, pipe_filter.lua (gate_clock.lua)"

@@ -613,6 +613,41 @@ pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
 }
 
 impl RedisStore {
+    /// The site's gate clock now (ms; gate_clock.lua), read without moving
+    /// it: what import and export map arrival times onto and back from.
+    /// `None` when the gate follows the nodes' clocks.
+    pub(crate) async fn gate_clock_ms(&self) -> Result<Option<i64>, StoreError> {
+        static READ: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+        let read = READ.get_or_init(|| {
+            chunks(&[
+                include_str!("gate_clock.lua"),
+                "local c = gate_clock(ARGV[1])\nreturn c and c.at or false\n",
+            ])
+        });
+        let mut con = self.con();
+        (read.key(self.keys.gate_time()))
+            .arg(&self.keys.prefix)
+            .invoke_async(&mut con)
+            .await
+            .map_err(store_err)
+    }
+
+    /// Makes the site's gate follow its nodes' clocks, as it did before
+    /// the gate clock: arrival is the node's, as sent. For tests that
+    /// simulate time with a manual clock (the same suites run on both
+    /// stores); never in a deployment, where nodes' clocks disagree and
+    /// step back (docs/redis-keys.md, "Gate state").
+    pub async fn gate_on_node_clocks(&self) -> Result<(), StoreError> {
+        let mut con = self.con();
+        redis::cmd("HSET")
+            .arg(self.keys.gate_time())
+            .arg("source")
+            .arg("node")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(store_err)
+    }
+
     /// Whether `reply` is a gate call's `{ 'gateclock', <ms> }` (gate.lua:
     /// it declared the slots of a clock other than the site's gate clock,
     /// and wrote nothing); if so, the gate clock's offset from `now`, this
