@@ -87,6 +87,16 @@ struct Node {
 
 impl Node {
     async fn start(lib: &std::path::Path, redis_url: &str, prefix: &str) -> Node {
+        Node::start_with(lib, redis_url, prefix, &[]).await
+    }
+
+    /// [`Node::start`] with more environment (`HOTRANK_*` settings).
+    async fn start_with(
+        lib: &std::path::Path,
+        redis_url: &str,
+        prefix: &str,
+        env: &[(&str, &str)],
+    ) -> Node {
         let dir = tempfile::tempdir().expect("temp dir");
         // Every node of a site shares the identity key.
         std::fs::write(dir.path().join("identity.key"), TEST_IDENTITY_KEY).expect("identity");
@@ -106,6 +116,7 @@ impl Node {
             .env("FAKETIME_NO_CACHE", "1")
             // Tokio's timers keep the real monotonic clock.
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -155,15 +166,45 @@ impl Node {
 
     /// Sends `events` in one batch; returns the verdict counts.
     async fn send(&self, events: &[Value]) -> Value {
+        self.post_events(events, StatusCode::OK).await["verdicts"].clone()
+    }
+
+    /// Queues `events` in one batch (a node on the ingest pipeline).
+    async fn queue(&self, events: &[Value]) {
+        self.post_events(events, StatusCode::ACCEPTED).await;
+    }
+
+    async fn post_events(&self, events: &[Value], status: StatusCode) -> Value {
         let r = (self.client.post(self.url("/api/events")))
             .json(&json!({ "events": events }))
             .send()
             .await
             .expect("POST /api/events");
-        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.status(), status);
         let body: Value = r.json().await.expect("json");
         assert_eq!(body["errors"], json!([]), "{body}");
-        body["verdicts"].clone()
+        body
+    }
+
+    /// `/api/stats` once `done` holds for it (the pipeline's workers
+    /// gated and counted what was queued); panics after 30 s.
+    async fn stats_once(&self, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = (self.client.get(self.url("/api/stats")))
+                .send()
+                .await
+                .expect("GET /api/stats");
+            let body: Value = r.json().await.expect("json");
+            if done(&body) {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pipeline did not get there: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -259,6 +300,47 @@ async fn one_visitor_gets_one_limit_through_two_nodes_across_a_slot_turn() {
     let through_b = nodes[1].send(&burst("reader", 60)).await;
     assert_eq!(admitted(&through_a), 60, "{through_a}");
     assert_eq!(through_b["rate_limited"], 60, "through B: {through_b}");
+    assert!(
+        started.elapsed() < Duration::from_secs(14),
+        "B crossed midnight"
+    );
+}
+
+/// The ingest pipeline: events queued through A (past midnight, which
+/// also runs the filter and count workers), then their retries queued
+/// through B (20 s behind, before midnight): the filter stage replays
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_retries_through_a_node_20s_behind_across_midnight_are_replayed() {
+    let Some(lib) = libfaketime() else { return };
+    let redis = RedisServer::start();
+    let prefix = unique_prefix();
+    let piped = ("HOTRANK_PIPELINE", "true");
+    let a = Node::start_with(&lib, &redis.url(), &prefix, &[piped]).await;
+    let b = Node::start_with(
+        &lib,
+        &redis.url(),
+        &prefix,
+        &[piped, ("HOTRANK_ROLES", "api")],
+    )
+    .await;
+    let m = next_midnight(60);
+    a.set_clock(m + 5);
+    b.set_clock(m - 15);
+    let (cb, ca) = (b.clock().await, a.clock().await);
+    assert!(ca >= m && cb < m, "clocks {ca} {cb}, midnight {m}");
+    let started = Instant::now();
+    a.queue(&with_ids("p", 5)).await;
+    a.stats_once(|s| s["counted"] == 5).await;
+    b.queue(&with_ids("p", 5)).await;
+    let stats = a
+        .stats_once(|s| s["quarantined"]["replayed"] == 5 || s["counted"] != 5)
+        .await;
+    assert_eq!(
+        (&stats["counted"], &stats["quarantined"]["replayed"]),
+        (&json!(5), &json!(5)),
+        "retries queued through the node 20 s behind: {stats}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(14),
         "B crossed midnight"

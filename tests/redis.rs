@@ -484,6 +484,8 @@ async fn export_import(server: &Backend, prefix: &str, shards: u32, cluster_name
         ..server.options(prefix)
     };
     let r = RedisStore::connect(opts, StoreSettings::default()).expect("redis store");
+    // Arrivals here are simulated (T0): Redis's gate follows them.
+    r.gate_on_node_clocks().await.expect("gate on node clocks");
     let n = load_redis(&r, &dump, &StoreSettings::default(), T0)
         .await
         .expect("import to redis");

@@ -321,31 +321,12 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             cursor = next;
         }
     }
-    // Arrival times back from the gate clock onto the exporter's (`now`).
-    let shift = gate_shift(store, now).await?;
     for ((family, field), value) in latest {
-        match family.record(&field, &value) {
-            Some(Record::EventId { key, seen }) => out.push(Record::EventId {
-                key,
-                seen: seen - shift.div_euclid(1000),
-            }),
-            Some(Record::Rate { scope, key, log }) => out.push(Record::Rate {
-                scope,
-                key,
-                log: log.iter().map(|t| t - shift).collect(),
-            }),
-            Some(r) => out.push(r),
-            None => {}
+        if let Some(r) = family.record(&field, &value) {
+            out.push(r);
         }
     }
     Ok(out)
-}
-
-/// The site's gate clock less `now` (ms): arrival times in the gate's
-/// state are on the gate clock, those in a dump on the clock of the node
-/// that wrote or reads it.
-async fn gate_shift(store: &RedisStore, now: Timestamp) -> Result<i64, StoreError> {
-    Ok(store.gate_clock_ms().await?.map_or(0, |at| at - now * 1000))
 }
 
 /// The records of some articles: meta, lifetime counters and sketch,
@@ -706,12 +687,12 @@ pub async fn load_redis(
     }
     let dkeep = settings.retention_secs + super::keys::DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
-    // Arrival times in the dump (eventIds, rate logs) are the exporter's
-    // clock: they move onto the site's gate clock by its offset from
-    // `now`, and gate entries go into the gate clock's slot of their
-    // family's hash (as gate.lua slots them).
-    let shift = gate_shift(store, now).await.map_err(err)?;
-    let gate_now = (now * 1000 + shift).div_euclid(1000);
+    // Gate entries go into the slot of the site's gate clock (as gate.lua
+    // slots them; `now` where the gate follows the nodes' clocks). Their
+    // arrival times stay as exported: on the gate clock or the exporting
+    // node's, which agree within the nodes' skew.
+    let gate_now =
+        (store.gate_clock_ms().await.map_err(err)?).map_or(now, |ms| ms.div_euclid(1000));
     let slot_secs = |f: GateFamily| f.slot_secs(settings);
     let mut gate_keys: BTreeMap<GateFamily, (String, i64)> = BTreeMap::new();
     for f in GateFamily::ALL {
@@ -784,11 +765,11 @@ pub async fn load_redis(
                     &mut pipe,
                     GateFamily::EventId,
                     &format!("{k:032x}"),
-                    (seen + shift.div_euclid(1000)).to_string(),
+                    seen.to_string(),
                 );
             }
             Record::Rate { scope, key, log } => {
-                let text: String = log.iter().map(|t| format!("{:015}", t + shift)).collect();
+                let text: String = log.iter().map(|t| format!("{t:015}")).collect();
                 let (family, field) = match scope {
                     RateScope::Visitor => (
                         GateFamily::Visitor,

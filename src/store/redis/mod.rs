@@ -614,8 +614,8 @@ pub(crate) fn store_err(e: redis::RedisError) -> StoreError {
 
 impl RedisStore {
     /// The site's gate clock now (ms; gate_clock.lua), read without moving
-    /// it: what import and export map arrival times onto and back from.
-    /// `None` when the gate follows the nodes' clocks.
+    /// it: the slots an import writes gate entries into. `None` when the
+    /// gate follows the nodes' clocks.
     pub(crate) async fn gate_clock_ms(&self) -> Result<Option<i64>, StoreError> {
         static READ: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
         let read = READ.get_or_init(|| {
@@ -1537,9 +1537,10 @@ impl Store for RedisStore {
         // answer declares the gate slots of the clock it learnt.)
         let declare = self.opts.cluster || self.opts.cluster_names;
         let call = |p: &mut redis::Pipeline, i: usize| {
-            let keys = match declare {
-                true => self.ingest_keys(parts[i], &ids[i], now),
-                false => Vec::new(),
+            let keys = if declare {
+                self.ingest_keys(parts[i], &ids[i], now)
+            } else {
+                Vec::new()
             };
             let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
             for k in &keys {
