@@ -426,3 +426,21 @@ async fn embedded_refusals_end_a_minute_after_the_burst_whatever_the_clock() {
     s.clock.advance(1);
     assert_eq!(s.view("burst", "reader").await, "duplicate");
 }
+
+/// The embedded store restarted on a clock 300 s back: the burst it
+/// loaded is not in its future, so the refusal still ends a minute after
+/// the burst (the restart took no time here).
+#[tokio::test]
+async fn embedded_restarted_on_a_clock_stepped_back_refuses_for_the_minute_only() {
+    let s = TestServer::start().await;
+    for _ in 0..60 {
+        assert_ne!(s.view("burst", "reader").await, "rate_limited");
+    }
+    assert_eq!(s.view("burst", "reader").await, "rate_limited");
+    let dir = s.stop().await;
+    let config = common::test_config(dir.path());
+    let s = TestServer::start_in(dir, config, common::T0 - 300).await;
+    assert_eq!(s.view("burst", "reader").await, "rate_limited");
+    s.clock.advance(60);
+    assert_eq!(s.view("burst", "reader").await, "duplicate");
+}
