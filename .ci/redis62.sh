@@ -31,6 +31,7 @@ fi
 "$dir/redis-server" --version
 dir="$(realpath "$dir")" # CARGO_TARGET_DIR may be relative or absolute
 export REDIS_SERVER_BIN="$dir/redis-server" REDIS_CLI_BIN="$dir/redis-cli"
+. .ci/libfaketime.sh
 CI="${CI:-1}" cargo test --test redis --test contract --test models --test oracle \
   --test redis_walk --test hll_redis --test bounded_rankings --test overview --test seed_layouts \
-  --test pipeline --test disaster --test unavailable
+  --test pipeline --test disaster --test unavailable --test clocks

@@ -311,7 +311,12 @@ pub struct Event {
     pub ip: u64,
     /// Event time: buckets and dedupe windows follow it.
     pub ts: Timestamp,
-    /// Arrival time in milliseconds: rate limits follow it (unless trusted).
+    /// Arrival time in milliseconds: rate limits follow it (unless
+    /// trusted), and eventIds. The node's clock when the HTTP layer read
+    /// it; a store gates on its own arrival clock, which never runs
+    /// backward (the embedded store moves this onto its
+    /// [`crate::clock::GateClock`] before gating and logging; Redis uses
+    /// its own clock, docs/redis-keys.md, "Gate state").
     pub arrival_ms: i64,
     /// Keyed hash of the idempotency key, if any.
     pub event_id: Option<u128>,

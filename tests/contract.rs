@@ -109,6 +109,12 @@ async fn redis_harness(
     keep: Box<dyn std::any::Any + Send>,
 ) -> Harness {
     let store = Arc::new(RedisStore::connect(opts, s).expect("redis store"));
+    // The suites simulate time (arrivals minutes apart in one run):
+    // Redis's gate follows the events' arrival, as the embedded store's.
+    store
+        .gate_on_node_clocks()
+        .await
+        .expect("gate on node clocks");
     let under_test: Arc<dyn Store> = if piped {
         Arc::new(common::pipeline::inline_pipeline(store.clone()).await)
     } else {

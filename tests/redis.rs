@@ -484,6 +484,8 @@ async fn export_import(server: &Backend, prefix: &str, shards: u32, cluster_name
         ..server.options(prefix)
     };
     let r = RedisStore::connect(opts, StoreSettings::default()).expect("redis store");
+    // Arrivals here are simulated (T0): Redis's gate follows them.
+    r.gate_on_node_clocks().await.expect("gate on node clocks");
     let n = load_redis(&r, &dump, &StoreSettings::default(), T0)
         .await
         .expect("import to redis");
@@ -2050,8 +2052,11 @@ fn wide_stream(n: usize) -> (Vec<(ArticleId, ArticleMeta)>, Vec<Vec<Event>>) {
         let mut events = Vec::new();
         for a in 0..n {
             for v in 0..((a * 7 + h as usize * 3) % 11) {
+                // Trusted: rate limits follow `ts` (the stream's hours),
+                // as Redis times untrusted arrivals by its own clock.
                 events.push(Event {
                     arrival_ms: (ts + 30) * 1000,
+                    trusted: true,
                     ..Event::view(id(&format!("w{a}")), (a * 100 + v) as u128, ts)
                 });
             }

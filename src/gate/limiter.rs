@@ -92,6 +92,14 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
             .retain(|_, log| log.last().is_some_and(|&t| t > horizon));
     }
 
+    /// The newest admission time any key holds.
+    pub fn newest(&self) -> Option<i64> {
+        self.logs
+            .values()
+            .filter_map(|log| log.last().copied())
+            .max()
+    }
+
     pub fn keys(&self) -> usize {
         self.logs.len()
     }

@@ -41,6 +41,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use crate::clock::GateClock;
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, RangeSpec, RankedItem,
     Stats, Timestamp, Verdict, VoteDirection, VoteOutcome, hour_of,
@@ -540,6 +541,9 @@ struct Inner {
     /// The newest event time counted or tallied: queries never run before
     /// it ([`crate::rank::query_time`]).
     newest_event: Timestamp,
+    /// The arrival clock of the gate's rate limits, behaviour rule and
+    /// eventIds: the wall clock made to never run backward.
+    gate_clock: GateClock,
 }
 
 impl Inner {
@@ -555,7 +559,9 @@ impl Inner {
             cursor_salt: rand::random(),
             next_cursor: 1,
             newest_event: 0,
+            gate_clock: GateClock::default(),
         };
+        inner.gate_clock = GateClock::after(inner.data.newest_arrival_ms());
         // After a restart: the start of the newest hour holding anything.
         inner.newest_event = (inner.data.articles.iter())
             .filter_map(|a| a.buckets.last())
@@ -1439,6 +1445,9 @@ impl Store for EmbeddedStore {
                     self.writable()?;
                 }
                 ev.clamp_to_arrival();
+                // From here on (gate, log, replay) arrival is on the gate's
+                // clock: a wall clock stepped back does not move it back.
+                ev.arrival_ms = inner.gate_clock.at(ev.arrival_ms);
                 inner.newest_event = inner.newest_event.max(ev.ts);
                 // The article is looked up once per event: the gate, the
                 // log and the counters all use this answer.

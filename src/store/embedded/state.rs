@@ -628,6 +628,32 @@ impl Data {
         }
     }
 
+    /// The newest arrival time (ms, on the gate's clock) the gate state
+    /// holds: rate logs, the behaviour rule's views, remembered eventIds.
+    /// A restarted store's [`crate::clock::GateClock`] never reads below
+    /// it, so a wall clock that stepped back while it was down cannot put
+    /// those entries in its future.
+    pub fn newest_arrival_ms(&self) -> i64 {
+        let views = (self.behaviour.iter())
+            .filter_map(|(_, b)| b.views.last().map(|&(t, _)| t))
+            .max();
+        let ids = self
+            .event_ids
+            .values()
+            .max()
+            .map(|&s| s.saturating_mul(1000));
+        [
+            self.visitor_limits.newest(),
+            self.ip_limits.newest(),
+            views,
+            ids,
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(i64::MIN)
+    }
+
     /// After loading a snapshot: rebuild indexes and take the current
     /// limits (the configuration may have changed since).
     pub fn restore(&mut self, s: &StoreSettings) {

@@ -687,13 +687,19 @@ pub async fn load_redis(
     }
     let dkeep = settings.retention_secs + super::keys::DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
-    // Gate entries go into the slot of `now` of their family's hash.
+    // Gate entries go into the slot of the site's gate clock (as gate.lua
+    // slots them; `now` where the gate follows the nodes' clocks). Their
+    // arrival times stay as exported: on the gate clock or the exporting
+    // node's, which agree within the nodes' skew.
+    let gate_now =
+        (store.gate_clock_ms().await.map_err(err)?).map_or(now, |ms| ms.div_euclid(1000));
     let slot_secs = |f: GateFamily| f.slot_secs(settings);
     let mut gate_keys: BTreeMap<GateFamily, (String, i64)> = BTreeMap::new();
     for f in GateFamily::ALL {
         let secs = slot_secs(f);
-        let k = now.div_euclid(secs);
-        gate_keys.insert(f, (keys.gate_slot(f.name(), k), ttl((k + 2) * secs)));
+        let k = gate_now.div_euclid(secs);
+        let life = ((k + 2) * secs - gate_now).max(60);
+        gate_keys.insert(f, (keys.gate_slot(f.name(), k), life));
     }
     let gate_put = |pipe: &mut redis::Pipeline, f: GateFamily, field: &str, v: String| {
         let (key, life) = &gate_keys[&f];

@@ -2,8 +2,9 @@
 -- (ingest.lua, or pipeline_filter.lua) and common.lua.
 --
 -- Expects the locals: P, now, window, vlimit, iplimit, eid_ttl, bot_n,
--- bot_ms, require_known, max_articles and `ev` (parsed events: kind, art,
--- vh, vb, iph, ts, clock, arrival, eid, secs, bot, trusted, hour, day).
+-- bot_ms, require_known, max_articles, GATE_TIME and `ev` (parsed events:
+-- kind, art, vh, vb, iph, ts, clock, arrival, eid, secs, bot, trusted,
+-- hour, day; with GATE_TIME, optionally `at`, the entry's arrival in ms).
 -- Reads every piece of gate state the batch needs, decides each event's
 -- verdict in event order, then writes the gate state (clock, dedupe
 -- pairs, gate slots, new articles). Leaves `verdicts` (one code per
@@ -37,13 +38,45 @@ local function rl_record(log, clock, limit)
 end
 
 
+-- Arrival, as rate limits, the behaviour rule and eventIds measure it, is
+-- on the site's gate clock (gate_clock.lua) with GATE_TIME: the same for
+-- every node whatever its own clock says, and never running backward. An
+-- event takes the clock's time, or its entry's own (`at`: a pipeline
+-- entry's id, Redis's time when the API node appended it). A trusted
+-- event's rate clock stays its event time. Gate state is slotted by the
+-- gate clock too. Without GATE_TIME (replaying journaled entries) the
+-- entries arrive at their `at` and the slots follow the head's `now`. On
+-- a site whose gate follows its nodes' clocks (tests that simulate time)
+-- arrival and slots are the node's, as sent.
+local CLOCK = GATE_TIME and gate_clock(P) or nil
+local gnow = CLOCK and math.floor(CLOCK.at / 1000) or now
+local on_nodes = GATE_TIME and not CLOCK
+for _, e in ipairs(ev) do
+  local at = not on_nodes and (e.at or (CLOCK and CLOCK.at))
+  if at then
+    e.arrival = math.floor(at / 1000)
+    e.arrs = string.format('%d', e.arrival)
+    if not e.trusted then
+      e.clock = at
+      e.clocks = string.format('%d', at)
+    end
+  end
+end
+
 -- Phase 1: read. Each gate family: its fields for this batch, from the
--- current and the previous slot.
+-- current and the previous slot. A call that declares its keys (a
+-- cluster) declares the slots around the gate clock as its node last
+-- learnt it; when the gate clock's slots are not among them, the call
+-- answers { 'gateclock', <gate time, ms> } before reading or writing
+-- anything, for the node to learn the clock and send it again.
 local FAM = {}
+local undeclared = false
 local function family(name, S)
-  local k = math.floor(now / S)
+  local k = math.floor(gnow / S)
+  local cur, prev = P .. name .. ':' .. k, P .. name .. ':' .. (k - 1)
+  if DECLARED and not (DECLARED[cur] and DECLARED[prev]) then undeclared = true end
   local f = {
-    cur = K(P .. name .. ':' .. k), prev = K(P .. name .. ':' .. (k - 1)),
+    cur = cur, prev = prev,
     expires_at = (k + 2) * S, fields = {}, list = {}, val = {}, dirty = {}, out = {},
   }
   FAM[#FAM + 1] = f
@@ -64,6 +97,9 @@ local EID = family('gate:eid', eid_ttl)
 local RV = family('gate:rl:v', 120)
 local RIP = family('gate:rl:ip', 120)
 local BOT = family('gate:bot', math.max(60, math.floor(bot_ms / 1000)))
+if undeclared then
+  return { 'gateclock', string.format('%d', CLOCK and CLOCK.at or gnow * 1000) }
+end
 for _, e in ipairs(ev) do
   if e.eid ~= '' then e.efield = want(EID, e.eid) end
   if iplimit > 0 then e.ifield = want(RIP, e.iph) end
@@ -271,6 +307,10 @@ end
 if now > tonumber(redis.call('GET', P .. 'clock') or '0') then
   redis.call('SET', P .. 'clock', now)
 end
+if CLOCK then
+  redis.call('HSET', CLOCK.key, 'wall', string.format('%d', CLOCK.wall),
+    'at', string.format('%d', CLOCK.at))
+end
 
 local dd_ex = tostring(window + 3600)
 for _, key in ipairs(dd_out) do
@@ -286,7 +326,7 @@ for _, f in ipairs(FAM) do
       end
       redis.call('HSET', f.cur, unpack(args))
     end
-    redis.call('EXPIRE', f.cur, ttl(f.expires_at))
+    redis.call('EXPIRE', f.cur, math.max(f.expires_at - gnow, 60))
   end
 end
 

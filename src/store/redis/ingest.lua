@@ -28,8 +28,8 @@
 -- without applying anything again.
 --
 -- Gate state (but the dedupe pairs) lives in time-slotted hashes,
--- `gate:<family>:<slot>` with
--- slot = floor(now / S): a field written during slot k is read during
+-- `gate:<family>:<slot>` with slot = floor(gate clock / S) (the site's
+-- clock, gate_clock.lua, not the node's): a field written during slot k is read during
 -- slots k and k + 1 (the newer slot wins), and the hash expires when slot
 -- k + 1 ends, so every entry stays readable for at least S. One HMGET per
 -- slot reads a whole batch's entries and one HSET writes them, instead of
@@ -40,6 +40,8 @@
 -- counted. Only a counted event leaves its eventId behind.
 local P = ARGV[1]
 local now = tonumber(ARGV[2])
+-- Arrival is on the site's gate clock (gate.lua), not the node's `now`.
+local GATE_TIME = true
 local window = tonumber(ARGV[3])
 local vlimit = tonumber(ARGV[4])
 local iplimit = tonumber(ARGV[5])

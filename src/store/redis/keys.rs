@@ -261,6 +261,10 @@ impl Keys {
     pub fn clock(&self) -> String {
         self.k(format_args!("clock"))
     }
+    /// The site's gate clock (gate_clock.lua).
+    pub fn gate_time(&self) -> String {
+        self.k(format_args!("gate:time"))
+    }
     /// The answer of one ingest call, by batch id.
     pub fn batch(&self, id: &str) -> String {
         self.k(format_args!("gate:batch:{id}"))
@@ -1002,7 +1006,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "gate:eid:<slot>",
         r"^gate:eid:-?[0-9]+$",
         "hash",
-        "field = eventId hash (32 hex digits), value = arrival second, for **counted** events only (refused ones leave nothing); slot = arrival ÷ `gate.event_id_ttl_secs`",
+        "field = eventId hash (32 hex digits), value = arrival second (gate clock), for **counted** events only (refused ones leave nothing); slot = gate clock ÷ `gate.event_id_ttl_secs`",
         Ttl::Expires,
         "end of the next slot",
         "ingest.lua"
@@ -1022,7 +1026,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "gate:rl:v:<slot>",
         r"^gate:rl:v:-?[0-9]+$",
         "hash",
-        "field = visitor (32 hex digits), value = its sliding rate log (its last N admission times in ms, 15-digit fixed width, oldest first), then a bar (`\\|`) and `<ms>,<id>;` per article it viewed in the last 60 s (the behaviour rule); slot = arrival ÷ 120 s",
+        "field = visitor (32 hex digits), value = its sliding rate log (its last N admission times in ms, 15-digit fixed width, oldest first), then a bar (`\\|`) and `<ms>,<id>;` per article it viewed in the last 60 s (the behaviour rule); slot = gate clock ÷ 120 s",
         Ttl::Expires,
         "end of the next slot",
         "ingest.lua"
@@ -1032,7 +1036,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "gate:rl:ip:<slot>",
         r"^gate:rl:ip:-?[0-9]+$",
         "hash",
-        "field = client IP hash (16 hex digits), value = its rate log; slot = arrival ÷ 120 s",
+        "field = client IP hash (16 hex digits), value = its rate log; slot = gate clock ÷ 120 s",
         Ttl::Expires,
         "end of the next slot",
         "ingest.lua"
@@ -1042,10 +1046,20 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "gate:bot:<slot>",
         r"^gate:bot:-?[0-9]+$",
         "hash",
-        "field = visitor quarantined by the behaviour rule, value = until when (rate clock, ms); slot = arrival ÷ `gate.bot_quarantine_secs`",
+        "field = visitor quarantined by the behaviour rule, value = until when (rate clock, ms); slot = gate clock ÷ `gate.bot_quarantine_secs`",
         Ttl::Expires,
         "end of the next slot",
         "ingest.lua"
+    ),
+    key_spec!(
+        "gate",
+        "gate:time",
+        r"^gate:time$",
+        "hash",
+        "the site's gate clock, which arrival (rate limits, the behaviour rule, eventIds) and the gate's slots follow: `wall` = Redis's `TIME` at the last gate call (ms), `at` = the gate time it gave (ms; advanced by the wall's progress, never back); `source` = `node` only where tests that simulate time make the gate follow the nodes' clocks",
+        Ttl::None,
+        "none",
+        "ingest.lua, pipe_filter.lua (gate_clock.lua)"
     ),
     key_spec!(
         "gate",

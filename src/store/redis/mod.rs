@@ -268,8 +268,9 @@ fn ingest_script_with(keys: &Keys, extra: &[&str]) -> Script {
 
 /// One event from script arguments (`event.lua`).
 const EVENT: &str = include_str!("event.lua");
-/// The gate: reads, decides and writes gate state (`gate.lua`).
-const GATE: &str = include_str!("gate.lua");
+/// The gate: reads, decides and writes gate state (`gate.lua`), on the
+/// site's gate clock (`gate_clock.lua`).
+const GATE: &str = concat!(include_str!("gate_clock.lua"), include_str!("gate.lua"));
 /// The counters of gated events (`apply.lua`).
 const APPLY: &str = include_str!("apply.lua");
 /// The site's totals of gated events (`totals.lua`).
@@ -579,6 +580,10 @@ pub struct RedisStore {
     new_visited: std::sync::atomic::AtomicU64,
     /// Set once `articles:new:by` is known filled (rank.rs `fill_facets`).
     facets_filled: tokio::sync::OnceCell<()>,
+    /// The site's gate clock (gate_clock.lua) less this node's, in ms, as
+    /// a gate call last told it: on a cluster, calls declare the gate
+    /// slots around the gate clock (`ingest_keys`).
+    gate_offset_ms: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -659,6 +664,64 @@ fn script_error_code(text: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_uppercase())
         .collect();
     (!code.is_empty()).then_some(code)
+}
+
+impl RedisStore {
+    /// The site's gate clock now (ms; gate_clock.lua), read without moving
+    /// it: the slots an import writes gate entries into. `None` when the
+    /// gate follows the nodes' clocks.
+    pub(crate) async fn gate_clock_ms(&self) -> Result<Option<i64>, StoreError> {
+        static READ: std::sync::OnceLock<Script> = std::sync::OnceLock::new();
+        let read = READ.get_or_init(|| {
+            chunks(&[
+                include_str!("gate_clock.lua"),
+                "local c = gate_clock(ARGV[1])\nreturn c and c.at or false\n",
+            ])
+        });
+        let mut con = self.con();
+        (read.key(self.keys.gate_time()))
+            .arg(&self.keys.prefix)
+            .invoke_async(&mut con)
+            .await
+            .map_err(store_err)
+    }
+
+    /// Makes the site's gate follow its nodes' clocks, as it did before
+    /// the gate clock: arrival is the node's, as sent. For tests that
+    /// simulate time with a manual clock (the same suites run on both
+    /// stores); never in a deployment, where nodes' clocks disagree and
+    /// step back (docs/redis-keys.md, "Gate state").
+    pub async fn gate_on_node_clocks(&self) -> Result<(), StoreError> {
+        let mut con = self.con();
+        redis::cmd("HSET")
+            .arg(self.keys.gate_time())
+            .arg("source")
+            .arg("node")
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(store_err)
+    }
+
+    /// Whether `reply` is a gate call's `{ 'gateclock', <ms> }` (gate.lua:
+    /// it declared the slots of a clock other than the site's gate clock,
+    /// and wrote nothing); if so, the gate clock's offset from `now`, this
+    /// node's clock, is learnt for the next calls.
+    fn learnt_gate_clock(&self, reply: &Value, now: Timestamp) -> bool {
+        let Value::Array(items) = reply else {
+            return false;
+        };
+        if items.first().and_then(v_str) != Some("gateclock") {
+            return false;
+        }
+        let Some(at) = items.get(1).and_then(v_i64) else {
+            return false;
+        };
+        (self.gate_offset_ms).store(
+            at.saturating_sub(now.saturating_mul(1000)),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        true
+    }
 }
 
 fn is_noscript(e: &redis::RedisError) -> bool {
@@ -884,6 +947,7 @@ impl RedisStore {
             marker: Default::default(),
             new_visited: Default::default(),
             facets_filled: Default::default(),
+            gate_offset_ms: Default::default(),
         })
     }
 
@@ -1239,14 +1303,25 @@ impl RedisStore {
             ("gate:rl:ip", 120),
             ("gate:bot", i64::from(s.bot_quarantine_secs).max(60)),
         ];
+        // The gate reads the gate clock's slot and the one before: those
+        // of the clock as last learnt, give or take a slot for the time
+        // since (a call that finds its slots missing answers `gateclock`).
+        let gate_now = (now.saturating_mul(1000))
+            .saturating_add(
+                self.gate_offset_ms
+                    .load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .div_euclid(1000);
         for (name, secs) in families {
-            let slot = now.div_euclid(secs);
-            keys.insert(k.gate_slot(name, slot));
-            keys.insert(k.gate_slot(name, slot - 1));
+            let slot = gate_now.div_euclid(secs);
+            for s in slot - 2..=slot + 1 {
+                keys.insert(k.gate_slot(name, s));
+            }
         }
         for name in [
             k.batch(batch_id),
             k.clock(),
+            k.gate_time(),
             k.counted(),
             k.quarantine(),
             k.epoch(),
@@ -1520,20 +1595,17 @@ impl Store for RedisStore {
         // On a cluster each call declares every key it may touch (one slot:
         // the site's tag); on one Redis it declares none, which saves
         // sending ~8 names per event.
-        let keys: Vec<Vec<String>> = events
-            .chunks(chunk)
-            .zip(&ids)
-            .map(|(part, id)| {
-                if self.opts.cluster || self.opts.cluster_names {
-                    self.ingest_keys(part, id, now)
-                } else {
-                    Vec::new()
-                }
-            })
-            .collect();
+        // (Named at each send: a call sent again after a `gateclock`
+        // answer declares the gate slots of the clock it learnt.)
+        let declare = self.opts.cluster || self.opts.cluster_names;
         let call = |p: &mut redis::Pipeline, i: usize| {
-            let c = p.cmd("EVALSHA").arg(sha).arg(keys[i].len());
-            for k in &keys[i] {
+            let keys = if declare {
+                self.ingest_keys(parts[i], &ids[i], now)
+            } else {
+                Vec::new()
+            };
+            let c = p.cmd("EVALSHA").arg(sha).arg(keys.len());
+            for k in &keys {
                 c.arg(k.as_str());
             }
             c.arg(epoch_key.as_str()).arg(epoch.as_str());
@@ -1587,12 +1659,17 @@ impl Store for RedisStore {
             Ok(())
         };
         replicated(&mut replies)?;
-        // Calls that found an evicted article wrote nothing: restore those
-        // articles from the archive and send the same calls again (a
-        // concurrent eviction can only race a few times).
+        // Calls that found an evicted article, or declared the gate slots
+        // of a clock other than the gate's, wrote nothing: restore those
+        // articles from the archive, learn the gate clock, and send the
+        // same calls again (a concurrent eviction can only race a few
+        // times).
         for _ in 0..4 {
             let again: Vec<usize> = (0..replies.len())
-                .filter(|&i| archive::evicted_reply(&replies[i]).is_some())
+                .filter(|&i| {
+                    archive::evicted_reply(&replies[i]).is_some()
+                        || self.learnt_gate_clock(&replies[i], now)
+                })
                 .collect();
             if again.is_empty() {
                 break;
@@ -1603,7 +1680,9 @@ impl Store for RedisStore {
                 .collect();
             gone.sort();
             gone.dedup();
-            self.restore(&gone, now).await?;
+            if !gone.is_empty() {
+                self.restore(&gone, now).await?;
+            }
             let mut more: Vec<Value> = self
                 .eval_pipe(|p| {
                     for &i in &again {

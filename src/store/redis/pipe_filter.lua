@@ -20,6 +20,7 @@
 -- Returns { entries decided, entries skipped }.
 -- (No read before the gate: gate.lua reads existence itself.)
 local GIVEN = nil
+local GATE_TIME = true
 local SRC, DST, GROUP = ARGV[12], ARGV[13], ARGV[14]
 local n = tonumber(ARGV[15])
 local H, F = 15, 14
@@ -39,6 +40,9 @@ for i = 1, n do
   end
   if undone(SRC, GROUP, id, seen) then
     e.id = id
+    -- Arrived when the raw entry was appended: its id's time (Redis's
+    -- clock, which XADD never lets run backward in a stream).
+    e.at = tonumber(string.match(id, '^(%d+)%-'))
     ev[#ev + 1] = e
     acks[#acks + 1] = id
     if t > now then now = t end

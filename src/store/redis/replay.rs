@@ -311,7 +311,9 @@ impl IngestPipeline {
                     Some(t) => t.replay(self.partition_of_str(art), x),
                     None => for_article,
                 };
-                inv.arg(code(for_article)).arg(code(for_totals));
+                inv.arg(x.as_str())
+                    .arg(code(for_article))
+                    .arg(code(for_totals));
                 for v in values {
                     inv.arg(&v[..]);
                 }

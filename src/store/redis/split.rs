@@ -87,37 +87,47 @@ impl RedisStore {
         }
         // Each stage declares its keys: the site's for the gate, the
         // shard's for its count stage.
-        let declared = self.ingest_keys(part, batch, now);
+        // A gate stage that declared the gate slots of a clock other than
+        // the gate's wrote nothing: sent again once the clock is learnt.
         let site = key_slot(k.clock().as_bytes());
-        let mut gate_keys: Vec<String> = declared
-            .iter()
-            .filter(|n| key_slot(n.as_bytes()) == site)
-            .cloned()
-            .collect();
-        gate_keys.extend(self.outbox_keys(batch));
-        let reply: Vec<Value> = self
-            .eval_pipe(|p| {
-                let c = p
-                    .cmd("EVALSHA")
-                    .arg(self.scripts.gate_stage.get_hash())
-                    .arg(gate_keys.len());
-                for n in &gate_keys {
-                    c.arg(n.as_str());
-                }
-                for h in header {
-                    c.arg(h.as_str());
-                }
-                c.arg(batch).arg(part.len());
-                for ev in part {
-                    event_args!(c, ev);
-                }
-                for g in &given {
-                    c.arg(g.as_str());
-                }
-                self.wait_after(p);
-            })
-            .await?;
-        let reply = self.replicated(reply, 1)?;
+        let mut sends = 0;
+        let (declared, reply) = loop {
+            let declared = self.ingest_keys(part, batch, now);
+            let mut gate_keys: Vec<String> = declared
+                .iter()
+                .filter(|n| key_slot(n.as_bytes()) == site)
+                .cloned()
+                .collect();
+            gate_keys.extend(self.outbox_keys(batch));
+            let reply: Vec<Value> = self
+                .eval_pipe(|p| {
+                    let c = p
+                        .cmd("EVALSHA")
+                        .arg(self.scripts.gate_stage.get_hash())
+                        .arg(gate_keys.len());
+                    for n in &gate_keys {
+                        c.arg(n.as_str());
+                    }
+                    for h in header {
+                        c.arg(h.as_str());
+                    }
+                    c.arg(batch).arg(part.len());
+                    for ev in part {
+                        event_args!(c, ev);
+                    }
+                    for g in &given {
+                        c.arg(g.as_str());
+                    }
+                    self.wait_after(p);
+                })
+                .await?;
+            let reply = self.replicated(reply, 1)?;
+            sends += 1;
+            match reply.as_slice() {
+                [r] if sends < 4 && self.learnt_gate_clock(r, now) => continue,
+                _ => break (declared, reply),
+            }
+        };
         let [Value::Array(reply)] = reply.as_slice() else {
             return Err(bad_reply("gate stage"));
         };
