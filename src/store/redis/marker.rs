@@ -60,6 +60,10 @@ pub(super) fn lost(key: &str, epoch: &str) -> StoreError {
     ))
 }
 
+/// How many times (50 ms apart) a node that never learnt the epoch reads
+/// again a site whose markers it found only in part.
+const PARTIAL_RETRIES: usize = 20;
+
 /// A fresh epoch.
 pub(super) fn fresh() -> String {
     format!("{:016x}", rand::random::<u64>())
@@ -148,7 +152,22 @@ impl RedisStore {
     /// logged), a new site (created), or a lost one (refused, logged once).
     pub(super) async fn attach_epoch(&self) -> Result<String, StoreError> {
         let keys = self.keys.epochs();
-        let got = self.read_epochs(&keys).await?;
+        let mut got = self.read_epochs(&keys).await?;
+        // A site over several slots gets its markers one slot at a time
+        // ([`Self::set_epochs`]): a node that never learnt the epoch and
+        // finds some of them may be watching another node create the
+        // site. It waits for the rest (a creation takes a few round
+        // trips); markers still missing after that were lost.
+        if *self.marker.state.lock() == State::Unknown {
+            for _ in 0..PARTIAL_RETRIES {
+                let some = got.iter().filter(|e| e.is_some()).count();
+                if some == 0 || some == got.len() {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                got = self.read_epochs(&keys).await?;
+            }
+        }
         let held: Vec<&String> = got.iter().flatten().collect();
         if held.iter().any(|e| *e != held[0]) {
             return Err(StoreError::Unavailable(format!(
