@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use redis::AsyncCommands;
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use hotrank::clock::Clock;
 use hotrank::config::RedisLayout;
@@ -205,31 +205,39 @@ impl Site003 {
     }
 }
 
-/// Every page of hotrank's votes ranking (optionally one group's).
-async fn hot_pages(s: &TestServer, group: Option<&str>) -> Vec<(String, f64)> {
+/// Every item of every page `path` answers (a ranking query, `&cursor=`
+/// appended to follow it), as `item` reads each.
+async fn all_pages<T>(s: &TestServer, path: &str, item: impl Fn(&Value) -> T) -> Vec<T> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut path = format!("/api/hot?model=votes&limit={PAGE}");
-        if let Some(g) = group {
-            path.push_str(&format!("&group={g}"));
-        }
+        let mut page = path.to_string();
         if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
+            page.push_str(&format!("&cursor={c}"));
         }
-        let (st, v) = s.get(&path).await;
+        let (st, v) = s.get(&page).await;
         assert_eq!(st, StatusCode::OK, "{v}");
-        for it in v["items"].as_array().unwrap() {
-            out.push((
-                it["articleId"].as_str().unwrap().to_string(),
-                it["score"].as_f64().unwrap(),
-            ));
-        }
+        out.extend(v["items"].as_array().unwrap().iter().map(&item));
         match v["cursor"].as_str() {
             Some(c) => cursor = Some(c.to_string()),
             None => return out,
         }
     }
+}
+
+/// Every page of hotrank's votes ranking (optionally one group's).
+async fn hot_pages(s: &TestServer, group: Option<&str>) -> Vec<(String, f64)> {
+    let mut path = format!("/api/hot?model=votes&limit={PAGE}");
+    if let Some(g) = group {
+        path.push_str(&format!("&group={g}"));
+    }
+    all_pages(s, &path, |it| {
+        (
+            it["articleId"].as_str().unwrap().to_string(),
+            it["score"].as_f64().unwrap(),
+        )
+    })
+    .await
 }
 
 /// Every page of the seed's own list (by score, or a group's).
@@ -523,26 +531,13 @@ async fn seed003_side_by_side() {
 
 /// Every page of `GET /api/new`, `limit` a page: (id, publishedAt).
 async fn new_pages(s: &TestServer, limit: usize) -> Vec<(String, i64)> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut path = format!("/api/new?limit={limit}");
-        if let Some(c) = &cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        let (st, v) = s.get(&path).await;
-        assert_eq!(st, StatusCode::OK, "{v}");
-        for it in v["items"].as_array().unwrap() {
-            out.push((
-                it["articleId"].as_str().unwrap().to_string(),
-                it["publishedAt"].as_i64().unwrap(),
-            ));
-        }
-        match v["cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return out,
-        }
-    }
+    all_pages(s, &format!("/api/new?limit={limit}"), |it| {
+        (
+            it["articleId"].as_str().unwrap().to_string(),
+            it["publishedAt"].as_i64().unwrap(),
+        )
+    })
+    .await
 }
 
 /// hotrank's newest order: publication time (whole seconds) descending,
