@@ -867,7 +867,7 @@ pub(super) fn article_writes(
         }
         if !*deleted {
             pipe.zadd(keys.of(id).newest(), id.as_str(), meta.published_at);
-            for member in super::rank::facet_members(meta, id) {
+            for member in super::newest::facet_members(meta, id) {
                 pipe.zadd(keys.of(id).newest_by(), member, 0);
             }
         }

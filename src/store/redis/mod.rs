@@ -53,6 +53,7 @@ mod dump;
 mod journal;
 mod keys;
 mod marker;
+mod newest;
 mod ops;
 mod pipeline;
 mod position;
