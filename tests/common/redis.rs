@@ -414,6 +414,30 @@ impl RedisCluster {
         online.min(connected)
     }
 
+    /// The replication offsets of the node on `port`: its own
+    /// (`master_repl_offset`) and what each online replica acknowledged.
+    /// A failover promotes a replica with whatever it acknowledged: once
+    /// every replica has passed an offset, each holds what was written
+    /// before it.
+    pub fn replication_offsets(&self, port: u16) -> (u64, Vec<u64>) {
+        let info = self.cli(port, &["INFO", "replication"]);
+        let own = info
+            .lines()
+            .find_map(|l| l.strip_prefix("master_repl_offset:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let replicas = info
+            .lines()
+            .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+            .filter_map(|l| {
+                l.split(',')
+                    .find_map(|f| f.strip_prefix("offset="))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .collect();
+        (own, replicas)
+    }
+
     /// The node on `port`.
     pub fn node(&mut self, port: u16) -> &mut RedisServer {
         self.nodes
