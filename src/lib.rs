@@ -22,7 +22,11 @@
 //! - [`archive`]: the PostgreSQL archive of either store's state (seed
 //!   002's Cassandra), written and read as dump records.
 //! - [`api`]: the axum routers, one per area, and the error type.
-//! - [`server`]: secrets, state, upkeep, and `run(listener, state, shutdown)`.
+//! - [`app`]: the composition root: which store, pipeline, workers and
+//!   archive writer the configuration asks for; `main.rs` and every tool
+//!   ask it.
+//! - [`server`]: state, upkeep, and `run(listener, state, shutdown)`.
+//! - [`secrets`]: the admin token and identity key in the data dir.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`metrics`]: every exported metric family with its HELP text.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
@@ -34,6 +38,7 @@
 //! docs/design.md explains the data model, freshness and durability.
 
 pub mod api;
+pub mod app;
 pub mod archive;
 pub mod cli;
 pub mod clock;
@@ -44,6 +49,7 @@ pub mod metrics;
 pub mod model;
 pub mod rank;
 pub mod score;
+pub mod secrets;
 pub mod server;
 pub mod sketch;
 pub mod store;

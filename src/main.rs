@@ -7,16 +7,14 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
+use hotrank::app;
 use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
 use hotrank::cli::transfer::{export_records, import_records, load_records, store_records};
 use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
+use hotrank::store::StoreSettings;
 use hotrank::store::dump::{Record, read_records, write_records};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{
-    IngestPipeline, PipelineStore, RedisOptions, RedisStore, spawn_workers,
-};
-use hotrank::store::{Store, StoreSettings};
 
 #[derive(Parser)]
 #[command(
@@ -299,109 +297,18 @@ async fn shutdown_signal() {
     tracing::info!("shutdown signal received: draining requests and flushing");
 }
 
-/// The store the configuration names.
-fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
-    let settings = StoreSettings::from_config(config);
-    match config.store {
-        StoreKind::Embedded => {
-            let (store, report) = EmbeddedStore::open(Durability::from_config(config), settings)?;
-            // `/readyz` answers 503 until the default ranking is built.
-            store.warm_in_background(SystemClock.now());
-            tracing::info!(
-                data_dir = %config.data_dir.display(),
-                snapshot_seq = ?report.snapshot_seq,
-                replayed_records = report.replayed_records,
-                truncated_bytes = report.truncated_bytes,
-                articles = report.articles,
-                ms = report.elapsed_ms as u64,
-                "embedded store opened"
-            );
-            Ok(Arc::new(store))
-        }
-        StoreKind::Redis => Ok(Arc::new(open_redis(config)?)),
-    }
-}
-
-/// The Redis store the configuration names.
-fn open_redis(config: &Config) -> Result<RedisStore, String> {
-    let settings = StoreSettings::from_config(config);
-    let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
-    tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
-    if config.redis.layout == hotrank::config::RedisLayout::Seed {
-        tracing::warn!("{}", hotrank::store::redis::SEED_LAYOUT_LIMITS);
-    }
-    Ok(store)
-}
-
-/// The pipeline over the configured Redis, its groups created if Redis is up.
-async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
-    let store = RedisStore::connect(
-        RedisOptions::from_config(config),
-        StoreSettings::from_config(config),
-    )?;
-    let pipe = Arc::new(
-        IngestPipeline::new(Arc::new(store), config.pipeline.clone())
-            .with_journal(&config.pipeline.log_url)?,
-    );
-    // Like the store, start without Redis: workers create the groups once
-    // it is up (from the streams' start, so nothing appended meanwhile is
-    // missed).
-    if let Err(e) = pipe.ensure_groups().await {
-        tracing::warn!(error = %e, "pipeline: consumer groups not created yet");
-    }
-    Ok(pipe)
-}
-
-/// `hotrank worker filter|count`, or `serve --pipeline` without the api
-/// role: workers until a signal.
-async fn run_workers(config: Config, filter: bool, count: bool) -> Result<(), String> {
-    for w in config.validate()? {
-        tracing::warn!("{w}");
-    }
-    let pipe = open_pipeline(&config).await?;
-    let k = config.pipeline.workers;
-    let workers = spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
-    let archiver = if count {
-        hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()))
-    } else {
-        None
-    };
-    shutdown_signal().await;
-    workers.stop().await;
-    if let Some(a) = archiver {
-        a.stop().await;
-    }
-    Ok(())
-}
-
+/// `hotrank serve` (and `hotrank worker`): the parts the configuration
+/// asks for; the HTTP server when they include the API, until a signal.
 async fn serve(config: Config) -> Result<(), String> {
     for w in config.validate()? {
         tracing::warn!("{w}");
     }
-    let mut workers = None;
-    let mut archiver = None;
-    let store: Arc<dyn Store> = if config.pipeline.enabled {
-        let (api, filter, count) = config.pipeline.role_set()?;
-        if !api {
-            return run_workers(config, filter, count).await;
-        }
-        let pipe = open_pipeline(&config).await?;
-        let k = config.pipeline.workers;
-        workers = Some(spawn_workers(
-            &pipe,
-            if filter { k } else { 0 },
-            if count { k } else { 0 },
-        ));
-        tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
-        archiver =
-            hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()));
-        Arc::new(PipelineStore::new(pipe))
-    } else if config.store == StoreKind::Redis {
-        let store = Arc::new(open_redis(&config)?);
-        archiver = hotrank::archive::spawn_writer(&config, store.clone(), None);
-        store
-    } else {
-        open_store(&config)?
+    let parts = app::Parts::start(&config).await?;
+    let Some(store) = parts.store.clone() else {
+        // Workers only.
+        shutdown_signal().await;
+        parts.stop().await;
+        return Ok(());
     };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -413,12 +320,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let served = hotrank::server::run(listener, state, shutdown_signal())
         .await
         .map_err(|e| e.to_string());
-    if let Some(w) = workers {
-        w.stop().await;
-    }
-    if let Some(a) = archiver {
-        a.stop().await;
-    }
+    parts.stop().await;
     served
 }
 
@@ -552,7 +454,7 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
             let archive = open_archive(&rt, &config)?;
             let started = std::time::Instant::now();
             let done = rt.block_on(async {
-                let pipe = open_pipeline(&config).await?;
+                let pipe = app::open_pipeline(&config).await?;
                 pipe.restore_and_replay(&archive, SystemClock.now(), |line| {
                     eprintln!("archive restore: {line}")
                 })
@@ -602,7 +504,7 @@ fn redis_ack_loss(config: Config) -> Result<(), String> {
     }
     let rt = runtime()?;
     let _in_runtime = rt.enter();
-    let store = open_redis(&config)?;
+    let store = app::open_redis(&config)?;
     let (epoch, missing) = rt.block_on(store.set_epoch()).map_err(|e| e.to_string())?;
     if !missing {
         return Err(format!(
@@ -682,8 +584,8 @@ fn main() -> ExitCode {
         Command::Worker(a) => a.serve.load().and_then(|mut config| {
             init_logs(config.log_format);
             config.pipeline.enabled = true;
-            let filter = a.role == "filter";
-            runtime()?.block_on(run_workers(config, filter, !filter))
+            config.pipeline.roles = if a.role == "filter" { "filter" } else { "count" }.into();
+            runtime()?.block_on(serve(config))
         }),
         Command::Export(a) => a.serve.load().and_then(|c| export(c, a.file)),
         Command::Import(a) => a.serve.load().and_then(|c| match &a.from_redis {

@@ -654,7 +654,7 @@ pub fn import(
             "import --from-redis loads into hotrank's own layout; with layout = \"seed\", point hotrank at the seed's Redis instead".into(),
         );
     }
-    let identity = Identity::new(crate::server::identity_secret(&config.data_dir)?);
+    let identity = Identity::new(crate::secrets::identity_secret(&config.data_dir)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -2,20 +2,20 @@
 //! export`/`import`, the archive, `import --from-redis`), and with a dump
 //! the site's identity key, without which the hashes in it mean nothing.
 
+use crate::app::{open_embedded, open_redis};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, StoreKind};
-use crate::server::{IDENTITY_FILE, read_identity_key, write_identity_key};
+use crate::secrets::{IDENTITY_FILE, read_identity_key, write_identity_key};
 use crate::store::StoreSettings;
 use crate::store::dump::{DUMP_VERSION, Record};
 use crate::store::embedded::{Durability, EmbeddedStore};
-use crate::store::redis::{RedisOptions, RedisStore, dump_redis, load_redis};
+use crate::store::redis::{dump_redis, load_redis};
 
 /// All state of the configured store as dump records.
 pub fn store_records(rt: &tokio::runtime::Runtime, config: &Config) -> Result<Vec<Record>, String> {
-    let settings = StoreSettings::from_config(config);
     match config.store {
         StoreKind::Embedded => {
-            let (store, _) = EmbeddedStore::open(Durability::from_config(config), settings)?;
+            let store = open_embedded(config)?;
             let mut r = vec![Record::Header {
                 version: DUMP_VERSION,
                 source: "embedded".into(),
@@ -25,7 +25,7 @@ pub fn store_records(rt: &tokio::runtime::Runtime, config: &Config) -> Result<Ve
         }
         StoreKind::Redis => {
             let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(config), settings)?;
+            let store = open_redis(config)?;
             rt.block_on(dump_redis(&store, SystemClock.now()))
                 .map_err(|e| e.to_string())
         }
@@ -46,7 +46,7 @@ pub fn load_records(
         }
         StoreKind::Redis => {
             let _in_runtime = rt.enter();
-            let store = RedisStore::connect(RedisOptions::from_config(config), settings.clone())?;
+            let store = open_redis(config)?;
             rt.block_on(async {
                 let n = load_redis(&store, records, &settings, SystemClock.now()).await?;
                 // A Redis that lost its data holds it again: API nodes of the

@@ -1,0 +1,154 @@
+//! The composition root: the one place that reads the configuration and
+//! builds the running parts of hotrank — the store it names (embedded or
+//! Redis), the ingest pipeline and its workers when `[pipeline]` is on,
+//! and the archive writer when `[archive]` asks for one. `main.rs` and
+//! every command-line tool ask this module for what they run on; nothing
+//! else decides which store to open.
+
+use std::sync::Arc;
+
+use crate::archive::{ArchiveTask, spawn_writer};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, RedisLayout, StoreKind};
+use crate::store::embedded::{Durability, EmbeddedStore};
+use crate::store::redis::{
+    IngestPipeline, PipelineStore, RedisOptions, RedisStore, SEED_LAYOUT_LIMITS, Workers,
+    spawn_workers,
+};
+use crate::store::{Store, StoreSettings};
+
+/// The embedded store in the configured data dir, opened and recovered
+/// (snapshot, then the log), with what recovery found logged.
+pub fn open_embedded(config: &Config) -> Result<EmbeddedStore, String> {
+    let (store, report) = EmbeddedStore::open(
+        Durability::from_config(config),
+        StoreSettings::from_config(config),
+    )?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        snapshot_seq = ?report.snapshot_seq,
+        replayed_records = report.replayed_records,
+        truncated_bytes = report.truncated_bytes,
+        articles = report.articles,
+        ms = report.elapsed_ms as u64,
+        "embedded store opened"
+    );
+    Ok(store)
+}
+
+/// The configured Redis store (it connects lazily: Redis may be down).
+/// Inside a tokio runtime.
+pub fn open_redis(config: &Config) -> Result<RedisStore, String> {
+    let store = RedisStore::connect(
+        RedisOptions::from_config(config),
+        StoreSettings::from_config(config),
+    )?;
+    tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
+    if config.redis.layout == RedisLayout::Seed {
+        tracing::warn!("{SEED_LAYOUT_LIMITS}");
+    }
+    Ok(store)
+}
+
+/// The store the configuration names, for a server: the embedded store
+/// builds its default ranking in the background (`/readyz` answers 503
+/// until it is built). Inside a tokio runtime.
+pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
+    match config.store {
+        StoreKind::Embedded => {
+            let store = open_embedded(config)?;
+            store.warm_in_background(SystemClock.now());
+            Ok(Arc::new(store))
+        }
+        StoreKind::Redis => Ok(Arc::new(open_redis(config)?)),
+    }
+}
+
+/// The pipeline over the configured Redis, its consumer groups created if
+/// Redis is up. Inside a tokio runtime.
+pub async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {
+    let store = RedisStore::connect(
+        RedisOptions::from_config(config),
+        StoreSettings::from_config(config),
+    )?;
+    let pipe = Arc::new(
+        IngestPipeline::new(Arc::new(store), config.pipeline.clone())
+            .with_journal(&config.pipeline.log_url)?,
+    );
+    // Like the store, start without Redis: workers create the groups once
+    // it is up (from the streams' start, so nothing appended meanwhile is
+    // missed).
+    if let Err(e) = pipe.ensure_groups().await {
+        tracing::warn!(error = %e, "pipeline: consumer groups not created yet");
+    }
+    Ok(pipe)
+}
+
+/// What a process runs besides its HTTP server, built from the
+/// configuration: [`Parts::stop`] stops it in order.
+pub struct Parts {
+    /// The store the API serves; `None` for a process with workers only
+    /// (`hotrank worker`, or `[pipeline] roles` without `api`).
+    pub store: Option<Arc<dyn Store>>,
+    workers: Option<Workers>,
+    archiver: Option<ArchiveTask>,
+}
+
+impl Parts {
+    /// Builds every part the configuration asks for (`roles` decides,
+    /// with the pipeline on, which of the API, filter and count workers
+    /// this process runs). Inside a tokio runtime.
+    pub async fn start(config: &Config) -> Result<Parts, String> {
+        if config.pipeline.enabled {
+            let (api, filter, count) = config.pipeline.role_set()?;
+            let pipe = open_pipeline(config).await?;
+            let k = config.pipeline.workers;
+            let workers =
+                spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
+            // The archive writer runs where events are counted.
+            let archiver = if api || count {
+                spawn_writer(config, pipe.store().clone(), Some(pipe.clone()))
+            } else {
+                None
+            };
+            if api {
+                tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
+            }
+            let store: Option<Arc<dyn Store>> = if api {
+                Some(Arc::new(PipelineStore::new(pipe)))
+            } else {
+                None
+            };
+            return Ok(Parts {
+                store,
+                workers: Some(workers),
+                archiver,
+            });
+        }
+        if config.store == StoreKind::Redis {
+            let store = Arc::new(open_redis(config)?);
+            let archiver = spawn_writer(config, store.clone(), None);
+            return Ok(Parts {
+                store: Some(store),
+                workers: None,
+                archiver,
+            });
+        }
+        Ok(Parts {
+            store: Some(open_store(config)?),
+            workers: None,
+            archiver: None,
+        })
+    }
+
+    /// Stops the workers after their current step, then the archive writer
+    /// (which flushes once more).
+    pub async fn stop(self) {
+        if let Some(w) = self.workers {
+            w.stop().await;
+        }
+        if let Some(a) = self.archiver {
+            a.stop().await;
+        }
+    }
+}
