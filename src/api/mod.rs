@@ -11,6 +11,7 @@ pub mod budget;
 mod error;
 mod event_json;
 mod extract;
+mod feeds;
 mod guard;
 pub use guard::head_refusal;
 pub use ops::record as record_request;
@@ -148,6 +149,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
         .merge(rankings::router())
+        .merge(feeds::router())
         .merge(overview::router())
         .merge(ops::router())
         .merge(web::router());
