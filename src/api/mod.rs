@@ -19,6 +19,7 @@ mod ingest;
 mod ops;
 mod overview;
 mod rankings;
+mod stream;
 mod web;
 
 pub use error::ApiError;
@@ -150,6 +151,7 @@ pub fn router(state: AppState) -> Router {
         .merge(articles::router())
         .merge(rankings::router())
         .merge(feeds::router())
+        .merge(stream::router(&state))
         .merge(overview::router())
         .merge(ops::router())
         .merge(web::router());
