@@ -5,7 +5,8 @@
 //! read by a streaming HTTP client, its changes and its cap.
 //!
 //! feedparser comes from `.ci/feeds-requirements.txt` (`.ci/run` installs
-//! it and names the interpreter in `FEEDS_PYTHON`; otherwise `python3`).
+//! it in `target/feeds-venv` and names the interpreter in `FEEDS_PYTHON`;
+//! without that variable, that venv if it exists, else `python3`).
 //! Without it the feed tests fail, saying so.
 
 mod common;
@@ -57,7 +58,12 @@ async fn seeded(edit: impl FnOnce(&mut hotrank::config::Config)) -> TestServer {
 /// The interpreter that has feedparser; panics, saying how to get it,
 /// when there is none.
 fn feed_python() -> String {
-    let python = std::env::var("FEEDS_PYTHON").unwrap_or_else(|_| "python3".into());
+    // `.ci/run`'s venv, when it was made in this checkout's target dir.
+    let ci_venv = concat!(env!("CARGO_MANIFEST_DIR"), "/target/feeds-venv/bin/python");
+    let python = std::env::var("FEEDS_PYTHON").unwrap_or_else(|_| {
+        let found = std::path::Path::new(ci_venv).is_file();
+        (if found { ci_venv } else { "python3" }).to_string()
+    });
     let ok = std::process::Command::new(&python)
         .args(["-c", "import feedparser"])
         .output()
