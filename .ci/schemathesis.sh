@@ -49,6 +49,8 @@ else:
     sys.exit("hotrank did not come up")
 PY
 
+# /api/stream answers an endless event stream, which a tool that reads
+# each body whole cannot check; tests/feeds.rs reads it as a client does.
 # Schemathesis keeps a cache in its working directory: run it in the target dir.
 hooks="$PWD/.ci/schemathesis_hooks.py"
 st="$(cd "$venv" && pwd)/bin/st"
@@ -63,4 +65,5 @@ SCHEMATHESIS_HOOKS="$hooks" "$st" run \
   --max-examples "$examples" \
   --workers 1 \
   --report junit --report-dir schemathesis-report \
+  --exclude-path /api/stream \
   "$@"

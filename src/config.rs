@@ -54,6 +54,7 @@ pub struct Config {
     pub redis: RedisConfig,
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
+    pub feeds: FeedsConfig,
     pub models: Models,
 }
 
@@ -83,6 +84,7 @@ impl Default for Config {
             redis: RedisConfig::default(),
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
+            feeds: FeedsConfig::default(),
             models: Models::default(),
         }
     }
@@ -548,6 +550,67 @@ impl Default for EmbeddedConfig {
     }
 }
 
+/// The feeds of a ranking and its live stream (`[feeds]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FeedsConfig {
+    /// `Cache-Control: public, max-age=N` of `/feeds/hot.*`: how long a
+    /// CDN or reader may serve a feed without asking again (0: always ask;
+    /// an unchanged list then gets `304`).
+    pub max_age_secs: u32,
+    /// This server's public address (`https://hot.example.com`), for the
+    /// feeds' self links and item ids; empty: `http://` and the request's
+    /// `Host`.
+    pub public_url: String,
+    /// How often a live stream's ranking is read (one read per distinct
+    /// query, whatever the number of its streams).
+    pub stream_poll_ms: u64,
+    /// A comment line on a live stream after this many quiet seconds, so
+    /// that proxies keep it open and a gone client is noticed.
+    pub stream_keepalive_secs: u64,
+    /// Most live streams open at once; beyond it `GET /api/stream` answers
+    /// 503 `too_many_streams` (0: no streams).
+    pub max_streams: usize,
+}
+
+impl Default for FeedsConfig {
+    fn default() -> Self {
+        FeedsConfig {
+            max_age_secs: 60,
+            public_url: String::new(),
+            stream_poll_ms: 1000,
+            stream_keepalive_secs: 15,
+            max_streams: 256,
+        }
+    }
+}
+
+impl FeedsConfig {
+    fn validate(&self) -> Result<(), String> {
+        let in_range = |key: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "feeds.{key} = {v} is invalid: must be in {lo}..={hi}"
+                ))
+            }
+        };
+        in_range("max_age_secs", self.max_age_secs.into(), 0, 86_400)?;
+        in_range("stream_poll_ms", self.stream_poll_ms, 50, 60_000)?;
+        in_range("stream_keepalive_secs", self.stream_keepalive_secs, 1, 300)?;
+        in_range("max_streams", self.max_streams as u64, 0, 100_000)?;
+        let u = &self.public_url;
+        let scheme_ok = u.starts_with("http://") || u.starts_with("https://");
+        if !u.is_empty() && (!scheme_ok || u.ends_with('/') || u.chars().any(char::is_whitespace)) {
+            return Err(format!(
+                "feeds.public_url = {u:?} is invalid: an http:// or https:// address with no trailing slash"
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Reads a TOML file; unknown keys are errors.
     pub fn from_file(path: &Path) -> Result<Config, String> {
@@ -560,6 +623,7 @@ impl Config {
     /// warnings worth logging.
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = self.models.validate()?;
+        self.feeds.validate()?;
         let g = &self.gate;
         if g.dedupe_window_secs == 0 || g.dedupe_window_secs > 86_400 {
             return Err(format!(

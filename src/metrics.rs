@@ -90,6 +90,31 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Events refused as invalid (bad fields, unknown article when required).",
     ),
+    // Live streams (src/api/stream.rs)
+    family(
+        "hotrank_streams_open",
+        Gauge,
+        COUNT,
+        "Live ranking streams (GET /api/stream) open now, at most feeds.max_streams.",
+    ),
+    family(
+        "hotrank_streams_refused_total",
+        Counter,
+        COUNT,
+        "Live stream requests answered 503 too_many_streams because feeds.max_streams were open.",
+    ),
+    family(
+        "hotrank_stream_queries",
+        Gauge,
+        COUNT,
+        "Distinct ranking queries the live streams follow; each is read from the store once every feeds.stream_poll_ms.",
+    ),
+    family(
+        "hotrank_stream_events_total",
+        Counter,
+        COUNT,
+        "Ranking events sent on live streams (one per stream per change of its list).",
+    ),
     // Server upkeep
     family(
         "hotrank_store_up",

@@ -11,6 +11,7 @@ pub mod budget;
 mod error;
 mod event_json;
 mod extract;
+mod feeds;
 mod guard;
 pub use guard::head_refusal;
 pub use ops::record as record_request;
@@ -18,6 +19,7 @@ mod ingest;
 mod ops;
 mod overview;
 mod rankings;
+mod stream;
 mod web;
 
 pub use error::ApiError;
@@ -148,6 +150,8 @@ pub fn router(state: AppState) -> Router {
         .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
         .merge(rankings::router())
+        .merge(feeds::router())
+        .merge(stream::router(&state))
         .merge(overview::router())
         .merge(ops::router())
         .merge(web::router());

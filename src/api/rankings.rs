@@ -42,7 +42,13 @@ const MAX_DEPTH: usize = 100_000;
 
 /// Parses and validates a ranking query; returns it with the range as given.
 pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiError> {
-    let p = Params::parse(raw, PARAMS)?;
+    query_from(&Params::parse(raw, PARAMS)?, cap)
+}
+
+/// A ranking query from parameters already parsed against a route's own
+/// list (`PARAMS`, or a subset of it plus the route's own); what the list
+/// leaves out takes its default.
+pub(super) fn query_from(p: &Params, cap: usize) -> Result<(HotQuery, String), ApiError> {
     // What is not asked for is the default page's.
     let default = HotQuery::default_page();
     let range_text = p
@@ -131,7 +137,7 @@ pub(super) fn item_json(it: &RankedItem, q: &HotQuery, now: Timestamp) -> Value 
     v
 }
 
-fn page_json(page: &HotPage, q: &HotQuery, range_text: &str) -> Value {
+pub(super) fn page_json(page: &HotPage, q: &HotQuery, range_text: &str) -> Value {
     json!({
         "items": page
             .items
@@ -168,8 +174,18 @@ enum List {
 }
 
 async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<Value>, ApiError> {
-    let started = Instant::now();
     let (q, range_text) = parse_query(raw, state.config.retention.ranking_cap)?;
+    let page = fetch(state, &q, list).await?;
+    Ok(Json(page_json(&page, &q, &range_text)))
+}
+
+/// The page of the hot ranking `q` asks for, as `GET /api/hot` gets it.
+pub(super) async fn hot(state: &AppState, q: &HotQuery) -> Result<HotPage, ApiError> {
+    fetch(state, q, List::Hot).await
+}
+
+async fn fetch(state: &AppState, q: &HotQuery, list: List) -> Result<HotPage, ApiError> {
+    let started = Instant::now();
     let now = state.clock.now();
     let (page, endpoint) = match list {
         // Past the ranking's depth: nothing to ask the store.
@@ -181,10 +197,10 @@ async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<
             },
             "empty",
         ),
-        List::Hot => (state.store.hot(&q, now).await?, "hot"),
-        List::New => (state.store.newest(&q, now).await?, "new"),
+        List::Hot => (state.store.hot(q, now).await?, "hot"),
+        List::New => (state.store.newest(q, now).await?, "new"),
     };
     metrics::histogram!("hotrank_query_seconds", "endpoint" => endpoint)
         .record(started.elapsed().as_secs_f64());
-    Ok(Json(page_json(&page, &q, &range_text)))
+    Ok(page)
 }
