@@ -734,7 +734,7 @@ async fn overview_and_compare() {
         .await;
 
     // Readable on a phone.
-    browser.resize(375, 1100).await;
+    browser.resize(375, 1500).await;
     browser.goto(&format!("{}/#/?{query}", server.base)).await;
     browser
         .wait_js(

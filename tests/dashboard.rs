@@ -408,5 +408,11 @@ async fn a_phone_keeps_the_score_and_why() {
     browser
         .assert_contrast("#view-overview td, #view-overview .label, #view-overview .delta, #view-overview .row-meta")
         .await;
+    browser
+        .js("document.activeElement.blur(); document.getElementById('o-items').scrollIntoView()")
+        .await;
+    browser
+        .screenshot(&shots().join("overview-phone-why.png"))
+        .await;
     browser.quit().await;
 }

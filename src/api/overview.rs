@@ -5,7 +5,8 @@
 //!
 //! Built from the public store methods only (`hot`, `hourly`, `stats`);
 //! movement comes from a bounded record of past rankings kept in this
-//! process ([`history`]).
+//! process ([`history`]). Each total's change compares the range with the
+//! one before it, from the same hourly rows.
 
 mod history;
 
