@@ -118,6 +118,15 @@ location.hash = "#/?range=24h&limit=9";
     assert_eq!(shown[0], pv, "visitors shown as the page views: {shown}");
     let title = shown[1].as_str().unwrap();
     assert!(title.contains("±0.81%"), "the estimate's error: {title}");
+    // Said on the page too, for those without a mouse.
+    let note = browser
+        .js("return document.getElementById('o-uv-note').textContent")
+        .await;
+    let estimate = hotrank::cli::top::fmt_count(o["totals"]["pv"].as_u64().unwrap() + 5);
+    assert_eq!(
+        note,
+        format!("estimated {estimate} (±0.81%), not above the views")
+    );
     // Every row: visitors at most views.
     let rows = browser
         .js("return [...document.querySelectorAll('#o-items tr[data-article-id]')].map(tr => [tr.children[4].textContent, tr.children[5].textContent])")

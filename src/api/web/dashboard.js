@@ -341,6 +341,9 @@ async function loadOverview() {
     showNow(o);
     $("o-pv").textContent = fmt(t.pv);
     $("o-uv").replaceChildren(visitors(t.uvSum, t.pv));
+    // The tooltip's word in plain sight when it matters (no mouse needed).
+    $("o-uv-note").textContent = t.uvSum > t.pv
+      ? "estimated " + fmt(t.uvSum) + " (±" + (UV_ERROR * 100).toFixed(2) + "%), not above the views" : "";
     $("o-counted").textContent = fmt(t.counted);
     $("o-quarantined").textContent = fmt(t.quarantinedTotal);
     showChange("o-pv-change", t, "pv");
