@@ -220,3 +220,35 @@ async fn bad_queries_are_clear_400s() {
         assert!(body["error"]["message"].as_str().unwrap().len() > 10);
     }
 }
+
+/// Each total's change against the period before the range, from the
+/// same hourly rows; each item's views in the current hour.
+#[tokio::test]
+async fn overview_change_against_the_previous_period() {
+    let server = seeded().await;
+    // The last two hours (42 views) against the two before (21).
+    let (s, o) = server.get("/api/overview?range=2h").await;
+    assert_eq!(s, StatusCode::OK, "{o}");
+    let t = &o["totals"];
+    assert_eq!(t["previous"]["hours"], 2, "{t}");
+    assert_eq!(t["previous"]["pv"], 21, "{t}");
+    assert_eq!(t["change"]["pv"], 1.0, "{t}");
+    // The one duplicate is in the current hour; none before it.
+    assert_eq!(t["previous"]["quarantinedTotal"], 0, "{t}");
+    assert_eq!(t["change"]["quarantinedTotal"], Value::Null, "{t}");
+    // The hour before: as many views as this one.
+    let (_, o1) = server.get("/api/overview?range=1h").await;
+    assert_eq!(o1["totals"]["change"]["pv"], 0.0, "{o1}");
+    // Nothing before the traffic began.
+    let (_, o6) = server.get("/api/overview?range=6h").await;
+    assert_eq!(o6["totals"]["previous"]["pv"], 0);
+    assert_eq!(o6["totals"]["change"]["pv"], Value::Null);
+    // A range longer than the chart has no previous period.
+    let (_, all) = server.get("/api/overview?range=all").await;
+    assert_eq!(all["totals"]["previous"], Value::Null);
+    assert_eq!(all["totals"]["change"], Value::Null);
+    // Views in the current clock hour, per item.
+    let lead = &o["items"][0];
+    assert_eq!(lead["articleId"], "a5");
+    assert_eq!(lead["lastHour"], 6, "{lead}");
+}

@@ -5,7 +5,8 @@
 //!
 //! Built from the public store methods only (`hot`, `hourly`, `stats`);
 //! movement comes from a bounded record of past rankings kept in this
-//! process ([`history`]).
+//! process ([`history`]). Each total's change compares the range with the
+//! one before it, from the same hourly rows.
 
 mod history;
 
@@ -92,7 +93,15 @@ async fn get_overview(
     };
     let ranked = state.store.hot(&whole, now).await?.items;
     let hours = range_hours(q.range);
-    let stats = state.store.stats(now, hours).await?;
+    let chart_hours = hours.min(SERIES_MAX_HOURS);
+    // A range that fits the chart is compared with the one before it.
+    let compared = matches!(q.range, RangeSpec::Hours(h) if h <= SERIES_MAX_HOURS);
+    let last_hour = now.div_euclid(3600);
+    let first_hour = last_hour - i64::from(chart_hours) + 1;
+    let stats = state
+        .store
+        .stats(now, if compared { hours * 2 } else { hours })
+        .await?;
 
     let mut pv = 0u64;
     let mut uv_sum = 0u64;
@@ -103,21 +112,30 @@ async fn get_overview(
         uv_sum += c.uv;
         counted += c.pv + c.likes + c.comments + c.favorites + c.shares + c.dwell_reports;
     }
+    let mut before = PeriodSums::default();
     let quarantined = match q.range {
         RangeSpec::All => stats.quarantined,
-        RangeSpec::Hours(_) => {
+        RangeSpec::Hours(h) => {
             let mut total = Quarantine::default();
-            for (_, qh) in &stats.quarantine_by_hour {
-                total.merge(qh);
+            for (hour, qh) in &stats.quarantine_by_hour {
+                if *hour > last_hour - i64::from(h) {
+                    total.merge(qh);
+                } else if compared {
+                    before.quarantined += qh.total();
+                }
             }
             total
         }
     };
 
     // The chart and the trend lines: hourly rows of the hottest articles.
-    let chart_hours = hours.min(SERIES_MAX_HOURS);
-    let last_hour = now.div_euclid(3600);
-    let first_hour = last_hour - i64::from(chart_hours) + 1;
+    // When the range fits the chart, the rows reach back one more range:
+    // the previous period, for the change on each total.
+    let fetched_hours = if compared {
+        chart_hours * 2
+    } else {
+        chart_hours
+    };
     let mut series_pv = vec![0u64; chart_hours as usize];
     let mut series_uv = vec![0u64; chart_hours as usize];
     let mut trends: Vec<Vec<u64>> = Vec::new();
@@ -125,11 +143,18 @@ async fn get_overview(
     for (i, it) in ranked.iter().take(SERIES_DEPTH).enumerate() {
         let rows = state
             .store
-            .hourly(&it.id, now, chart_hours)
+            .hourly(&it.id, now, fetched_hours)
             .await?
             .unwrap_or_default();
         let mut trend = vec![0u64; chart_hours as usize];
         for r in rows {
+            if r.hour < first_hour {
+                if compared && r.hour >= first_hour - i64::from(chart_hours) {
+                    before.pv += r.pv;
+                    before.uv_sum += r.uv;
+                }
+                continue;
+            }
             let Some(slot) = usize::try_from(r.hour - first_hour)
                 .ok()
                 .filter(|&s| s < trend.len())
@@ -177,6 +202,8 @@ async fn get_overview(
             let (previous, moved) = movement(baseline.as_ref(), &it.id, it.rank);
             v["previousRank"] = json!(previous);
             v["movement"] = json!(moved);
+            // Views in the current clock hour (hotrank counts by the hour).
+            v["lastHour"] = json!(trend.last().copied().unwrap_or(0));
             v["trend"] = json!(trend);
             v
         })
@@ -196,6 +223,17 @@ async fn get_overview(
             "quarantinedTotal": quarantined.total(),
             "articles": ranked.len(),
             "complete": ranked.len() < cap,
+            "previous": compared.then(|| json!({
+                "hours": chart_hours,
+                "pv": before.pv,
+                "uvSum": before.uv_sum,
+                "quarantinedTotal": before.quarantined,
+            })),
+            "change": compared.then(|| json!({
+                "pv": change(series_pv.iter().sum(), before.pv),
+                "uvSum": change(series_uv.iter().sum(), before.uv_sum),
+                "quarantinedTotal": change(quarantined.total(), before.quarantined),
+            })),
         },
         "series": {
             "hours": chart_hours,
@@ -205,6 +243,20 @@ async fn get_overview(
         "movementSince": baseline.as_ref().map(|b| b.at),
         "items": items,
     })))
+}
+
+/// Sums over the period before the range, for the change on each total.
+#[derive(Default)]
+struct PeriodSums {
+    pv: u64,
+    uv_sum: u64,
+    quarantined: u64,
+}
+
+/// Relative change from `before` to `now` (0.12 is +12%); `None` when
+/// there was nothing before to compare with.
+fn change(now: u64, before: u64) -> Option<f64> {
+    (before > 0).then(|| (now as f64 - before as f64) / before as f64)
 }
 
 /// One side of a comparison: the model's page with each item's rank in

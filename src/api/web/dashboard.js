@@ -32,8 +32,48 @@ function fmt(n, digits) {
   if (typeof n !== "number") return "–";
   return digits === undefined ? n.toLocaleString("en") : n.toFixed(digits);
 }
+// The site's time zone: a setting kept in this browser (localStorage),
+// UTC until chosen. Every time on the page is shown in it.
+const TZ_KEY = "hotrank.timeZone";
+function zone() {
+  const z = localStorage.getItem(TZ_KEY);
+  return z && validZone(z) ? z : "UTC";
+}
+function validZone(z) {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: z });
+    return true;
+  } catch (e) {
+    return false;
+  }
+}
+const formatters = new Map();
+// "YYYY-MM-DD HH:MM" in the site's time zone.
 function when(ts) {
-  return new Date(ts * 1000).toISOString().slice(0, 16).replace("T", " ");
+  const z = zone();
+  if (!formatters.has(z)) {
+    formatters.set(z, new Intl.DateTimeFormat("en", { timeZone: z, year: "numeric", month: "2-digit",
+      day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" }));
+  }
+  const p = Object.fromEntries(formatters.get(z).formatToParts(new Date(ts * 1000)).map((x) => [x.type, x.value]));
+  return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute;
+}
+// How old something is, from seconds: "40 min", "5 h", "3 d".
+function age(seconds) {
+  if (seconds < 3600) return Math.max(0, Math.floor(seconds / 60)) + " min";
+  if (seconds < 48 * 3600) return Math.floor(seconds / 3600) + " h";
+  return Math.floor(seconds / 86400) + " d";
+}
+// Unique visitors are HyperLogLog estimates (16384 registers: a standard
+// error of 1.04 / sqrt(16384), about 0.81%), so an estimate can come out a
+// little above the page views it counts. The page never shows more
+// visitors than views, and says what the estimate was.
+const UV_ERROR = 1.04 / Math.sqrt(16384);
+function visitors(uv, pv) {
+  const shown = Math.min(uv, pv);
+  let tip = "estimated " + fmt(uv) + " unique visitors (±" + (UV_ERROR * 100).toFixed(2) + "%, a HyperLogLog estimate)";
+  if (uv > pv) tip += "; shown as " + fmt(pv) + ", the page views, as there cannot be more visitors than views";
+  return el("span", { class: "uv-est", title: tip }, fmt(shown));
 }
 function status(text, isError) {
   const s = $("status");
@@ -175,12 +215,14 @@ async function loadHot() {
     for (const it of body.items) {
       const id = it.articleId;
       const why = whyButton(id, "why", loadHot);
+      const title = titleCell(it);
+      title.append(rowMeta(it, body.generatedAt));
       rows.push(el("tr", { "data-article-id": id },
         el("td", { class: "num" }, it.rank),
-        titleCell(it),
+        title,
         el("td", { class: "num" }, fmt(it.score, 4)),
         el("td", { class: "num" }, fmt(it.pv)),
-        el("td", { class: "num" }, fmt(it.uv)),
+        el("td", { class: "num" }, visitors(it.uv, it.pv)),
         el("td", { class: "wide" }, it.author || ""),
         el("td", { class: "wide" }, it.publishedAt ? when(it.publishedAt) : ""),
         el("td", {}, why)));
@@ -190,7 +232,7 @@ async function loadHot() {
     $("hot-items").dataset.generatedAt = String(body.generatedAt);
     $("hot-empty").hidden = body.items.length > 0;
     status(body.items.length + " items · " + body.model + " · " + body.range +
-      " · generated " + when(body.generatedAt) + " UTC");
+      " · generated " + when(body.generatedAt) + " " + zone());
   } catch (e) {
     status("hot list: " + e.message, true);
   }
@@ -210,12 +252,14 @@ function movementCell(it, since) {
   s.setAttribute("aria-label", said);
   return el("td", { class: "move" }, s);
 }
-function sparkline(trend, label) {
+// A trend line. `max` is the table's largest hourly count, so every row
+// is drawn to one scale: a small spike looks small next to a big one.
+function sparkline(trend, max, label) {
   const w = 120, h = 28, n = trend.length;
-  const root = svg("svg", { viewBox: `0 0 ${w} ${h}`, class: "spark", role: "img", "aria-label": label });
-  const max = Math.max(1, ...trend);
+  const root = svg("svg", { viewBox: `0 0 ${w} ${h}`, class: "spark", role: "img", "aria-label": label,
+    preserveAspectRatio: "none", "data-max": max });
   const x = (i) => (n <= 1 ? w / 2 : (i * (w - 2)) / (n - 1) + 1);
-  const y = (v) => h - 2 - (v / max) * (h - 4);
+  const y = (v) => h - 2 - (v / Math.max(1, max)) * (h - 4);
   const pts = trend.map((v, i) => x(i).toFixed(1) + "," + y(v).toFixed(1));
   if (n) {
     root.append(svg("polygon", { class: "spark-fill", points: [x(0).toFixed(1) + "," + (h - 2), ...pts, x(n - 1).toFixed(1) + "," + (h - 2)].join(" ") }));
@@ -223,39 +267,116 @@ function sparkline(trend, label) {
   }
   return root;
 }
+// "+12% vs previous 24 h", from the server's change on a total.
+function changeText(t, key) {
+  const c = t.change ? t.change[key] : undefined;
+  if (c === undefined) return { text: "", title: "" };
+  const span = "previous " + t.previous.hours + " h";
+  if (c === null) {
+    return { text: "none in the " + span, title: "nothing in the " + span + " to compare with" };
+  }
+  const pct = Math.round(c * 100);
+  const text = (pct > 0 ? "+" : pct < 0 ? "−" : "±") + Math.abs(pct) + "% vs " + span;
+  return { text, title: "the " + span + " had " + fmt(t.previous[key]) + " (the 100 hottest articles' hourly rows)",
+    cls: pct > 0 ? "up" : pct < 0 ? "down" : "same" };
+}
+function showChange(id, t, key) {
+  const c = changeText(t, key);
+  const e = $(id);
+  e.textContent = c.text;
+  e.title = c.title;
+  e.className = "delta " + (c.cls || "");
+}
+// The empty state: a site with no events at all gets the tracker tag and
+// a test request to paste, with this server's own address.
+function showStart(empty) {
+  $("o-start").hidden = !empty;
+  $("o-data").hidden = empty;
+  if (!empty) return;
+  const origin = location.origin;
+  $("o-snippet").textContent = '<script src="' + origin + '/tracker.js" data-article-id="ARTICLE-ID" defer></script>';
+  $("o-curl").textContent = "curl -s " + origin + "/api/views -H 'Content-Type: application/json' \\\n" +
+    "  -A 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0' \\\n" +
+    "  -d '{\"articleId\": \"hello\", \"visitorId\": \"test-1\"}'";
+}
+// Whether the site has ever counted or held back anything.
+async function siteIsEmpty() {
+  const s = await getJson("/api/stats?hours=1");
+  return s.counted === 0 && s.quarantinedTotal === 0;
+}
+// The realtime card: this clock hour so far (hotrank counts by the hour),
+// and today (since midnight in the site's time zone) when the chart
+// reaches back that far.
+function showNow(o) {
+  const pts = o.series.points;
+  const last = pts[pts.length - 1];
+  $("o-now").textContent = last ? fmt(last.pv) : "–";
+  const today = when(o.generatedAt).slice(0, 10);
+  const first = pts.length ? when(pts[0].hour) : "";
+  const reaches = first !== "" && (first.slice(0, 10) !== today || first.slice(11) === "00:00");
+  const todayPv = pts.filter((p) => when(p.hour).slice(0, 10) === today).reduce((a, p) => a + p.pv, 0);
+  const note = [last ? "since " + when(last.hour).slice(11) + " " + zone() : ""];
+  if (reaches) note.push("today " + fmt(todayPv));
+  $("o-now-note").textContent = note.join(" · ");
+  $("o-now-note").dataset.today = reaches ? String(todayPv) : "";
+}
+// An item's age and, on the overview, its views this hour.
+function rowMeta(it, now) {
+  const parts = [];
+  if (it.publishedAt) parts.push(age(now - it.publishedAt) + " old");
+  if (typeof it.lastHour === "number") parts.push(fmt(it.lastHour) + " views this hour");
+  return el("div", { class: "row-meta" }, parts.join(" · "));
+}
 async function loadOverview() {
   const p = formParams($("o-form"));
   try {
     const o = await getJson("/api/overview?" + p);
     const t = o.totals;
+    if (t.pv === 0 && t.quarantinedTotal === 0 && t.counted === 0 && await siteIsEmpty()) {
+      showStart(true);
+      status("no events yet · " + when(o.generatedAt) + " " + zone());
+      return;
+    }
+    showStart(false);
+    showNow(o);
     $("o-pv").textContent = fmt(t.pv);
-    $("o-uv").textContent = fmt(t.uvSum);
+    $("o-uv").replaceChildren(visitors(t.uvSum, t.pv));
+    // The tooltip's word in plain sight when it matters (no mouse needed).
+    $("o-uv-note").textContent = t.uvSum > t.pv
+      ? "estimated " + fmt(t.uvSum) + " (±" + (UV_ERROR * 100).toFixed(2) + "%), not above the views" : "";
     $("o-counted").textContent = fmt(t.counted);
     $("o-quarantined").textContent = fmt(t.quarantinedTotal);
+    showChange("o-pv-change", t, "pv");
+    showChange("o-uv-change", t, "uvSum");
+    showChange("o-quarantined-change", t, "quarantinedTotal");
     $("o-reasons").replaceChildren(...REASONS.filter((r) => t.quarantined[r]).map((r) =>
       el("span", {}, el("span", { class: "key " + r }), " " + r + " " + fmt(t.quarantined[r]))));
     $("o-chart").replaceChildren(overviewChart(o.series.points));
     $("o-cover").textContent = "· last " + o.series.hours + " h of the " + o.series.articles +
       " hottest articles" + (t.complete ? "" : " (totals: the " + fmt(t.articles) + " ranked)");
-    const since = o.movementSince ? when(o.movementSince).slice(11) + " UTC" : null;
+    const since = o.movementSince ? when(o.movementSince).slice(11) + " " + zone() : null;
     $("o-since").textContent = since ? "· moves since " + since : "· moves show once an earlier list is seen";
+    const scale = Math.max(1, ...o.items.flatMap((it) => it.trend));
     const rows = o.items.flatMap((it) => {
       const id = it.articleId;
       const peak = Math.max(0, ...it.trend);
+      const title = titleCell(it);
+      title.append(rowMeta(it, o.generatedAt));
       return [el("tr", { "data-article-id": id },
         el("td", { class: "num" }, it.rank),
         movementCell(it, since),
-        titleCell(it),
-        el("td", { class: "trend-col" }, sparkline(it.trend, "PV per hour over the last " + it.trend.length + " hours, peak " + peak)),
+        title,
+        el("td", { class: "trend-col" }, sparkline(it.trend, scale, "PV per hour over the last " + it.trend.length +
+          " hours, peak " + peak + " (every row drawn to the table's peak, " + scale + ")")),
         el("td", { class: "num" }, fmt(it.pv)),
-        el("td", { class: "num wide" }, fmt(it.uv)),
-        el("td", { class: "num wide" }, whyButton(id, fmt(it.score, 3), loadOverview))),
+        el("td", { class: "num wide" }, visitors(it.uv, it.pv)),
+        el("td", { class: "num score" }, whyButton(id, fmt(it.score, 3), loadOverview))),
         ...explainRow(o.model, it, 2, 5)];
     });
     $("o-items").replaceChildren(...rows);
     $("o-items").dataset.generatedAt = String(o.generatedAt);
     $("o-empty").hidden = o.items.length > 0;
-    status("overview · " + o.model + " · " + o.range + " · " + when(o.generatedAt) + " UTC");
+    status("overview · " + o.model + " · " + o.range + " · " + when(o.generatedAt) + " " + zone());
   } catch (e) {
     status("overview: " + e.message, true);
   }
@@ -271,7 +392,7 @@ function overviewChart(points) {
     const x = PAD_L + i * step + step * 0.1, width = Math.max(1, step * 0.8);
     const tip = () => {
       const t = svg("title");
-      t.textContent = when(r.hour) + " UTC: " + fmt(r.pv) + " PV, " + fmt(r.quarantined) + " held back";
+      t.textContent = when(r.hour) + " " + zone() + ": " + fmt(r.pv) + " PV, " + fmt(r.quarantined) + " held back";
       return t;
     };
     if (r.pv > 0) {
@@ -309,7 +430,7 @@ async function loadCompare() {
           cell);
       }));
     }
-    status("compare · " + c.a.model + " vs " + c.b.model + " · " + c.range + " · " + when(c.generatedAt) + " UTC");
+    status("compare · " + c.a.model + " vs " + c.b.model + " · " + c.range + " · " + when(c.generatedAt) + " " + zone());
   } catch (e) {
     status("compare: " + e.message, true);
   }
@@ -327,17 +448,24 @@ async function loadArticle(id, hours) {
     if (a.author) meta.push("by " + a.author);
     if (a.category) meta.push(a.category);
     if (a.kind) meta.push(a.kind);
-    meta.push("published " + when(a.publishedAt) + " UTC");
+    meta.push("published " + when(a.publishedAt) + " " + zone());
     $("a-meta").textContent = meta.join(" · ");
     kvTable($("a-signals"), [
-      ["PV", fmt(a.pv)], ["UV", fmt(a.uv)], ["likes", fmt(a.likes)],
+      ["PV", fmt(a.pv)], ["UV", visitors(a.uv, a.pv)], ["likes", fmt(a.likes)],
       ["comments", fmt(a.comments)], ["favorites", fmt(a.favorites)], ["shares", fmt(a.shares)],
       ["average dwell", fmt(a.avgDwellSeconds, 1) + " s"],
       ["dwell reported", fmt(a.dwellSeconds) + " s in " + fmt(a.dwellReports) + " reports"],
     ]);
     kvTable($("a-scores"), Object.entries(a.scores || {}).map(([k, v]) => [k, fmt(v, 4)]));
     kvTable($("a-quarantine"), REASONS.map((r) => [r, fmt(a.quarantined[r]), r]));
-    $("a-chart").replaceChildren(viewsChart(h.hours));
+    // Only the hours since publication: a two-hour-old article gets two
+    // bars, not 70 empty hours before them.
+    const born = Math.floor(a.publishedAt / 3600) * 3600;
+    const lived = h.hours.filter((r) => r.hour >= born);
+    const rows = lived.length ? lived : h.hours.slice(-1);
+    $("a-chart").replaceChildren(viewsChart(rows));
+    $("a-chart-note").textContent = rows.length < h.hours.length
+      ? "· since publication, " + rows.length + (rows.length === 1 ? " hour" : " hours") : "· last " + rows.length + " hours";
     status("article " + a.articleId + " · last " + hours + " hours");
   } catch (e) {
     $("a-title").textContent = "article " + id;
@@ -364,7 +492,7 @@ function axes(g, max, rows) {
 }
 function viewsChart(rows) {
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "PV and UV per hour" });
-  const max = Math.max(1, ...rows.map((r) => Math.max(r.pv, r.uv)));
+  const max = Math.max(1, ...rows.map((r) => r.pv));
   axes(root, max, rows);
   const n = Math.max(1, rows.length);
   const step = (W - PAD_L) / n;
@@ -375,11 +503,11 @@ function viewsChart(rows) {
     if (r.pv > 0) {
       const bar = svg("rect", { class: "pv", x: x + step * 0.1, width: Math.max(1, step * 0.8), y: y(r.pv), height: y(0) - y(r.pv) });
       const tip = svg("title");
-      tip.textContent = when(r.hour) + " UTC: PV " + r.pv + ", UV " + r.uv;
+      tip.textContent = when(r.hour) + " " + zone() + ": PV " + r.pv + ", UV " + Math.min(r.uv, r.pv);
       bar.append(tip);
       root.append(bar);
     }
-    pts.push((x + step / 2).toFixed(1) + "," + y(r.uv).toFixed(1));
+    pts.push((x + step / 2).toFixed(1) + "," + y(Math.min(r.uv, r.pv)).toFixed(1));
   });
   root.append(svg("polyline", { class: "uv", points: pts.join(" ") }));
   return root;
@@ -389,9 +517,19 @@ function viewsChart(rows) {
 async function loadQuarantine(hours) {
   try {
     const s = await getJson("/api/stats?hours=" + encodeURIComponent(hours));
+    // The range's figures are the hourly rows added up; the lifetime
+    // totals sit apart, labelled as such.
+    const inRange = Object.fromEntries(REASONS.map((r) => [r, 0]));
+    for (const row of s.quarantinedByHour) for (const r of REASONS) inRange[r] += row.quarantined[r] || 0;
+    const rangeTotal = REASONS.reduce((a, r) => a + inRange[r], 0);
+    $("q-totals-title").textContent = "Last " + hours + " hours";
     kvTable($("q-totals"), [
+      ["held back", fmt(rangeTotal)],
+      ...REASONS.map((r) => [r, fmt(inRange[r]), r]),
+    ]);
+    kvTable($("q-lifetime"), [
       ["articles", fmt(s.articles)], ["events counted", fmt(s.counted)],
-      ["quarantined", fmt(s.quarantinedTotal)],
+      ["held back", fmt(s.quarantinedTotal)],
       ...REASONS.map((r) => [r, fmt(s.quarantined[r]), r]),
     ]);
     $("q-chart").replaceChildren(quarantineChart(s.quarantinedByHour, Number(hours)));
@@ -426,7 +564,7 @@ function quarantineChart(byHour, hours) {
       base -= h;
       const rect = svg("rect", { class: reason, x: PAD_L + i * step + step * 0.1, width: Math.max(1, step * 0.8), y: base, height: h });
       const tip = svg("title");
-      tip.textContent = when(r.hour) + " UTC: " + reason + " " + v;
+      tip.textContent = when(r.hour) + " " + zone() + ": " + reason + " " + v;
       rect.append(tip);
       root.append(rect);
     }
@@ -457,6 +595,21 @@ for (const sel of document.querySelectorAll("select[data-ranges]")) {
   sel.replaceChildren(...RANGES.map((r) => el("option", { value: r }, r)));
   sel.value = current;
 }
+// The time zone setting: UTC, this browser's zone, or any other; kept in
+// localStorage, and every view re-renders in it.
+(function timeZones() {
+  const sel = $("tz");
+  const here = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const all = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+  const names = [...new Set(["UTC", here, zone(), ...all])].filter((z) => z && validZone(z));
+  sel.replaceChildren(...names.map((z) => el("option", { value: z }, z === here && z !== "UTC" ? z + " (this browser)" : z)));
+  sel.value = zone();
+  $("tz-form").addEventListener("submit", (e) => e.preventDefault());
+  sel.addEventListener("change", () => {
+    localStorage.setItem(TZ_KEY, sel.value);
+    render();
+  });
+})();
 bindForm($("o-form"), () => "#/");
 bindForm($("c-form"), () => "#/compare");
 bindForm($("hot-form"), () => "#/hot");
