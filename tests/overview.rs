@@ -221,8 +221,8 @@ async fn bad_queries_are_clear_400s() {
     }
 }
 
-/// Each total's change against the period before the range, from the
-/// same hourly rows; each item's views in the current hour.
+/// The views' and held-back totals' change against the period before the
+/// range; each item's views in the current hour.
 #[tokio::test]
 async fn overview_change_against_the_previous_period() {
     let server = seeded().await;

@@ -5,8 +5,8 @@
 //!
 //! Built from the public store methods only (`hot`, `hourly`, `stats`);
 //! movement comes from a bounded record of past rankings kept in this
-//! process ([`history`]). Each total's change compares the range with the
-//! one before it, from the same hourly rows.
+//! process ([`history`]). The change on the views total compares the
+//! range with the one before it (a ranking over both, less the range's).
 
 mod history;
 
@@ -113,6 +113,26 @@ async fn get_overview(
         counted += c.pv + c.likes + c.comments + c.favorites + c.shares + c.dwell_reports;
     }
     let mut before = PeriodSums::default();
+    // The period before the range: a ranking over twice the range holds
+    // every article's views in both, so less the range's own it leaves
+    // the previous period's, exactly (views add up). Visitors do not add
+    // up across periods, so their change is not given.
+    if compared {
+        let twice = HotQuery {
+            range: RangeSpec::Hours(hours * 2),
+            explain: false,
+            ..whole.clone()
+        };
+        let both: u64 = state
+            .store
+            .hot(&twice, now)
+            .await?
+            .items
+            .iter()
+            .map(|it| it.counters.pv)
+            .sum();
+        before.pv = both.saturating_sub(pv);
+    }
     let quarantined = match q.range {
         RangeSpec::All => stats.quarantined,
         RangeSpec::Hours(h) => {
@@ -129,13 +149,6 @@ async fn get_overview(
     };
 
     // The chart and the trend lines: hourly rows of the hottest articles.
-    // When the range fits the chart, the rows reach back one more range:
-    // the previous period, for the change on each total.
-    let fetched_hours = if compared {
-        chart_hours * 2
-    } else {
-        chart_hours
-    };
     let mut series_pv = vec![0u64; chart_hours as usize];
     let mut series_uv = vec![0u64; chart_hours as usize];
     let mut trends: Vec<Vec<u64>> = Vec::new();
@@ -143,16 +156,12 @@ async fn get_overview(
     for (i, it) in ranked.iter().take(SERIES_DEPTH).enumerate() {
         let rows = state
             .store
-            .hourly(&it.id, now, fetched_hours)
+            .hourly(&it.id, now, chart_hours)
             .await?
             .unwrap_or_default();
         let mut trend = vec![0u64; chart_hours as usize];
         for r in rows {
             if r.hour < first_hour {
-                if compared && r.hour >= first_hour - i64::from(chart_hours) {
-                    before.pv += r.pv;
-                    before.uv_sum += r.uv;
-                }
                 continue;
             }
             let Some(slot) = usize::try_from(r.hour - first_hour)
@@ -224,14 +233,12 @@ async fn get_overview(
             "articles": ranked.len(),
             "complete": ranked.len() < cap,
             "previous": compared.then(|| json!({
-                "hours": chart_hours,
+                "hours": hours,
                 "pv": before.pv,
-                "uvSum": before.uv_sum,
                 "quarantinedTotal": before.quarantined,
             })),
             "change": compared.then(|| json!({
-                "pv": change(series_pv.iter().sum(), before.pv),
-                "uvSum": change(series_uv.iter().sum(), before.uv_sum),
+                "pv": change(pv, before.pv),
                 "quarantinedTotal": change(quarantined.total(), before.quarantined),
             })),
         },
@@ -249,7 +256,6 @@ async fn get_overview(
 #[derive(Default)]
 struct PeriodSums {
     pv: u64,
-    uv_sum: u64,
     quarantined: u64,
 }
 

@@ -277,7 +277,7 @@ function changeText(t, key) {
   }
   const pct = Math.round(c * 100);
   const text = (pct > 0 ? "+" : pct < 0 ? "−" : "±") + Math.abs(pct) + "% vs " + span;
-  return { text, title: "the " + span + " had " + fmt(t.previous[key]) + " (the 100 hottest articles' hourly rows)",
+  return { text, title: "the " + span + " had " + fmt(t.previous[key]),
     cls: pct > 0 ? "up" : pct < 0 ? "down" : "same" };
 }
 function showChange(id, t, key) {
@@ -347,7 +347,6 @@ async function loadOverview() {
     $("o-counted").textContent = fmt(t.counted);
     $("o-quarantined").textContent = fmt(t.quarantinedTotal);
     showChange("o-pv-change", t, "pv");
-    showChange("o-uv-change", t, "uvSum");
     showChange("o-quarantined-change", t, "quarantinedTotal");
     $("o-reasons").replaceChildren(...REASONS.filter((r) => t.quarantined[r]).map((r) =>
       el("span", {}, el("span", { class: "key " + r }), " " + r + " " + fmt(t.quarantined[r]))));
