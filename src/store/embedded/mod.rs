@@ -22,16 +22,14 @@
 //!
 //! On-disk encodings and their versions: [`persist`].
 
-mod compact;
-pub mod dedupe;
-mod index;
 mod newest;
 pub mod persist;
 mod ranking;
-pub mod sharded;
 mod state;
 
-pub use state::{LogRecord, WINDOW_CACHES};
+pub use state::article::WINDOW_CACHES;
+pub use state::record::LogRecord;
+pub use state::{dedupe, sharded};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -64,7 +62,8 @@ use crate::store::{
 
 pub use ranking::UPKEEP_DIRTY;
 use ranking::{Build, Join, RankKey, Rankings, Step};
-use state::{Change, Data, Idx};
+use state::article::Idx;
+use state::{Change, Data};
 
 /// Where a ranking build is, for [`EmbeddedStore::set_build_hook`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1166,7 +1165,7 @@ impl EmbeddedStore {
             if swept {
                 data.expire(last_sweep, &settings);
             }
-            let horizon = swept.then(|| state::dedupe_horizon(last_sweep, &settings));
+            let horizon = swept.then(|| state::retention::dedupe_horizon(last_sweep, &settings));
             phase.set(SnapshotPhase::Write);
             let dir = d2.snapshot_dir();
             let storage = &*d2.storage;
@@ -1795,7 +1794,7 @@ impl Store for EmbeddedStore {
                 let hours = inner.rankings.hours();
                 inner.data.keep_window_ranges(hours);
             }
-            let mut walk = state::Sweep::default();
+            let mut walk = state::retention::Sweep::default();
             self.in_holds("retention", |data, until| {
                 data.expire_articles(now, s, &mut walk, s.build_chunk, Some(until))
             })

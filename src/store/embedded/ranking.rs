@@ -21,7 +21,8 @@ use crate::rank::pages::SnapItem;
 use crate::rank::{self, Filter, Walk};
 use crate::score::{ModelKind, Models};
 
-use super::state::{Change, Data, Idx};
+use super::state::article::Idx;
+use super::state::{Change, Data};
 
 /// What distinguishes one ranking from another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
