@@ -260,7 +260,7 @@ impl Article {
 
     /// Counters inside `range` at `now`, UV included. A window not cached
     /// yet is cached only if `cache` (else built from the buckets and
-    /// dropped: [`Data::window`] past the window caches' budget).
+    /// dropped: [`Data::window`](super::Data::window) past the window caches' budget).
     pub fn window(&mut self, range: RangeSpec, now: Timestamp, cache: bool) -> Counters {
         let RangeSpec::Hours(hours) = range else {
             let mut c = self.lifetime.get();
