@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::model::{ArticleId, ArticleMeta, Timestamp};
 use crate::rank::Filter;
 
-use super::state::{Article, Idx};
+use super::state::article::{Article, Idx};
 
 /// An entry: publication time descending, then id ascending (the order
 /// of the list and of its cursor).

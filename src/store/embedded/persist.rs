@@ -23,7 +23,7 @@
 //!   from its head, so it is decoded on a thread of its own beside the
 //!   rest, into a table pre-sized for `n` and hashed with the same seed,
 //!   which puts each entry next to the one before it (see
-//!   [`super::state::Dedupe`]).
+//!   [`super::state::dedupe::Dedupe`]).
 //!
 //! Changing the serialized layout of `Data` or `LogRecord` (adding,
 //! removing, reordering or retyping a field or enum variant) must bump
@@ -39,7 +39,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::state::{Article, Data, Dedupe, DedupeKey, LogRecord};
+use super::state::Data;
+use super::state::article::Article;
+use super::state::dedupe::{Dedupe, DedupeKey};
+use super::state::record::LogRecord;
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{Quarantine, Timestamp};
 use crate::store::StoreSettings;
@@ -564,7 +567,7 @@ mod tests {
         log.push(view(999, 5, 1_800_000_400));
         // Retention drops the old entries of the first 100 articles.
         let now = 1_800_000_100 + i64::from(s.dedupe_window_secs) + 3600;
-        let horizon = super::super::state::dedupe_horizon(now, &s);
+        let horizon = super::super::state::retention::dedupe_horizon(now, &s);
 
         // The state held whole, as a restart loads it.
         let payload = crate::store::snapshot::read_snapshot(&disk, &path)

@@ -16,12 +16,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::model::{ArticleId, Counters, RangeSpec, Timestamp};
+use crate::model::{ArticleId, Counters, HotQuery, RangeSpec, Timestamp};
 use crate::rank::pages::SnapItem;
 use crate::rank::{self, Filter, Walk};
 use crate::score::{ModelKind, Models};
 
-use super::state::{Change, Data, Idx};
+use super::state::article::Idx;
+use super::state::{Change, Data};
 
 /// What distinguishes one ranking from another.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,6 +30,22 @@ pub struct RankKey {
     pub model: ModelKind,
     pub range: RangeSpec,
     pub filter: Filter,
+}
+
+impl RankKey {
+    /// The ranking a query walks.
+    pub fn of(q: &HotQuery) -> Self {
+        RankKey {
+            model: q.model,
+            // Vote models rank every live article: one ranking whatever the range.
+            range: if q.model.lists_every_live_article() {
+                RangeSpec::All
+            } else {
+                q.range
+            },
+            filter: Filter::of(q),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -2,8 +2,8 @@
 //! event type), the largest part of the embedded store's state, in a
 //! [`ShardedMap`] whose hash seed is kept in snapshots.
 
+use super::article::Idx;
 use super::sharded::ShardedMap;
-use super::state::Idx;
 use crate::model::Timestamp;
 
 /// A dedupe entry's key: (article, visitor, event type). The visitor is
@@ -145,7 +145,7 @@ impl Extend<(DedupeKey, Timestamp)> for Dedupe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::embedded::sharded::SHARDS;
+    use crate::store::embedded::state::sharded::SHARDS;
 
     /// One slot: 32 bytes (plus hashbrown's control byte).
     type Slot = (DedupeKey, Timestamp);

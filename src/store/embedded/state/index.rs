@@ -6,7 +6,7 @@ use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
-use super::state::{Article, Idx};
+use super::article::{Article, Idx};
 use crate::model::ArticleId;
 
 /// Article handles by their id's hash (SipHash with a random key: ids come

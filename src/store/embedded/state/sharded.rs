@@ -33,7 +33,7 @@ const _: () = assert!(SHARDS.is_power_of_two() && SHARD_SHIFT + SHARDS.ilog2() <
 /// A hash map in [`SHARDS`] sub-tables, an entry's shard picked by bits
 /// of its hash (one hash per operation picks the shard and the slot). For
 /// the per-visitor tables of the gate that grow with the traffic: the
-/// dedupe entries ([`Dedupe`]) and the behaviour rule's state.
+/// dedupe entries ([`Dedupe`](super::dedupe::Dedupe)) and the behaviour rule's state.
 #[derive(Clone)]
 pub struct ShardedMap<K, V> {
     hasher: FixedState,
