@@ -11,11 +11,10 @@ use hotrank::archive::{Archive, ArchiveOptions, SourcePosition};
 use hotrank::cli::transfer::{export_records, import_records, load_records, store_records};
 use hotrank::clock::{Clock, SystemClock};
 use hotrank::config::{Config, FsyncMode, LogFormat, StoreKind};
+use hotrank::pipeline::{IngestPipeline, PipelineStore, spawn_workers};
 use hotrank::store::dump::{Record, read_records, write_records};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
-use hotrank::store::redis::{
-    IngestPipeline, PipelineStore, RedisOptions, RedisStore, spawn_workers,
-};
+use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 
 #[derive(Parser)]

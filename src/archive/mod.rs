@@ -71,7 +71,7 @@ impl ArchiveOptions {
 /// source's time (unix seconds) and `position` an opaque marker of what it
 /// includes (`None` keeps the one stored); `per_article` overrides it for
 /// the articles it names (the pipeline's
-/// [`ArticlePosition`](crate::store::redis::ArticlePosition)s).
+/// [`ArticlePosition`](crate::pipeline::ArticlePosition)s).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourcePosition {
     pub as_of: Timestamp,

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::{Archive, ArchiveOptions, SourcePosition};
 use crate::clock::{Clock, SystemClock};
-use crate::store::redis::{IngestPipeline, RedisStore, article_records};
+use crate::pipeline::IngestPipeline;
+use crate::store::redis::{RedisStore, article_records};
 
 /// What one flush did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +137,7 @@ impl ArchiveWriter {
                 .await
                 .map_err(|e| e.to_string())?;
             let (records, at) = self.read(&ids, now, false).await?;
-            crate::store::redis::crash_point("archive_before_upsert");
+            crate::pipeline::crash_point("archive_before_upsert");
             // Boxed as Send here: otherwise the compiler cannot prove
             // sqlx's executor futures Send for every lifetime when spawned.
             let upsert: std::pin::Pin<
@@ -244,7 +245,7 @@ impl ArchiveWriter {
         &self,
         archive: &Archive,
         epoch: String,
-        position: &[crate::store::redis::PartitionPosition],
+        position: &[crate::pipeline::PartitionPosition],
         totals: &super::PipelineTotals,
         ops_floor: &str,
         done: i64,
@@ -312,7 +313,7 @@ impl ArchiveWriter {
                 Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));
             upsert.await.map_err(|e| e.to_string())?;
-            crate::store::redis::crash_point("evict_before_delete");
+            crate::pipeline::crash_point("evict_before_delete");
             let gone = self
                 .store
                 .evict(&records, cutoff)

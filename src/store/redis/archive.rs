@@ -151,7 +151,7 @@ use crate::store::dump::Record;
 
 /// The tombstoned ids of an ingest or count call's `{'evicted', id…}`
 /// answer (`evicted.lua`), or `None` for any other answer.
-pub(super) fn evicted_reply(v: &redis::Value) -> Option<Vec<ArticleId>> {
+pub(crate) fn evicted_reply(v: &redis::Value) -> Option<Vec<ArticleId>> {
     let redis::Value::Array(items) = v else {
         return None;
     };

@@ -21,16 +21,17 @@ use async_trait::async_trait;
 use redis::{Script, Value};
 use serde_json::{Value as Json, json};
 
-use super::journal::Journal;
-use super::ops::{OpEntry, OpKind, OpRun, OpStamp};
+use super::journal::{Journal, JournalEntry};
 use super::position::stream_id;
-use super::{
-    APPLY, COMMON, EVENT, GATE, RedisStore, chunks, kind_char, sharded, store_err, v_i64, v_str,
-};
 use crate::config::PipelineConfig;
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
     Verdict, VoteDirection, VoteOutcome,
+};
+use crate::store::redis::{
+    APPLY, COMMON, EPOCH_CHECK, EVENT, EVICTED, GATE, OpEntry, OpKind, OpRun, OpStamp, RedisStore,
+    TOTALS, bad_reply, chunks, event_args, evicted_reply, kind_char, sharded, store_err, v_i64,
+    v_str, verdict_of,
 };
 use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, Voter};
 
@@ -77,10 +78,10 @@ struct PipeScripts {
 }
 
 /// Helpers on stream entry ids and groups (`pipe_ids.lua`).
-pub(super) const IDS: &str = include_str!("pipe_ids.lua");
+pub(crate) const IDS: &str = include_str!("pipe_ids.lua");
 /// The gate's settings as script arguments (`pipe_gate_args.lua`,
 /// [`IngestPipeline::gate_header`]).
-pub(super) const GATE_ARGS: &str = include_str!("pipe_gate_args.lua");
+pub(crate) const GATE_ARGS: &str = include_str!("pipe_gate_args.lua");
 
 /// One stream entry: its id and its field values, in order.
 pub type Entry = (String, Vec<Vec<u8>>);
@@ -118,15 +119,15 @@ impl IngestPipeline {
         let undone = include_str!("pipe_undone.lua");
         // The gate and the counters name shard keys (config refuses a
         // pipeline over more than one shard for now).
-        let keys = store.keys.clone();
+        let keys = store.keys().clone();
         // The pipeline keeps its own epoch (with a journal): the store's
         // writes carry none (marker.rs).
-        store.marker.turn_off();
+        store.turn_marker_off();
         IngestPipeline {
             store,
             cfg,
             scripts: PipeScripts {
-                append: chunks(&[super::EPOCH_CHECK, include_str!("pipe_append.lua")]),
+                append: chunks(&[EPOCH_CHECK, include_str!("pipe_append.lua")]),
                 unappend: chunks(&[IDS, include_str!("pipe_unappend.lua")]),
                 filter: sharded(
                     &keys,
@@ -146,10 +147,10 @@ impl IngestPipeline {
                     &[
                         undone,
                         include_str!("pipe_count.lua"),
-                        super::EVICTED,
+                        EVICTED,
                         COMMON,
                         APPLY,
-                        super::TOTALS,
+                        TOTALS,
                         tail,
                     ],
                 ),
@@ -164,7 +165,7 @@ impl IngestPipeline {
     /// ([`Journal`]); an empty `url` keeps no journal.
     pub fn with_journal(mut self, url: &str) -> Result<Self, String> {
         if !url.is_empty() {
-            self.journal = Some(Journal::open(url, &self.store.keys.prefix)?);
+            self.journal = Some(Journal::open(url, &self.store.keys().prefix)?);
         }
         Ok(self)
     }
@@ -205,27 +206,27 @@ impl IngestPipeline {
     }
 
     pub fn raw_key(&self, n: u32) -> String {
-        format!("{}pipe:raw:{n}", self.store.keys.prefix)
+        format!("{}pipe:raw:{n}", self.store.keys().prefix)
     }
 
     /// The verdict of the events carrying one eventId (pipe_flag.lua).
     pub fn verdict_key(&self, event_id: u128) -> String {
-        format!("{}pipe:verdict:{event_id:032x}", self.store.keys.prefix)
+        format!("{}pipe:verdict:{event_id:032x}", self.store.keys().prefix)
     }
 
     /// Callers waiting for verdicts on flagged partition `n`: the count
     /// group's trim keeps what follows their marks (pipe_trim.lua).
     pub fn waiters_key(&self, n: u32) -> String {
-        format!("{}pipe:waiters:{n}", self.store.keys.prefix)
+        format!("{}pipe:waiters:{n}", self.store.keys().prefix)
     }
 
     /// Refusals by reason (pipe_flag.lua).
     pub fn refused_key(&self) -> String {
-        format!("{}pipe:refused", self.store.keys.prefix)
+        format!("{}pipe:refused", self.store.keys().prefix)
     }
 
     pub fn flagged_key(&self, n: u32) -> String {
-        format!("{}pipe:flagged:{n}", self.store.keys.prefix)
+        format!("{}pipe:flagged:{n}", self.store.keys().prefix)
     }
 
     /// The partition of an article: every event of one article goes
@@ -281,7 +282,7 @@ impl IngestPipeline {
     /// Takes back raw entries the journal refused (`pipe_unappend.lua`):
     /// those no filter worker read yet are deleted; the others count,
     /// unjournaled (logged, and counted in a metric).
-    async fn unappend(&self, parts: &[(u32, Vec<super::journal::JournalEntry>)]) {
+    async fn unappend(&self, parts: &[(u32, Vec<JournalEntry>)]) {
         let mut inv = self.scripts.unappend.prepare_invoke();
         inv.arg(parts.len());
         for (n, entries) in parts {
@@ -395,7 +396,7 @@ impl IngestPipeline {
         });
         let mut inv = self.scripts.append.prepare_invoke();
         inv.arg(self.cfg.max_backlog)
-            .arg(super::journal::epoch_key(&self.store))
+            .arg(self.store.keys().epoch())
             .arg(&epoch)
             .arg(used.len());
         for (n, part) in &used {
@@ -437,12 +438,12 @@ impl IngestPipeline {
             Err(e) => return Err(store_err(e)),
         };
         if let (Some(journal), Some(mut values)) = (&self.journal, values) {
-            let mut parts: Vec<(u32, Vec<super::journal::JournalEntry>)> = Vec::new();
+            let mut parts: Vec<(u32, Vec<JournalEntry>)> = Vec::new();
             let mut it = ids.iter();
             for (n, part) in &used {
                 let mut entries = Vec::with_capacity(part.len());
                 for &i in part.iter() {
-                    let id = it.next().ok_or_else(|| super::bad_reply("pipe_append"))?;
+                    let id = it.next().ok_or_else(|| bad_reply("pipe_append"))?;
                     entries.push((id.clone(), std::mem::take(&mut values[i])));
                 }
                 parts.push((*n, entries));
@@ -466,7 +467,7 @@ impl IngestPipeline {
         let mut ids = ids.into_iter();
         for (n, part) in used {
             for &i in part {
-                let id = ids.next().ok_or_else(|| super::bad_reply("pipe_append"))?;
+                let id = ids.next().ok_or_else(|| bad_reply("pipe_append"))?;
                 placed[i] = (n, id);
             }
         }
@@ -561,7 +562,7 @@ impl IngestPipeline {
                         codes[i] = values
                             .first()
                             .and_then(|c| std::str::from_utf8(c).ok()?.parse().ok())
-                            .ok_or_else(|| super::bad_reply("flagged entry"))?;
+                            .ok_or_else(|| bad_reply("flagged entry"))?;
                         ours.entry(n).or_default().push(id.clone());
                     }
                     *mark = id;
@@ -585,7 +586,7 @@ impl IngestPipeline {
         codes
             .into_iter()
             .map(|c| {
-                let decision = decision_of(c).ok_or_else(|| super::bad_reply("verdict code"))?;
+                let decision = decision_of(c).ok_or_else(|| bad_reply("verdict code"))?;
                 Ok(decision.map(|verdict| Outcome {
                     verdict,
                     pv: 0,
@@ -642,7 +643,7 @@ impl IngestPipeline {
                 return Ok(false);
             }
             let Value::Array(pending) = pending else {
-                return Err(super::bad_reply("XPENDING"));
+                return Err(bad_reply("XPENDING"));
             };
             let still: Vec<&str> = pending
                 .iter()
@@ -738,7 +739,7 @@ impl IngestPipeline {
             .map_err(store_err)?;
         match &v {
             Value::Array(parts) if parts.len() >= 2 => parse_entries(&parts[1]),
-            _ => Err(super::bad_reply("XAUTOCLAIM")),
+            _ => Err(bad_reply("XAUTOCLAIM")),
         }
     }
 
@@ -782,7 +783,7 @@ impl IngestPipeline {
             }
             Role::Count => {
                 let mut inv = self.scripts.count.prepare_invoke();
-                inv.arg(&self.store.keys.prefix)
+                inv.arg(&self.store.keys().prefix)
                     .arg(hkeep)
                     .arg(dkeep)
                     .arg(self.flagged_key(n))
@@ -802,14 +803,14 @@ impl IngestPipeline {
         // Entries for an evicted article: nothing was applied or
         // acknowledged; restore it from the archive and apply them again.
         for _ in 0..4 {
-            let Some(gone) = super::archive::evicted_reply(&r) else {
+            let Some(gone) = evicted_reply(&r) else {
                 break;
             };
             let now = entries_now(&entries);
             self.store.restore(&gone, now).await?;
             r = inv.invoke_async(&mut con).await.map_err(store_err)?;
         }
-        let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| super::bad_reply("count"))?;
+        let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| bad_reply("count"))?;
         let (done, skipped) = (
             r.first().copied().unwrap_or(0),
             r.get(1).copied().unwrap_or(0),
@@ -828,10 +829,10 @@ impl IngestPipeline {
     /// them first: prefix, dedupe window, visitor and ip limits, eventId
     /// TTL, hourly and daily keeps, require_known, max articles, behaviour
     /// limit and quarantine (ms).
-    pub(super) fn gate_header(&self, inv: &mut redis::ScriptInvocation<'_>) {
+    pub(crate) fn gate_header(&self, inv: &mut redis::ScriptInvocation<'_>) {
         let s = &self.store.settings;
         let (hkeep, dkeep) = self.store.keeps();
-        inv.arg(&self.store.keys.prefix)
+        inv.arg(&self.store.keys().prefix)
             .arg(s.dedupe_window_secs)
             .arg(s.visitor_limit_per_minute)
             .arg(s.ip_limit_per_minute)
@@ -1042,7 +1043,7 @@ fn pairs(v: &Value) -> Vec<(&Value, &Value)> {
 }
 
 /// Stream entries (`[[id, [f, v, ...]], ...]`) as ids and values.
-pub(super) fn parse_entries(v: &Value) -> Result<Vec<Entry>, StoreError> {
+pub(crate) fn parse_entries(v: &Value) -> Result<Vec<Entry>, StoreError> {
     let Value::Array(list) = v else {
         return Ok(Vec::new());
     };
@@ -1108,7 +1109,7 @@ pub fn decision_of(code: i64) -> Option<Result<Verdict, IngestReject>> {
     match code {
         5 => Some(Err(IngestReject::UnknownArticle)),
         6 => Some(Err(IngestReject::TooManyArticles)),
-        c => super::verdict_of(c).map(Ok),
+        c => verdict_of(c).map(Ok),
     }
 }
 
