@@ -19,7 +19,7 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::ingest::{IDS, parse_entries};
+use super::stream::{IDS, parse_entries};
 use crate::store::StoreError;
 use crate::store::redis::{
     OpEntry, Reconciled, RedisStore, bad_reply, chunks, fresh, reconcile, set_nx_get, store_err,

@@ -14,11 +14,16 @@ mod ingest;
 mod journal;
 mod position;
 mod replay;
+mod store;
+mod stream;
+mod wait;
+mod worker;
 
-pub use ingest::{
-    COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
-    crash_point, decision_of, spawn_workers,
-};
+pub use ingest::IngestPipeline;
 pub use journal::{Journal, JournalEntry};
-pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals, stream_id};
+pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals};
 pub use replay::Replayed;
+pub use store::PipelineStore;
+pub use stream::{COUNT_GROUP, Entry, FILTER_GROUP, Role, stream_id};
+pub use wait::decision_of;
+pub use worker::{Lag, Workers, consumer_name, crash_point, spawn_workers};

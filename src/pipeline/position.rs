@@ -9,7 +9,8 @@ use std::sync::LazyLock;
 use redis::{Script, Value};
 use serde::{Deserialize, Serialize};
 
-use super::ingest::{IDS, IngestPipeline};
+use super::ingest::IngestPipeline;
+use super::stream::{IDS, stream_id};
 use crate::model::{ArticleId, Timestamp};
 use crate::store::StoreError;
 use crate::store::dump::Record;
@@ -142,12 +143,6 @@ impl PartitionPosition {
             .unwrap_or(&self.upto)
             .clone()
     }
-}
-
-/// A stream entry id (`ms-seq`) as numbers, for ordering.
-pub fn stream_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
 fn parse(v: &Value) -> Result<Vec<PartitionPosition>, StoreError> {

@@ -13,9 +13,10 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::ingest::{FILTER_GROUP, GATE_ARGS, IngestPipeline};
+use super::ingest::{GATE_ARGS, IngestPipeline};
 use super::journal::JournalEntry;
-use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay, stream_id};
+use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay};
+use super::stream::{FILTER_GROUP, stream_id};
 use crate::archive::Archive;
 use crate::model::Timestamp;
 use crate::store::StoreError;
