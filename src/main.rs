@@ -361,7 +361,7 @@ async fn run_workers(config: Config, filter: bool, count: bool) -> Result<(), St
     let k = config.pipeline.workers;
     let workers = spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
     let archiver = if count {
-        hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()))
+        hotrank::pipeline::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()))
     } else {
         None
     };
@@ -393,11 +393,11 @@ async fn serve(config: Config) -> Result<(), String> {
         ));
         tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
         archiver =
-            hotrank::archive::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()));
+            hotrank::pipeline::spawn_writer(&config, pipe.store().clone(), Some(pipe.clone()));
         Arc::new(PipelineStore::new(pipe))
     } else if config.store == StoreKind::Redis {
         let store = Arc::new(open_redis(&config)?);
-        archiver = hotrank::archive::spawn_writer(&config, store.clone(), None);
+        archiver = hotrank::pipeline::spawn_writer(&config, store.clone(), None);
         store
     } else {
         open_store(&config)?

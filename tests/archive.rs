@@ -662,8 +662,8 @@ fn archive_defaults_are_documented() {
 
 use std::sync::Arc;
 
-use hotrank::archive::{ArchiveWriter, Flushed};
 use hotrank::clock::ManualClock;
+use hotrank::pipeline::{ArchiveWriter, Flushed};
 use hotrank::store::redis::article_records;
 
 /// Where a writer test's site lives (issue 13): one slot on the shared

@@ -20,11 +20,11 @@ use rand::{Rng, SeedableRng};
 use common::T0;
 use common::pg::{Schema, pg_url};
 use common::redis::{RedisServer, unique_prefix};
-use hotrank::archive::{Archive, ArchiveWriter};
+use hotrank::archive::Archive;
 use hotrank::clock::ManualClock;
 use hotrank::config::{Config, PipelineConfig, StoreKind};
 use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, VoteDirection, VoteOutcome};
-use hotrank::pipeline::{IngestPipeline, PipelineStore, spawn_workers};
+use hotrank::pipeline::{ArchiveWriter, IngestPipeline, PipelineStore, spawn_workers};
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreError, StoreSettings, Voter};
 
@@ -140,7 +140,7 @@ impl Site {
         let mut flushed = 0;
         for _ in 0..rng.random_range(rounds) {
             tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
-            if let hotrank::archive::Flushed::Articles(n) =
+            if let hotrank::pipeline::Flushed::Articles(n) =
                 writer.flush(&self.archive).await.unwrap()
             {
                 flushed += n;
@@ -391,7 +391,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
     let w2 = site.writer(&fresh);
     assert!(matches!(
         w2.flush(&site.archive).await,
-        Ok(hotrank::archive::Flushed::Articles(_))
+        Ok(hotrank::pipeline::Flushed::Articles(_))
     ));
 
     // A second disaster: the archive now holds positions taken after the
@@ -813,7 +813,7 @@ async fn a_backlog_past_the_bound_postpones_the_flush() {
     drain(&pipe).await;
     assert!(matches!(
         site.writer(&pipe).flush(&site.archive).await,
-        Ok(hotrank::archive::Flushed::Articles(n)) if n > 0
+        Ok(hotrank::pipeline::Flushed::Articles(n)) if n > 0
     ));
 }
 

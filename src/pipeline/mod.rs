@@ -10,6 +10,7 @@
 //! `apply.lua`, ...), which stay there so that both hash the same. Its own
 //! scripts are the `pipe_*.lua` files of this folder.
 
+mod archiver;
 mod ingest;
 mod journal;
 mod position;
@@ -19,6 +20,7 @@ mod stream;
 mod wait;
 mod worker;
 
+pub use archiver::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
 pub use ingest::IngestPipeline;
 pub use journal::{Journal, JournalEntry};
 pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals};
