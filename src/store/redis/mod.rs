@@ -565,7 +565,7 @@ pub struct RedisStore {
     /// Seed layout: when `hot:score` was last rewritten.
     last_seed_refresh: Mutex<Timestamp>,
     /// Where evicted articles are restored from (archive.rs).
-    archive: std::sync::OnceLock<crate::archive::Archive>,
+    archive: std::sync::OnceLock<Box<dyn crate::store::dump::ArticleSource>>,
     /// Rankings kept ready off the query path (warm.rs).
     warm: warm::Warm,
     /// Rebuild claims this node could not give back (rank.rs).
