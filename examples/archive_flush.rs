@@ -19,9 +19,10 @@ use std::time::Instant;
 
 use sqlx::Connection;
 
-use hotrank::archive::{Archive, ArchiveOptions, ArchiveWriter, Flushed};
+use hotrank::archive::{Archive, ArchiveOptions};
 use hotrank::clock::ManualClock;
 use hotrank::model::{ArticleId, Event};
+use hotrank::pipeline::{ArchiveWriter, Flushed};
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 

@@ -7,14 +7,13 @@
 
 use std::sync::Arc;
 
-use crate::archive::{ArchiveTask, spawn_writer};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, RedisLayout, StoreKind};
 use crate::store::embedded::{Durability, EmbeddedStore};
-use crate::store::redis::{
-    IngestPipeline, PipelineStore, RedisOptions, RedisStore, SEED_LAYOUT_LIMITS, Workers,
-    spawn_workers,
+use crate::pipeline::{
+    ArchiveTask, IngestPipeline, PipelineStore, Workers, spawn_writer, spawn_workers,
 };
+use crate::store::redis::{RedisOptions, RedisStore, SEED_LAYOUT_LIMITS};
 use crate::store::{Store, StoreSettings};
 
 /// The embedded store in the configured data dir, opened and recovered

@@ -19,6 +19,8 @@
 //!   embedded store with its write-ahead log and snapshots; the Redis store
 //!   shared by many API nodes, docs/redis-keys.md), and the dumps that
 //!   move state between them.
+//! - [`pipeline`]: the queued ingest path on the Redis store (seed 002):
+//!   streams, filter and count workers, the journal and disaster recovery.
 //! - [`archive`]: the PostgreSQL archive of either store's state (seed
 //!   002's Cassandra), written and read as dump records.
 //! - [`api`]: the axum routers, one per area, and the error type.
@@ -47,6 +49,7 @@ pub mod gate;
 pub mod loadgen;
 pub mod metrics;
 pub mod model;
+pub mod pipeline;
 pub mod rank;
 pub mod score;
 pub mod secrets;

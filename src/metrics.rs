@@ -420,7 +420,7 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Entries of a partition's stream its group has not acknowledged (pending + unread), by partition and group.",
     ),
-    // The archive writer (src/archive/writer.rs)
+    // The archive writer (src/pipeline/archiver.rs)
     family(
         "hotrank_archive_flushed_total",
         Counter,

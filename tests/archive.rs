@@ -662,8 +662,8 @@ fn archive_defaults_are_documented() {
 
 use std::sync::Arc;
 
-use hotrank::archive::{ArchiveWriter, Flushed};
 use hotrank::clock::ManualClock;
+use hotrank::pipeline::{ArchiveWriter, Flushed};
 use hotrank::store::redis::article_records;
 
 /// Where a writer test's site lives (issue 13): one slot on the shared
@@ -1028,7 +1028,7 @@ async fn two_writers_never_both_flush(layout: Layout) -> Arc<RedisStore> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_flush_records_each_articles_position() {
     use hotrank::config::PipelineConfig;
-    use hotrank::store::redis::{IngestPipeline, Role};
+    use hotrank::pipeline::{IngestPipeline, Role};
     let (_schema, archive, store) = writer_site(Layout::One).await;
     let server = RedisServer::shared();
     let pipe = Arc::new(IngestPipeline::new(
@@ -1055,7 +1055,7 @@ async fn pipeline_flush_records_each_articles_position() {
         10,
         Arc::new(ManualClock::at(T0)),
     );
-    let api = hotrank::store::redis::PipelineStore::new(pipe.clone());
+    let api = hotrank::pipeline::PipelineStore::new(pipe.clone());
     let age = || async {
         let s = api.pipeline_stats().await.unwrap().unwrap();
         s["archiveAgeSeconds"].clone()
@@ -1498,7 +1498,7 @@ async fn concurrent_events_restore_exactly_once(layout: Layout) -> Arc<RedisStor
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_restores_evicted_articles() {
     use hotrank::config::PipelineConfig;
-    use hotrank::store::redis::{IngestPipeline, Role};
+    use hotrank::pipeline::{IngestPipeline, Role};
     let arts = ["q0", "q1"];
     let (_schema, archive, store, pv, now) = evicted_site(&arts, Layout::One).await;
     let pipe = Arc::new(IngestPipeline::new(

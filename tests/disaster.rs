@@ -20,13 +20,12 @@ use rand::{Rng, SeedableRng};
 use common::T0;
 use common::pg::{Schema, pg_url};
 use common::redis::{RedisServer, unique_prefix};
-use hotrank::archive::{Archive, ArchiveWriter};
+use hotrank::archive::Archive;
 use hotrank::clock::ManualClock;
 use hotrank::config::{Config, PipelineConfig, StoreKind};
 use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, VoteDirection, VoteOutcome};
-use hotrank::store::redis::{
-    IngestPipeline, PipelineStore, RedisOptions, RedisStore, spawn_workers,
-};
+use hotrank::pipeline::{ArchiveWriter, IngestPipeline, PipelineStore, spawn_workers};
+use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreError, StoreSettings, Voter};
 
 const ARTICLES: u64 = 10;
@@ -141,7 +140,7 @@ impl Site {
         let mut flushed = 0;
         for _ in 0..rng.random_range(rounds) {
             tokio::time::sleep(Duration::from_millis(rng.random_range(50..250))).await;
-            if let hotrank::archive::Flushed::Articles(n) =
+            if let hotrank::pipeline::Flushed::Articles(n) =
                 writer.flush(&self.archive).await.unwrap()
             {
                 flushed += n;
@@ -392,7 +391,7 @@ async fn flushall_under_load_then_restore_counts_every_acknowledged_event_once()
     let w2 = site.writer(&fresh);
     assert!(matches!(
         w2.flush(&site.archive).await,
-        Ok(hotrank::archive::Flushed::Articles(_))
+        Ok(hotrank::pipeline::Flushed::Articles(_))
     ));
 
     // A second disaster: the archive now holds positions taken after the
@@ -426,7 +425,7 @@ async fn entries_in_flight_at_the_archive_cut_count_once() {
         pipe.append(b.clone(), T0).await.unwrap();
         truth.add(b);
     }
-    use hotrank::store::redis::Role;
+    use hotrank::pipeline::Role;
     let f1 = pipe.read(Role::Filter, "f1").await.unwrap();
     let f2 = pipe.read(Role::Filter, "f2").await.unwrap();
     let f3 = pipe.read(Role::Filter, "f3").await.unwrap();
@@ -558,7 +557,7 @@ async fn journal_down_answers_503_and_queues_nothing() {
     let dir = Arc::new(tempfile::tempdir().unwrap());
     let mut config = site.config.clone();
     config.data_dir = dir.path().to_path_buf();
-    let store = Arc::new(hotrank::store::redis::PipelineStore::new(pipe.clone()));
+    let store = Arc::new(hotrank::pipeline::PipelineStore::new(pipe.clone()));
     let server = common::TestServer::start_with_store(dir, config, store, T0).await;
     let post = async |i: u32| {
         let body = serde_json::json!({"events": [
@@ -791,7 +790,7 @@ async fn cli_restore_replay_end_to_end() {
 /// and succeeds once the backlog is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_past_the_bound_postpones_the_flush() {
-    use hotrank::store::redis::{MAX_FLIGHT, Role};
+    use hotrank::pipeline::{MAX_FLIGHT, Role};
     let site = Site::new(|p| p.batch = 1000).await;
     let pipe = site.pipeline();
     pipe.ensure_groups().await.unwrap();
@@ -814,7 +813,7 @@ async fn a_backlog_past_the_bound_postpones_the_flush() {
     drain(&pipe).await;
     assert!(matches!(
         site.writer(&pipe).flush(&site.archive).await,
-        Ok(hotrank::archive::Flushed::Articles(n)) if n > 0
+        Ok(hotrank::pipeline::Flushed::Articles(n)) if n > 0
     ));
 }
 

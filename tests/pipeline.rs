@@ -28,7 +28,8 @@ use common::{T0, TestServer, test_config};
 use hotrank::config::{Config, PipelineConfig, StoreKind};
 use hotrank::model::Outcome;
 use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, ModelKind, RangeSpec, Verdict};
-use hotrank::store::redis::{IngestPipeline, PipelineStore, RedisOptions, RedisStore, Role};
+use hotrank::pipeline::{IngestPipeline, PipelineStore, Role};
+use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{IngestReject, Store, StoreSettings};
 
 const ARTICLES: u64 = 12;
@@ -259,7 +260,7 @@ async fn pipeline_ends_where_the_direct_store_ends() {
     pair.send(&evs).await;
     // Nothing counted before a worker ran.
     assert_eq!(pair.pipe.store().stats(T0, 24).await.unwrap().counted, 0);
-    let workers = hotrank::store::redis::spawn_workers(&pair.pipe, 2, 2);
+    let workers = hotrank::pipeline::spawn_workers(&pair.pipe, 2, 2);
     pair.drain().await;
     workers.stop().await;
     pair.assert_same().await;
@@ -296,7 +297,7 @@ async fn http_answers_queued_and_stats_show_the_pipeline() {
     let (_, stats) = server.get("/api/stats").await;
     assert_eq!(stats["counted"], 0);
     assert_eq!(stats["pipeline"]["backlog"], 3, "{stats}");
-    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    let workers = hotrank::pipeline::spawn_workers(&pipe, 1, 1);
     eventually("drained", async || {
         server.get("/api/stats").await.1["pipeline"]["backlog"] == 0
     })
@@ -387,7 +388,7 @@ async fn http_answers_after_draining_match_the_direct_store() {
             StatusCode::ACCEPTED
         );
     }
-    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    let workers = hotrank::pipeline::spawn_workers(&pipe, 1, 1);
     eventually("drained", async || pipe.drained().await.unwrap()).await;
     workers.stop().await;
     let (_, mut stats) = piped.get("/api/stats").await;
@@ -429,7 +430,7 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
         pair.send(&evs).await;
         // The count side needs flagged entries before its crash.
         let mut helper = if role == "count" {
-            let w = hotrank::store::redis::spawn_workers(&pair.pipe, 1, 0);
+            let w = hotrank::pipeline::spawn_workers(&pair.pipe, 1, 0);
             Some(w)
         } else {
             None
@@ -457,7 +458,7 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
             w.stop().await;
         }
         // The rest, by healthy workers (claims after claim_idle_ms).
-        let workers = hotrank::store::redis::spawn_workers(&pair.pipe, 1, 1);
+        let workers = hotrank::pipeline::spawn_workers(&pair.pipe, 1, 1);
         pair.drain().await;
         workers.stop().await;
         pair.assert_same().await;
@@ -532,7 +533,7 @@ async fn a_full_backlog_answers_503_and_loses_nothing() {
     }
     assert_eq!(accepted, 30, "the bound is exact");
     assert_eq!(refused, 5);
-    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    let workers = hotrank::pipeline::spawn_workers(&pipe, 1, 1);
     eventually("every accepted event counted", async || {
         server.get("/api/stats").await.1["counted"] == accepted
     })
@@ -617,7 +618,7 @@ async fn refusals_are_tallied_by_reason() {
         })
         .collect();
     store.enqueue(events, T0).await.unwrap();
-    let workers = hotrank::store::redis::spawn_workers(&pipe, 1, 1);
+    let workers = hotrank::pipeline::spawn_workers(&pipe, 1, 1);
     eventually("drained", async || pipe.drained().await.unwrap()).await;
     workers.stop().await;
     let stats = store.pipeline_stats().await.unwrap().unwrap();
@@ -645,7 +646,7 @@ async fn ingest_answers_verdicts_once_applied() {
     pc.partitions = 1;
     let pair = Pair::new(pc).await;
     let store = PipelineStore::new(pair.pipe.clone());
-    let workers = hotrank::store::redis::spawn_workers(&pair.pipe, 1, 1);
+    let workers = hotrank::pipeline::spawn_workers(&pair.pipe, 1, 1);
     let mut counted = 0;
     for seed in 0..4 {
         let evs = events(100 + seed, 150);

@@ -640,7 +640,7 @@ async fn seed_changes_reach_the_archive() {
     let schema = common::pg::Schema::new();
     let archive = schema.archive().await;
     let clock = Arc::new(hotrank::clock::ManualClock::at(common::T0));
-    let w = hotrank::archive::ArchiveWriter::new(store.clone(), None, 10, clock);
+    let w = hotrank::pipeline::ArchiveWriter::new(store.clone(), None, 10, clock);
     let mut site = Site003::new(&prefix).await;
     let book = site
         .post("user:1", "book", "https://a", book_now(&s, 125))

@@ -20,7 +20,6 @@ mod pipeline;
 mod read;
 mod schema;
 mod write;
-mod writer;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,7 +31,6 @@ use crate::model::{ArticleId, Timestamp};
 
 pub use pipeline::{PipelineRow, PipelineTotals};
 pub use schema::SCHEMA_VERSION;
-pub use writer::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
@@ -71,7 +69,7 @@ impl ArchiveOptions {
 /// source's time (unix seconds) and `position` an opaque marker of what it
 /// includes (`None` keeps the one stored); `per_article` overrides it for
 /// the articles it names (the pipeline's
-/// [`ArticlePosition`](crate::store::redis::ArticlePosition)s).
+/// `ArticlePosition`s, `crate::pipeline`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SourcePosition {
     pub as_of: Timestamp,

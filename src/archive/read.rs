@@ -9,7 +9,15 @@ use sqlx::postgres::PgRow;
 
 use super::{Archive, ArchiveError};
 use crate::model::{ArticleId, ArticleMeta};
-use crate::store::dump::{DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, Record};
+use crate::store::dump::{
+    ArticleRecords, ArticleSource, DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, Record,
+};
+
+impl ArticleSource for Archive {
+    fn articles<'a>(&'a self, ids: &'a [ArticleId]) -> ArticleRecords<'a> {
+        Box::pin(async move { Ok(Archive::articles(self, ids).await?) })
+    }
+}
 
 fn bad(e: impl std::fmt::Display) -> ArchiveError {
     ArchiveError::Invalid(e.to_string())

@@ -27,6 +27,23 @@ pub const DUMP_VERSION: u32 = 2;
 /// The oldest version [`read_records`] still reads.
 pub const OLDEST_DUMP_VERSION: u32 = 1;
 
+/// What [`ArticleSource::articles`] answers.
+pub type ArticleRecords<'a> = std::pin::Pin<
+    Box<
+        dyn Future<Output = Result<Vec<Record>, Box<dyn std::error::Error + Send + Sync>>>
+            + Send
+            + 'a,
+    >,
+>;
+
+/// Where a store brings evicted articles back from: the archive
+/// ([`crate::archive`]), which keeps their state as records of this
+/// format. A store holds one of these, not the archive itself.
+pub trait ArticleSource: Send + Sync {
+    /// The records of those of `ids` the source holds.
+    fn articles<'a>(&'a self, ids: &'a [ArticleId]) -> ArticleRecords<'a>;
+}
+
 /// Counters of one bucket (an hour, a day) or of an article's lifetime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DumpCounters {

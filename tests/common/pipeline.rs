@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use hotrank::config::PipelineConfig;
-use hotrank::store::redis::{IngestPipeline, PipelineStore, RedisStore};
+use hotrank::pipeline::{IngestPipeline, PipelineStore};
+use hotrank::store::redis::RedisStore;
 
 /// The pipeline in front of `store`, with no workers of its own.
 pub async fn inline_pipeline(store: Arc<RedisStore>) -> PipelineStore {

@@ -145,13 +145,12 @@ impl RedisStore {
 
 // ---- Eviction and restore (docs/design.md, "Eviction and restore") ----
 
-use crate::archive::Archive;
 use crate::model::Timestamp;
-use crate::store::dump::Record;
+use crate::store::dump::{ArticleSource, Record};
 
 /// The tombstoned ids of an ingest or count call's `{'evicted', id…}`
 /// answer (`evicted.lua`), or `None` for any other answer.
-pub(super) fn evicted_reply(v: &redis::Value) -> Option<Vec<ArticleId>> {
+pub(crate) fn evicted_reply(v: &redis::Value) -> Option<Vec<ArticleId>> {
     let redis::Value::Array(items) = v else {
         return None;
     };
@@ -169,8 +168,8 @@ pub(super) fn evicted_reply(v: &redis::Value) -> Option<Vec<ArticleId>> {
 impl RedisStore {
     /// The archive this node restores evicted articles from (set once the
     /// archive writer connected).
-    pub fn set_archive(&self, archive: Archive) {
-        let _ = self.archive.set(archive);
+    pub fn set_archive(&self, archive: impl ArticleSource + 'static) {
+        let _ = self.archive.set(Box::new(archive));
     }
 
     /// `ids` grouped by their copy of the site's bookkeeping `name`
@@ -410,14 +409,8 @@ impl RedisStore {
         let mut restored = 0;
         for part in ids.chunks(200) {
             let started = std::time::Instant::now();
-            let read: std::pin::Pin<
-                Box<
-                    dyn Future<Output = Result<Vec<Record>, crate::archive::ArchiveError>>
-                        + Send
-                        + '_,
-                >,
-            > = Box::pin(archive.articles(part));
-            let records = read
+            let records = archive
+                .articles(part)
                 .await
                 .map_err(|e| StoreError::Unavailable(e.to_string()))?;
             if records.len() != part.len() {

@@ -206,7 +206,7 @@ fn glob_escape(s: &str) -> String {
 }
 
 /// A quarantine hash (`stats:quarantine`, an hour's) by reason.
-pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
+pub(crate) fn quarantine_of(v: &Value) -> [u64; 4] {
     let h = hash_of(v);
     [
         num(&h, "q_dup"),
@@ -554,7 +554,7 @@ fn collect_members(
 /// with `head`'s reply, which holds for exactly the state they were read
 /// in (docs/design.md, "Disaster recovery"), and each article's operation
 /// number (`ops` in its meta, ops.rs), read in the same MULTI/EXEC.
-pub(super) async fn positioned_records(
+pub(crate) async fn positioned_records(
     store: &RedisStore,
     ids: &[ArticleId],
     now: Timestamp,

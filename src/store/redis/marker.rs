@@ -26,7 +26,7 @@ use crate::store::StoreError;
 /// What the marker in Redis (`main`) and the epoch another memory holds
 /// (`known`: the journal's, or the one a node learnt) say together.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Reconciled {
+pub(crate) enum Reconciled {
     /// Both hold this epoch.
     Same(String),
     /// Redis holds `main`, the other memory `known`, another one.
@@ -41,7 +41,7 @@ pub(super) enum Reconciled {
 
 /// [`Reconciled`] of `main` and `known`: the one decision both the
 /// journal and the direct store take.
-pub(super) fn reconcile(main: Option<String>, known: Option<String>) -> Reconciled {
+pub(crate) fn reconcile(main: Option<String>, known: Option<String>) -> Reconciled {
     match (main, known) {
         (Some(m), Some(k)) if m == k => Reconciled::Same(m),
         (Some(main), Some(known)) => Reconciled::Differ { main, known },
@@ -65,7 +65,7 @@ pub(super) fn lost(key: &str, epoch: &str) -> StoreError {
 const PARTIAL_RETRIES: usize = 20;
 
 /// A fresh epoch.
-pub(super) fn fresh() -> String {
+pub(crate) fn fresh() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
@@ -101,6 +101,12 @@ impl Marker {
 }
 
 impl RedisStore {
+    /// Turns the marker off: the store of a pipeline, which keeps its own
+    /// epoch (with a journal), sends writes that carry none.
+    pub(crate) fn turn_marker_off(&self) {
+        self.marker.turn_off();
+    }
+
     /// Whether this store's writes carry the site's epoch (not on a
     /// pipeline's store).
     pub(super) fn marker_on(&self) -> bool {
@@ -222,7 +228,7 @@ impl RedisStore {
         let mut con = self.con();
         let mut held = epoch.to_string();
         for (i, k) in keys.iter().enumerate() {
-            let e = super::journal::set_nx_get(&mut con, k, &held).await?;
+            let e = set_nx_get(&mut con, k, &held).await?;
             if i == 0 {
                 held = e;
             } else if e != held {
@@ -262,6 +268,25 @@ impl RedisStore {
             .map(drop)
             .map_err(store_err)
     }
+}
+
+/// Sets `key` to `value` unless it exists; answers the value it holds.
+pub(crate) async fn set_nx_get<C: redis::aio::ConnectionLike + Send>(
+    con: &mut C,
+    key: &str,
+    value: &str,
+) -> Result<String, StoreError> {
+    let (got,): (String,) = redis::pipe()
+        .cmd("SET")
+        .arg(key)
+        .arg(value)
+        .arg("NX")
+        .ignore()
+        .get(key)
+        .query_async(con)
+        .await
+        .map_err(store_err)?;
+    Ok(got)
 }
 
 #[cfg(test)]

@@ -47,36 +47,31 @@ macro_rules! event_args {
             .arg(if ev.trusted { "1" } else { "0" });
     }};
 }
+pub(crate) use event_args;
 
 mod archive;
 mod dump;
-mod journal;
 mod keys;
 mod marker;
 mod newest;
 mod ops;
-mod pipeline;
-mod position;
 mod rank;
-mod replay;
 mod seed;
 pub mod slots;
 mod split;
 mod version;
 mod warm;
 
+pub(crate) use archive::evicted_reply;
 pub use dump::{article_records, dump_redis, load_redis};
-pub use journal::{Journal, JournalEntry};
+pub(crate) use dump::{positioned_records, quarantine_of};
 pub use keys::{
     KEY_TABLE, KeySpec, Keys, ShardKeys, Slot, Ttl, day_of, key_spec_of, oldest_hour,
     render_key_table, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
 };
-pub use pipeline::{
-    COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
-    crash_point, decision_of, spawn_workers,
-};
-pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals, stream_id};
-pub use replay::Replayed;
+pub(crate) use marker::{Reconciled, fresh, reconcile, set_nx_get};
+pub use ops::{OpEntry, OpKind};
+pub(crate) use ops::{OpRun, OpStamp};
 pub use seed::{SEED_HOT_SCORE_SIZE, SEED_LAYOUT_LIMITS};
 pub use split::{SWEEP_AFTER_SECS, SplitFault};
 
@@ -223,7 +218,7 @@ fn script(body: &str) -> Script {
 /// [`chunks`] after the shard helpers of the site `keys` names (its
 /// article shards and, on a cluster, its tag: `shard.lua`,
 /// [`Keys::lua_chunk`]).
-fn sharded(keys: &Keys, parts: &[&str]) -> Script {
+pub(crate) fn sharded(keys: &Keys, parts: &[&str]) -> Script {
     let head = keys.lua_chunk();
     let mut all = vec![head.as_str()];
     all.extend_from_slice(parts);
@@ -232,7 +227,7 @@ fn sharded(keys: &Keys, parts: &[&str]) -> Script {
 
 /// One script from Lua chunks, concatenated in order after `declared.lua`:
 /// a later chunk sees the locals of the earlier ones.
-fn chunks(parts: &[&str]) -> Script {
+pub(crate) fn chunks(parts: &[&str]) -> Script {
     let mut src = String::from(include_str!("declared.lua"));
     for p in parts {
         src.push_str(p);
@@ -268,21 +263,21 @@ fn ingest_script_with(keys: &Keys, extra: &[&str]) -> Script {
 }
 
 /// One event from script arguments (`event.lua`).
-const EVENT: &str = include_str!("event.lua");
+pub(crate) const EVENT: &str = include_str!("event.lua");
 /// The gate: reads, decides and writes gate state (`gate.lua`), on the
 /// site's gate clock (`gate_clock.lua`).
-const GATE: &str = concat!(include_str!("gate_clock.lua"), include_str!("gate.lua"));
+pub(crate) const GATE: &str = concat!(include_str!("gate_clock.lua"), include_str!("gate.lua"));
 /// The counters of gated events (`apply.lua`).
-const APPLY: &str = include_str!("apply.lua");
+pub(crate) const APPLY: &str = include_str!("apply.lua");
 /// The site's totals of gated events (`totals.lua`).
-const TOTALS: &str = include_str!("totals.lua");
+pub(crate) const TOTALS: &str = include_str!("totals.lua");
 /// Refuses, before any write, a batch touching an evicted article
 /// (`evicted.lua`).
-const EVICTED: &str = include_str!("evicted.lua");
+pub(crate) const EVICTED: &str = include_str!("evicted.lua");
 /// Helpers `GATE` and `APPLY` share (`common.lua`).
-const COMMON: &str = include_str!("common.lua");
+pub(crate) const COMMON: &str = include_str!("common.lua");
 /// The epoch check of every write a node sends (`epoch.lua`, marker.rs).
-const EPOCH_CHECK: &str = include_str!("epoch.lua");
+pub(crate) const EPOCH_CHECK: &str = include_str!("epoch.lua");
 
 impl Scripts {
     /// The scripts of the site `keys` names.
@@ -561,7 +556,7 @@ pub struct RedisStore {
     con: Con,
     keys: Keys,
     opts: RedisOptions,
-    settings: StoreSettings,
+    pub(crate) settings: StoreSettings,
     scripts: Scripts,
     cache: Mutex<NodeCache>,
     last_gc: Mutex<Timestamp>,
@@ -570,7 +565,7 @@ pub struct RedisStore {
     /// Seed layout: when `hot:score` was last rewritten.
     last_seed_refresh: Mutex<Timestamp>,
     /// Where evicted articles are restored from (archive.rs).
-    archive: std::sync::OnceLock<crate::archive::Archive>,
+    archive: std::sync::OnceLock<Box<dyn crate::store::dump::ArticleSource>>,
     /// Rankings kept ready off the query path (warm.rs).
     warm: warm::Warm,
     /// Rebuild claims this node could not give back (rank.rs).
@@ -747,7 +742,7 @@ pub(crate) fn v_str(v: &Value) -> Option<&str> {
     }
 }
 
-fn bad_reply(what: &str) -> StoreError {
+pub(crate) fn bad_reply(what: &str) -> StoreError {
     StoreError::Internal(format!("redis: unexpected reply to {what}"))
 }
 
@@ -768,7 +763,7 @@ fn counters_from(v: &[i64]) -> Counters {
     }
 }
 
-fn kind_char(k: EventType) -> &'static str {
+pub(crate) fn kind_char(k: EventType) -> &'static str {
     match k {
         EventType::View => "v",
         EventType::Dwell => "d",
@@ -779,7 +774,7 @@ fn kind_char(k: EventType) -> &'static str {
     }
 }
 
-fn verdict_of(code: i64) -> Option<Verdict> {
+pub(crate) fn verdict_of(code: i64) -> Option<Verdict> {
     Some(match code {
         0 => Verdict::Counted,
         1 => Verdict::Duplicate,
@@ -979,7 +974,7 @@ impl RedisStore {
 
     /// Seconds hourly buckets stay after their hour ends, and daily ones
     /// after their day ends (one day of margin each).
-    fn keeps(&self) -> (i64, i64) {
+    pub(crate) fn keeps(&self) -> (i64, i64) {
         (
             (i64::from(self.opts.hourly_days) + 1) * keys::DAY,
             self.settings.retention_secs + keys::DAY,
@@ -1402,7 +1397,7 @@ impl RedisStore {
     }
 
     /// `delete.lua` on article `id`, run as `run` says (ops.rs).
-    pub(super) async fn delete_run(
+    pub(crate) async fn delete_run(
         &self,
         id: &ArticleId,
         run: &ops::OpRun<'_>,
@@ -1995,7 +1990,7 @@ impl Store for RedisStore {
 /// The article operations, run plainly or journaled (ops.rs).
 impl RedisStore {
     /// `put.lua`, run as `run` says (ops.rs).
-    pub(super) async fn put_run(
+    pub(crate) async fn put_run(
         &self,
         id: &ArticleId,
         meta: &ArticleMeta,
@@ -2037,7 +2032,7 @@ impl RedisStore {
     }
 
     /// `post.lua` (not for the seed layout), run as `run` says (ops.rs).
-    pub(super) async fn post_run(
+    pub(crate) async fn post_run(
         &self,
         mut meta: ArticleMeta,
         poster: Voter<'_>,
@@ -2148,7 +2143,7 @@ impl RedisStore {
     }
 
     /// `vote.lua` (not for the seed layout), run as `run` says (ops.rs).
-    pub(super) async fn vote_run(
+    pub(crate) async fn vote_run(
         &self,
         id: &ArticleId,
         user: Voter<'_>,

@@ -213,7 +213,7 @@ impl RedisStore {
             let r = self.eval(self.scripts.op(kind, false), &keys, &all).await?;
             return Ok((r, None));
         };
-        let epoch_key = super::journal::epoch_key(self);
+        let epoch_key = self.keys.epoch();
         let mut keys = keys.to_vec();
         keys.push(epoch_key.clone());
         let mut all = args.to_vec();
@@ -248,7 +248,7 @@ impl RedisStore {
     /// (a restore's replay: no epoch check, a post at the id it had).
     /// Answers the number each got in its article's sequence (0: it changed
     /// nothing).
-    pub(super) async fn replay_ops(&self, ops: &[OpEntry]) -> Result<Vec<u64>, StoreError> {
+    pub(crate) async fn replay_ops(&self, ops: &[OpEntry]) -> Result<Vec<u64>, StoreError> {
         let got: Vec<(redis::Value, u64, String)> = self
             .eval_pipe(|p| {
                 for op in ops {

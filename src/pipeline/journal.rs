@@ -19,10 +19,11 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::marker::Reconciled;
-use super::ops::OpEntry;
-use super::{RedisStore, store_err};
+use super::stream::{IDS, parse_entries};
 use crate::store::StoreError;
+use crate::store::redis::{
+    OpEntry, Reconciled, RedisStore, bad_reply, chunks, fresh, reconcile, set_nx_get, store_err,
+};
 
 /// Journal entries a trim looks at per partition at most.
 const TRIM_SCAN: u64 = 100_000;
@@ -57,7 +58,7 @@ impl Journal {
             prefix: prefix.to_string(),
             append: Script::new(include_str!("pipe_journal.lua")),
             append_op: Script::new(include_str!("pipe_journal_op.lua")),
-            trim: super::chunks(&[super::pipeline::IDS, include_str!("pipe_journal_trim.lua")]),
+            trim: chunks(&[IDS, include_str!("pipe_journal_trim.lua")]),
         })
     }
 
@@ -139,13 +140,13 @@ impl Journal {
                 .query_async(&mut self.con())
                 .await
                 .map_err(store_err)?;
-            let page = super::pipeline::parse_entries(&v)?;
+            let page = parse_entries(&v)?;
             let Some((last, _)) = page.last() else {
                 return Ok(out);
             };
             start = format!("({last}");
             for (_, values) in page {
-                out.push(OpEntry::parse(values).ok_or_else(|| super::bad_reply("journal op"))?);
+                out.push(OpEntry::parse(values).ok_or_else(|| bad_reply("journal op"))?);
             }
         }
     }
@@ -173,11 +174,11 @@ impl Journal {
             .await
             .map_err(store_err)?;
         let mut out = Vec::new();
-        for (id, mut values) in super::pipeline::parse_entries(&v)? {
+        for (id, mut values) in parse_entries(&v)? {
             if values.len() != 14 {
-                return Err(super::bad_reply("journal entry"));
+                return Err(bad_reply("journal entry"));
             }
-            let x = String::from_utf8(values.remove(0)).map_err(|_| super::bad_reply("x"))?;
+            let x = String::from_utf8(values.remove(0)).map_err(|_| bad_reply("x"))?;
             out.push((id, (x, values)));
         }
         Ok(out)
@@ -230,14 +231,14 @@ impl Journal {
     /// two different epochs. A journal that lost its epoch adopts the main
     /// Redis's (it lost its entries: the disaster recovery window restarts).
     pub async fn attach(&self, store: &RedisStore) -> Result<String, StoreError> {
-        let main_key = epoch_key(store);
+        let main_key = store.keys().epoch();
         let main: Option<String> = redis::cmd("GET")
             .arg(&main_key)
             .query_async(&mut store.con())
             .await
             .map_err(store_err)?;
         let log = self.epoch().await?;
-        match super::marker::reconcile(main, log) {
+        match reconcile(main, log) {
             Reconciled::Same(m) => Ok(m),
             Reconciled::Differ { main: m, known: l } => Err(StoreError::Unavailable(format!(
                 "Redis holds pipeline epoch {m} but the journal ({}) holds {l}: they belong to different sites",
@@ -252,7 +253,7 @@ impl Journal {
                 set_nx_get(&mut self.con(), &self.epoch_key(), &m).await
             }
             Reconciled::New => {
-                let fresh = super::marker::fresh();
+                let fresh = fresh();
                 let e = set_nx_get(&mut self.con(), &self.epoch_key(), &fresh).await?;
                 let got = set_nx_get(&mut store.con(), &main_key, &e).await?;
                 if got != e {
@@ -265,28 +266,4 @@ impl Journal {
             }
         }
     }
-}
-
-/// The main Redis's epoch key.
-pub fn epoch_key(store: &RedisStore) -> String {
-    store.keys.epoch()
-}
-
-/// Sets `key` to `value` unless it exists; answers the value it holds.
-pub(super) async fn set_nx_get<C: redis::aio::ConnectionLike + Send>(
-    con: &mut C,
-    key: &str,
-    value: &str,
-) -> Result<String, StoreError> {
-    let (got,): (String,) = redis::pipe()
-        .cmd("SET")
-        .arg(key)
-        .arg(value)
-        .arg("NX")
-        .ignore()
-        .get(key)
-        .query_async(con)
-        .await
-        .map_err(store_err)?;
-    Ok(got)
 }

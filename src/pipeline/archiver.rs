@@ -8,9 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{Archive, ArchiveOptions, SourcePosition};
+use super::ingest::IngestPipeline;
+use super::position::PartitionPosition;
+use super::worker::crash_point;
+use crate::archive::{
+    Archive, ArchiveError, ArchiveOptions, PipelineRow, PipelineTotals, SourcePosition,
+};
 use crate::clock::{Clock, SystemClock};
-use crate::store::redis::{IngestPipeline, RedisStore, article_records};
+use crate::store::redis::{RedisStore, article_records};
 
 /// What one flush did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,11 +141,11 @@ impl ArchiveWriter {
                 .await
                 .map_err(|e| e.to_string())?;
             let (records, at) = self.read(&ids, now, false).await?;
-            crate::store::redis::crash_point("archive_before_upsert");
+            crash_point("archive_before_upsert");
             // Boxed as Send here: otherwise the compiler cannot prove
             // sqlx's executor futures Send for every lifetime when spawned.
             let upsert: std::pin::Pin<
-                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+                Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));
             upsert.await.map_err(|e| e.to_string())
         }
@@ -164,7 +169,7 @@ impl ArchiveWriter {
             .map_err(|e| e.to_string())?;
         self.last_ok.store(done, Ordering::Relaxed);
         if let (Some(epoch), Some(((floor, totals), ops_floor))) = (epoch, floor) {
-            let totals = super::PipelineTotals {
+            let totals = PipelineTotals {
                 counted: totals.counted,
                 quarantine: totals.quarantine,
                 by_hour: totals.by_hour,
@@ -223,9 +228,8 @@ impl ArchiveWriter {
         let Some(epoch) = pipe.epoch().await.map_err(|e| e.to_string())? else {
             return Ok(None);
         };
-        let row: std::pin::Pin<
-            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
-        > = Box::pin(archive.pipeline());
+        let row: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
+            Box::pin(archive.pipeline());
         if let Some(row) = row.await.map_err(|e| e.to_string())?
             && row.epoch != epoch
         {
@@ -244,25 +248,23 @@ impl ArchiveWriter {
         &self,
         archive: &Archive,
         epoch: String,
-        position: &[crate::store::redis::PartitionPosition],
-        totals: &super::PipelineTotals,
+        position: &[PartitionPosition],
+        totals: &PipelineTotals,
         ops_floor: &str,
         done: i64,
     ) -> Result<(), String> {
         let Some(pipe) = &self.pipe else {
             return Ok(());
         };
-        let row = super::PipelineRow {
+        let row = PipelineRow {
             epoch,
             floor: position.iter().map(|p| p.floor()).collect(),
         };
-        let set: std::pin::Pin<
-            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
-        > = Box::pin(archive.set_pipeline(&row, done));
+        let set: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
+            Box::pin(archive.set_pipeline(&row, done));
         set.await.map_err(|e| e.to_string())?;
-        let set: std::pin::Pin<
-            Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
-        > = Box::pin(archive.set_pipeline_totals(totals, done));
+        let set: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
+            Box::pin(archive.set_pipeline_totals(totals, done));
         set.await.map_err(|e| e.to_string())?;
         if let Some(j) = pipe.journal()
             && let Err(e) = j
@@ -309,10 +311,10 @@ impl ArchiveWriter {
                 .await
                 .map_err(|e| e.to_string())?;
             let upsert: std::pin::Pin<
-                Box<dyn Future<Output = Result<_, super::ArchiveError>> + Send + '_>,
+                Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));
             upsert.await.map_err(|e| e.to_string())?;
-            crate::store::redis::crash_point("evict_before_delete");
+            crash_point("evict_before_delete");
             let gone = self
                 .store
                 .evict(&records, cutoff)

@@ -9,10 +9,14 @@ use std::sync::LazyLock;
 use redis::{Script, Value};
 use serde::{Deserialize, Serialize};
 
-use super::{IngestPipeline, store_err, v_str};
+use super::ingest::IngestPipeline;
+use super::stream::{IDS, stream_id};
 use crate::model::{ArticleId, Timestamp};
 use crate::store::StoreError;
 use crate::store::dump::Record;
+use crate::store::redis::{
+    bad_reply, chunks, positioned_records, quarantine_of, store_err, v_i64, v_str,
+};
 
 /// Entries in flight the position script walks at most; past it, the
 /// archive writer's flush fails (and is retried): a walk holds Redis
@@ -20,7 +24,7 @@ use crate::store::dump::Record;
 pub const MAX_FLIGHT: u64 = 10_000;
 
 static POSITION: LazyLock<Script> =
-    LazyLock::new(|| super::chunks(&[super::pipeline::IDS, include_str!("pipe_position.lua")]));
+    LazyLock::new(|| chunks(&[IDS, include_str!("pipe_position.lua")]));
 
 /// What an archived article's counts include: every raw entry of
 /// partition `p` up to `upto` but those in `pending` (its own entries
@@ -141,14 +145,8 @@ impl PartitionPosition {
     }
 }
 
-/// A stream entry id (`ms-seq`) as numbers, for ordering.
-pub fn stream_id(id: &str) -> (u64, u64) {
-    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
-}
-
 fn parse(v: &Value) -> Result<Vec<PartitionPosition>, StoreError> {
-    let bad = || super::bad_reply("pipe_position");
+    let bad = || bad_reply("pipe_position");
     let Value::Array(parts) = v else {
         return Err(bad());
     };
@@ -241,13 +239,13 @@ impl IngestPipeline {
             .await
             .map_err(store_err)?;
         let mut it = got.into_iter();
-        let mut next = || it.next().ok_or_else(|| super::bad_reply("totals"));
+        let mut next = || it.next().ok_or_else(|| bad_reply("totals"));
         let position = parse(&next()?)?;
-        let counted = super::v_i64(&next()?).unwrap_or(0).max(0) as u64;
-        let quarantine = super::dump::quarantine_of(&next()?);
+        let counted = v_i64(&next()?).unwrap_or(0).max(0) as u64;
+        let quarantine = quarantine_of(&next()?);
         let mut by_hour = Vec::new();
         for h in hours {
-            let q = super::dump::quarantine_of(&next()?);
+            let q = quarantine_of(&next()?);
             if q.iter().any(|n| *n > 0) {
                 by_hour.push((h, q));
             }
@@ -284,7 +282,7 @@ impl IngestPipeline {
     ) -> Result<(Vec<Record>, HashMap<ArticleId, String>), StoreError> {
         self.load_position().await?;
         let head = self.position_cmd();
-        let chunks = super::dump::positioned_records(self.store(), ids, now, whole, &head).await?;
+        let chunks = positioned_records(self.store(), ids, now, whole, &head).await?;
         let mut records = Vec::with_capacity(ids.len());
         let mut at = HashMap::with_capacity(ids.len());
         for (part, v, ops) in chunks {
@@ -295,7 +293,7 @@ impl IngestPipeline {
                 };
                 let p = self.partition_of(id);
                 let Some(pp) = pos.get(p as usize) else {
-                    return Err(super::bad_reply("pipe_position partitions"));
+                    return Err(bad_reply("pipe_position partitions"));
                 };
                 let mine = || pp.flight.iter().filter(|(_, art, _)| art == id.as_str());
                 let a = ArticlePosition {

@@ -13,27 +13,31 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::journal::{JournalEntry, epoch_key, set_nx_get};
-use super::ops::OpEntry;
-use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay, stream_id};
-use super::{APPLY, COMMON, EVENT, GATE, IngestPipeline, StoreError, sharded, store_err};
+use super::ingest::{GATE_ARGS, IngestPipeline};
+use super::journal::JournalEntry;
+use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay};
+use super::stream::{FILTER_GROUP, stream_id};
 use crate::archive::Archive;
 use crate::model::Timestamp;
+use crate::store::StoreError;
+use crate::store::redis::{
+    APPLY, COMMON, EVENT, GATE, Keys, OpEntry, TOTALS, load_redis, set_nx_get, sharded, store_err,
+};
 
 /// One shard only: config refuses a pipeline (and so a journal to
 /// replay) over more than one article shard for now.
 static REPLAY: LazyLock<Script> = LazyLock::new(|| {
     sharded(
-        &super::Keys::new(""),
+        &Keys::new(""),
         &[
             EVENT,
-            super::pipeline::GATE_ARGS,
+            GATE_ARGS,
             include_str!("pipe_replay.lua"),
             COMMON,
             GATE,
             include_str!("pipe_replay_apply.lua"),
             APPLY,
-            super::TOTALS,
+            TOTALS,
             "\nreturn { #ev, counted }\n",
         ],
     )
@@ -115,17 +119,17 @@ impl IngestPipeline {
         now: Timestamp,
         mut progress: impl FnMut(String),
     ) -> Result<Replayed, String> {
-        let err = |e: super::StoreError| e.to_string();
+        let err = |e: StoreError| e.to_string();
         let journal = self.journal().ok_or(
             "no journal to replay: set [pipeline] log_url (--pipeline-log-url, HOTRANK_PIPELINE_LOG_URL)",
         )?;
         let store = self.store();
-        if store.keys.shards > 1 {
+        if store.keys().shards > 1 {
             return Err(
                 "a replay runs on one article shard only (redis.shards = 1) for now".into(),
             );
         }
-        let main_key = epoch_key(store);
+        let main_key = store.keys().epoch();
         let held: Option<String> = redis::cmd("GET")
             .arg(&main_key)
             .query_async(&mut store.con())
@@ -178,7 +182,7 @@ impl IngestPipeline {
             .records(|n| progress(format!("read {n} articles from the archive")))
             .await
             .map_err(|e| e.to_string())?;
-        let articles = super::dump::load_redis(store, &records, &store.settings, now).await? as u64;
+        let articles = load_redis(store, &records, &store.settings, now).await? as u64;
         let top_numeric = records
             .iter()
             .filter_map(|r| match r {
@@ -229,7 +233,7 @@ impl IngestPipeline {
                 .cmd("XGROUP")
                 .arg("SETID")
                 .arg(&raw)
-                .arg(super::FILTER_GROUP)
+                .arg(FILTER_GROUP)
                 .arg(last)
                 .ignore()
                 .query_async::<()>(&mut store.con())
@@ -255,7 +259,7 @@ impl IngestPipeline {
             if p.ops > 0
                 && let Ok(id) = crate::model::ArticleId::parse(id)
             {
-                numbered.hset(store.keys.meta(&id), "ops", p.ops).ignore();
+                numbered.hset(store.keys().meta(&id), "ops", p.ops).ignore();
             }
         }
         if !numbered.is_empty() {
@@ -356,13 +360,13 @@ impl IngestPipeline {
         // skips ids taken anyway; replayed posts moved it already).
         if let Some(top) = top_numeric {
             let cur: Option<u64> = redis::cmd("GET")
-                .arg(store.keys.post_counter())
+                .arg(store.keys().post_counter())
                 .query_async(&mut store.con())
                 .await
                 .map_err(|e| err(store_err(e)))?;
             if cur.is_none_or(|c| c < top) {
                 redis::cmd("SET")
-                    .arg(store.keys.post_counter())
+                    .arg(store.keys().post_counter())
                     .arg(top)
                     .query_async::<()>(&mut store.con())
                     .await
