@@ -469,6 +469,23 @@ impl RedisStore {
         Ok(out)
     }
 
+    /// The site's `clock` when the site spans slots (sync.lua then reads
+    /// only its shard's slot), read after the change logs: at least the
+    /// arrival of every change they held. `None` on one slot, where
+    /// sync.lua reads it.
+    async fn clock_after_sync(&self) -> Result<Option<i64>, StoreError> {
+        if !self.keys.spans_slots() {
+            return Ok(None);
+        }
+        let mut con = self.con();
+        let clock: Option<i64> = redis::cmd("GET")
+            .arg(self.keys.clock())
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(Some(clock.unwrap_or(0)))
+    }
+
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
     /// articles that do not belong in it (unknown, deleted, filtered out,
     /// or without activity inside a bounded window).
