@@ -28,7 +28,8 @@
 //! (pipelines and `EVALSHA`), `errors.rs` (Redis errors as
 //! [`StoreError`]s), `reply.rs` (reply decoding), `event_args.rs` (an
 //! event as script arguments), `scripts.rs` (the Lua scripts, assembled
-//! and loaded), `meta.rs` (the metadata hash), `keys.rs` (key names),
+//! and loaded), `meta.rs` (the metadata hash), `keys.rs` (key names), `key_spec.rs` and
+//! `key_table.rs` (the documented table of every key),
 //! `connect.rs` (making a store), `cache.rs` (a node's cache and the
 //! reads that fill it), `ingest.rs`, `article_ops.rs`, `article_view.rs`,
 //! `rank.rs` and `newest.rs` (the calls), and `store_impl.rs` (the
@@ -48,6 +49,8 @@ mod dump;
 mod errors;
 mod ingest;
 mod journal;
+mod key_spec;
+mod key_table;
 mod keys;
 mod marker;
 mod meta;
@@ -69,9 +72,10 @@ mod warm;
 pub use conn::{Con, LazyCluster};
 pub use dump::{article_records, dump_redis, load_redis};
 pub use journal::{Journal, JournalEntry};
+pub use key_spec::{KeySpec, Slot, Ttl, key_spec_of, render_key_table};
+pub use key_table::KEY_TABLE;
 pub use keys::{
-    KEY_TABLE, KeySpec, Keys, ShardKeys, Slot, Ttl, day_of, key_spec_of, oldest_hour,
-    render_key_table, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
+    Keys, ShardKeys, day_of, oldest_hour, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
 };
 pub use meta::MetaRec;
 pub use pipeline::{
