@@ -52,6 +52,7 @@ mod journal;
 mod key_spec;
 mod key_table;
 mod keys;
+mod load;
 mod marker;
 mod meta;
 mod newest;
@@ -70,13 +71,14 @@ mod version;
 mod warm;
 
 pub use conn::{Con, LazyCluster};
-pub use dump::{article_records, dump_redis, load_redis};
+pub use dump::{article_records, dump_redis};
 pub use journal::{Journal, JournalEntry};
 pub use key_spec::{KeySpec, Slot, Ttl, key_spec_of, render_key_table};
 pub use key_table::KEY_TABLE;
 pub use keys::{
     Keys, ShardKeys, day_of, oldest_hour, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
 };
+pub use load::load_redis;
 pub use meta::MetaRec;
 pub use pipeline::{
     COUNT_GROUP, FILTER_GROUP, IngestPipeline, Lag, PipelineStore, Role, Workers, consumer_name,
