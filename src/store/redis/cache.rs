@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    MetaRec, RedisStore, bad_reply, counters_from, dump, parse_meta, rank, store_err, window_plan,
+    MetaRec, RedisStore, bad_reply, changes, counters_from, dump, parse_meta, rank, store_err,
+    window_plan,
 };
 use crate::model::{ArticleId, Counters, RangeSpec, Timestamp, hour_of};
 use crate::store::StoreError;
@@ -207,7 +208,7 @@ impl RedisStore {
 
     /// Takes in what every shard's change log says changed: drops cached
     /// state of those articles (all of it if this node fell behind a log).
-    pub(super) fn absorb(&self, shards: &[rank::Synced]) {
+    pub(super) fn absorb(&self, shards: &[changes::Synced]) {
         let mut c = self.cache.lock();
         let behind = shards.iter().any(|s| {
             let mine = c.seq.get(s.shard as usize).copied().unwrap_or(0);

@@ -43,6 +43,8 @@ mod article_ops;
 mod article_view;
 mod cache;
 mod calls;
+mod changes;
+mod claim;
 mod conn;
 mod connect;
 mod dump;
@@ -69,6 +71,7 @@ mod split;
 mod store_impl;
 mod version;
 mod warm;
+mod writeback;
 
 pub use conn::{Con, LazyCluster};
 pub use dump::{article_records, dump_redis};
@@ -210,7 +213,7 @@ pub struct RedisStore {
     /// Rankings kept ready off the query path (warm.rs).
     warm: warm::Warm,
     /// Rebuild claims this node could not give back (rank.rs).
-    orphans: rank::Orphans,
+    orphans: claim::Orphans,
     /// The site's epoch as this node knows it (marker.rs).
     marker: marker::Marker,
     /// Entries `GET /api/new` pages looked at ([`RedisStore::new_visited`]).

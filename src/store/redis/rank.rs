@@ -31,26 +31,24 @@
 //! answer is exactly the one-shard answer. The first chunk of every shard
 //! is fetched in one pipeline, so a query costs a round trip per chunk
 //! depth, not per shard. Rebuilds and write-backs are per shard.
+//!
+//! This file holds the walk and the exact scores it reads; the change
+//! logs are changes.rs, the rebuild claim claim.rs, the write-back
+//! writeback.rs.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use redis::Value;
-
-use super::keys::{
-    ShardKeys, WindowPlan, ranking_build, ranking_claim, ranking_state, window_plan,
-};
-use super::{
-    ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str,
-};
+use super::changes::Synced;
+use super::keys::{ShardKeys, WindowPlan, window_plan};
+use super::writeback::WriteBack;
+use super::{ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::rank::{self, Filter, Walk};
 use crate::store::{StoreError, cursor};
 
-/// A sync returning more change log entries than this rebuilds instead.
-const MAX_DELTA: i64 = 100_000;
 /// Most articles one call (or pipeline) of a query reads or writes back:
 /// a ranking's rebuild over every article of a shard, or a catch-up after
 /// many changes, goes in many calls, so none runs into the response
@@ -100,29 +98,6 @@ pub(super) enum Stale {
 pub(super) const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
 
-/// What one shard's change log says since this node and a ranking last
-/// looked (`sync.lua`).
-pub(super) struct Synced {
-    /// Which shard.
-    pub shard: u32,
-    pub seq: i64,
-    pub floor: i64,
-    pub rseq: i64,
-    pub rnow: i64,
-    pub truncated: bool,
-    /// The newest arrival time an ingest call carried.
-    pub clock: i64,
-    pub changed: Vec<(ArticleId, i64)>,
-}
-
-impl Synced {
-    /// Whether the shard's ranking must be rebuilt: it does not exist, or
-    /// its change log entries were collected or did not all come back.
-    fn stale(&self) -> bool {
-        self.rseq < 0 || self.rseq < self.floor || self.truncated
-    }
-}
-
 /// One article with its exact score, bound and window counters.
 #[derive(Debug, Clone)]
 pub(super) struct Scored {
@@ -135,238 +110,6 @@ pub(super) struct Scored {
     pub meta: Arc<MetaRec>,
 }
 
-/// The exact scores one query writes back into one shard's ranking.
-struct WriteBack {
-    shard: ShardKeys,
-    zkey: String,
-    /// The shard's change seq the scores were computed at.
-    seq: i64,
-    /// Whether the ranking was rebuilt (else the scores are incremental).
-    rebuild: bool,
-    /// Article, and its new bound (`None`: not in the ranking).
-    pairs: Vec<(ArticleId, Option<f64>)>,
-}
-
-/// The longest a node waits on another's claim to rebuild a ranking
-/// before it rebuilds the ranking itself (a holder alive but stuck).
-const REBUILD_CLAIM: std::time::Duration = std::time::Duration::from_secs(120);
-/// How long a claim lasts unless its node renews it: a node that died
-/// mid-rebuild holds the others up this long at most.
-const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
-/// How often a node renews the claims it holds.
-const CLAIM_RENEW: std::time::Duration = std::time::Duration::from_secs(3);
-/// How often a node waiting on another's rebuild looks again.
-const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Deletes a claim (KEYS[1]) only if it still holds this token (ARGV[1]).
-static GIVE_BACK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    )
-});
-
-/// Extends a claim (KEYS[1]) by ARGV[2] ms only if it still holds this
-/// token (ARGV[1]).
-static RENEW: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
-    )
-});
-
-/// Claims (key, token) this node has dropped and not yet given back: a
-/// task gives each back at once; one Redis did not take (away) is given
-/// back before the node next waits on a claim, so it never waits on one
-/// of its own, and at shutdown (the task may not run once the runtime
-/// stops).
-pub(super) type Orphans = Arc<parking_lot::Mutex<Vec<(String, String)>>>;
-
-/// A node's claim to rebuild a ranking (`<ranking>:rebuilding`, holding a
-/// token of its own, in the ranking's slot): queries of other nodes that
-/// need the same rebuild wait while it stands, then walk what it built.
-/// A lease: it lasts [`CLAIM_LEASE`], renewed every [`CLAIM_RENEW`] by a
-/// task while the claim lives. Given back when dropped (a task deletes it
-/// if it still holds this token; if Redis is away, into `orphans`).
-pub(super) struct Claim {
-    con: super::Con,
-    key: String,
-    token: String,
-    renew: tokio::task::JoinHandle<()>,
-    orphans: Orphans,
-}
-
-impl Claim {
-    /// Claims the rebuild of the ranking `zkey` unless another node holds
-    /// the claim (`None`).
-    async fn take(
-        mut con: super::Con,
-        zkey: &str,
-        orphans: &Orphans,
-    ) -> Result<Option<Claim>, StoreError> {
-        let key = ranking_claim(zkey);
-        let token = format!("{:016x}", rand::random::<u64>());
-        let lease = CLAIM_LEASE.as_millis() as u64;
-        let got: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lease)
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        if got.is_none() {
-            return Ok(None);
-        }
-        let renew = {
-            let (mut con, key, token) = (con.clone(), key.clone(), token.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(CLAIM_RENEW).await;
-                    let held: redis::RedisResult<i64> = RENEW
-                        .key(&key)
-                        .arg(&token)
-                        .arg(lease)
-                        .invoke_async(&mut con)
-                        .await;
-                    if let Ok(0) = held {
-                        return;
-                    }
-                }
-            })
-        };
-        let orphans = orphans.clone();
-        Ok(Some(Claim {
-            con,
-            key,
-            token,
-            renew,
-            orphans,
-        }))
-    }
-
-    /// Gives back the claims this node dropped (`orphans`); those Redis
-    /// does not take stay for the next call.
-    pub(super) async fn give_back_orphans(mut con: super::Con, orphans: &Orphans) {
-        let held = std::mem::take(&mut *orphans.lock());
-        for (key, token) in held {
-            let gone: redis::RedisResult<i64> =
-                GIVE_BACK.key(&key).arg(&token).invoke_async(&mut con).await;
-            if let Err(e) = gone {
-                tracing::warn!(%key, error = %e, "could not give back a rebuild claim; trying again later (it expires by itself)");
-                orphans.lock().push((key, token));
-            }
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.renew.abort();
-        let key = std::mem::take(&mut self.key);
-        let token = std::mem::take(&mut self.token);
-        self.orphans.lock().push((key, token));
-        let (con, orphans) = (self.con.clone(), self.orphans.clone());
-        tokio::spawn(async move { Claim::give_back_orphans(con, &orphans).await });
-    }
-}
-
-/// One shard's write-back cut into `writeback.lua` calls of at most
-/// [`CHUNK`] pairs (at least one call, which may carry none).
-struct WritePlan<'a> {
-    shard: &'a WriteBack,
-    /// The ranking's build key when a rebuild takes more than one call.
-    build: Option<String>,
-    /// Other rankings a rebuild may drop (the index, read just before).
-    others: Vec<String>,
-    parts: Vec<&'a [(ArticleId, Option<f64>)]>,
-}
-
-impl<'a> WritePlan<'a> {
-    fn new(w: &'a WriteBack, index: Option<Vec<String>>) -> Self {
-        let mut parts: Vec<_> = w.pairs.chunks(CHUNK).collect();
-        if parts.is_empty() {
-            parts.push(&[]);
-        }
-        let build =
-            (w.rebuild && parts.len() > 1).then(|| ranking_build(&w.zkey, rand::random::<u64>()));
-        let others = index
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| n.starts_with(&w.shard.prefix) && *n != w.zkey)
-            .collect();
-        WritePlan {
-            shard: w,
-            build,
-            others,
-            parts,
-        }
-    }
-
-    /// Keys and arguments of call `part`; `built`: the entries the earlier
-    /// parts of a rebuild put in the build key.
-    fn call(
-        &self,
-        part: usize,
-        built: i64,
-        max_rankings: usize,
-        now: Timestamp,
-    ) -> (Vec<String>, Vec<String>) {
-        let WriteBack {
-            shard: sk,
-            zkey,
-            seq,
-            rebuild,
-            ..
-        } = self.shard;
-        let last = part + 1 == self.parts.len();
-        let mode = match (rebuild, last) {
-            (true, true) => "r",
-            (true, false) => "b",
-            (false, true) => "i",
-            (false, false) => "p",
-        };
-        let skey = ranking_state(zkey);
-        let ttl = if *zkey == sk.ranking_default() {
-            0
-        } else {
-            RANKING_TTL
-        };
-        let mut keys = vec![
-            zkey.to_string(),
-            skey.clone(),
-            sk.changes(),
-            sk.ranking_index(),
-        ];
-        if let Some(b) = &self.build {
-            keys.push(b.clone());
-        }
-        if mode == "r" {
-            for n in &self.others {
-                keys.push(ranking_state(n));
-                keys.push(n.clone());
-            }
-        }
-        let mut args = vec![
-            sk.prefix.clone(),
-            zkey.to_string(),
-            skey,
-            seq.to_string(),
-            now.to_string(),
-            mode.to_string(),
-            ttl.to_string(),
-            max_rankings.to_string(),
-            sk.ranking_default(),
-            self.build.clone().unwrap_or_default(),
-            built.to_string(),
-        ];
-        for (id, s) in self.parts[part] {
-            args.push(id.to_string());
-            args.push(s.map_or_else(|| "-".to_string(), score_arg));
-        }
-        (keys, args)
-    }
-}
-
 /// Where the walk of one shard's ranking goes on: its next page starts
 /// below `upper` and holds `chunk` entries.
 struct Cursor {
@@ -375,7 +118,7 @@ struct Cursor {
     chunk: usize,
 }
 
-fn score_arg(s: f64) -> String {
+pub(super) fn score_arg(s: f64) -> String {
     if s.is_finite() {
         format!("{s}")
     } else if s > 0.0 {
@@ -407,83 +150,6 @@ impl RedisStore {
             q.kind.as_deref(),
             q.group.as_deref(),
         )
-    }
-
-    /// Reads every shard's change log since this node (and the ranking
-    /// `zkeys[k]` of shard k) last looked, in one pipeline, and drops this
-    /// node's cached state of what changed.
-    pub(super) async fn sync(&self, zkeys: Option<&[String]>) -> Result<Vec<Synced>, StoreError> {
-        let node_seqs = self.cache.lock().seq.clone();
-        let max = MAX_DELTA.to_string();
-        let shards = self.keys.all_shards();
-        let calls: Vec<(Vec<String>, Vec<String>)> = shards
-            .iter()
-            .enumerate()
-            .map(|(i, sk)| {
-                let state = match zkeys {
-                    Some(z) => ranking_state(&z[i]),
-                    None => format!("{}changes:none", sk.prefix),
-                };
-                let node = node_seqs.get(i).copied().unwrap_or(0).to_string();
-                // Over several slots `clock` (the site's) is read after.
-                let clock = match self.keys.spans_slots() {
-                    true => String::new(),
-                    false => self.keys.clock(),
-                };
-                let mut keys = vec![sk.changes_seq(), sk.changes_floor(), state.clone()];
-                keys.extend((!clock.is_empty()).then(|| clock.clone()));
-                keys.push(sk.changes());
-                let args = vec![clock, sk.prefix.clone(), state, node, max.clone()];
-                (keys, args)
-            })
-            .collect();
-        let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
-        let clock = self.clock_after_sync().await?;
-        let mut out = Vec::with_capacity(shards.len());
-        for (sk, v) in shards.iter().zip(replies) {
-            if v.len() < 6 {
-                return Err(bad_reply("sync"));
-            }
-            let n = |i: usize| v_i64(&v[i]).ok_or_else(|| bad_reply("sync"));
-            let mut changed = Vec::with_capacity((v.len() - 6) / 2);
-            for pair in v[6..].chunks(2) {
-                if let [id, seq] = pair
-                    && let (Some(id), Some(seq)) = (v_str(id), v_str(seq))
-                    && let (Ok(id), Ok(seq)) = (ArticleId::parse(id), seq.parse::<f64>())
-                {
-                    changed.push((id, seq as i64));
-                }
-            }
-            out.push(Synced {
-                shard: sk.index,
-                seq: n(0)?,
-                floor: n(1)?,
-                rseq: n(2)?,
-                rnow: n(3)?,
-                truncated: n(4)? == 1,
-                clock: clock.unwrap_or(n(5)?),
-                changed,
-            });
-        }
-        self.absorb(&out);
-        Ok(out)
-    }
-
-    /// The site's `clock` when the site spans slots (sync.lua then reads
-    /// only its shard's slot), read after the change logs: at least the
-    /// arrival of every change they held. `None` on one slot, where
-    /// sync.lua reads it.
-    async fn clock_after_sync(&self) -> Result<Option<i64>, StoreError> {
-        if !self.keys.spans_slots() {
-            return Ok(None);
-        }
-        let mut con = self.con();
-        let clock: Option<i64> = redis::cmd("GET")
-            .arg(self.keys.clock())
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(Some(clock.unwrap_or(0)))
     }
 
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
@@ -632,97 +298,6 @@ impl RedisStore {
             }
         }
         Ok(())
-    }
-
-    /// Writes exact scores back as bounds: `writeback.lua` per shard in
-    /// calls of at most [`CHUNK`] pairs, each round's calls (one per
-    /// shard that still has pairs) in one pipeline, after one read of the
-    /// indexes of the rebuilt shards. Earlier parts of a shard's
-    /// write-back touch no state (incremental) or go into a build key of
-    /// their own (rebuild): the last call moves the ranking on at once, so
-    /// no reader ever walks half of it.
-    async fn write_back(&self, shards: &[WriteBack], now: Timestamp) -> Result<(), StoreError> {
-        // A rebuild may drop the least recently used other rankings of its
-        // shard: it may touch those named in the index now.
-        let rebuilt: Vec<&ShardKeys> = shards
-            .iter()
-            .filter(|w| w.rebuild)
-            .map(|w| &w.shard)
-            .collect();
-        let mut indexes: Vec<Vec<String>> = Vec::new();
-        if !rebuilt.is_empty() {
-            let mut pipe = redis::pipe();
-            for sk in &rebuilt {
-                pipe.smembers(sk.ranking_index());
-            }
-            indexes = self.query_pipe(&pipe).await.map_err(store_err)?;
-        }
-        let mut indexes = indexes.into_iter();
-        let plans: Vec<WritePlan> = shards
-            .iter()
-            .map(|w| WritePlan::new(w, if w.rebuild { indexes.next() } else { None }))
-            .collect();
-        let parts = plans.iter().map(|p| p.parts.len()).max().unwrap_or(0);
-        // The earlier parts, round by round; a rebuild's count what its
-        // build key holds.
-        let mut built = vec![0i64; plans.len()];
-        for round in 0..parts.saturating_sub(1) {
-            let mut who = Vec::new();
-            let mut calls = Vec::new();
-            for (i, p) in plans.iter().enumerate() {
-                if round + 1 < p.parts.len() {
-                    who.push(i);
-                    calls.push(p.call(round, 0, self.settings.max_rankings, now));
-                }
-            }
-            let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
-            for (i, n) in who.into_iter().zip(got) {
-                if plans[i].shard.rebuild {
-                    built[i] += n;
-                }
-            }
-        }
-        let last: Vec<(Vec<String>, Vec<String>)> = plans
-            .iter()
-            .enumerate()
-            .map(|(i, p)| p.call(p.parts.len() - 1, built[i], self.settings.max_rankings, now))
-            .collect();
-        let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &last).await?;
-        if got.contains(&-1) {
-            return Err(StoreError::Unavailable(
-                "a ranking rebuild lost a part of its build key (expired or removed); the next query rebuilds again".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// When a shard of the ranking `zkeys` needs a rebuild: claims it, or,
-    /// while another query (of any node) holds the claim, looks again
-    /// (`synced` anew) until the ranking is built, the claim is gone, or
-    /// [`REBUILD_CLAIM`] has passed. The claim, if this query is to
-    /// rebuild; `None` once nothing is stale (or after the wait).
-    async fn claim_rebuild(
-        &self,
-        zkeys: &[String],
-        synced: &mut Vec<Synced>,
-    ) -> Result<Option<Claim>, StoreError> {
-        let waited = std::time::Instant::now();
-        if !self.orphans.lock().is_empty() {
-            Claim::give_back_orphans(self.con(), &self.orphans).await;
-        }
-        while synced.iter().any(Synced::stale) {
-            if let Some(claim) = Claim::take(self.con(), &zkeys[0], &self.orphans).await? {
-                // The claim's last holder may have finished just before.
-                *synced = self.sync(Some(zkeys)).await?;
-                return Ok(synced.iter().any(Synced::stale).then_some(claim));
-            }
-            if waited.elapsed() >= REBUILD_CLAIM {
-                break;
-            }
-            tokio::time::sleep(REBUILD_POLL).await;
-            *synced = self.sync(Some(zkeys)).await?;
-        }
-        Ok(None)
     }
 
     /// Runs `walk` over the ranking of `q` at `now` (or later: the
@@ -1091,72 +666,5 @@ impl RedisStore {
             generated_at: snap.generated_at,
             cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         })
-    }
-
-    /// Drops change log entries no ranking still needs, in every shard:
-    /// those at or below the lowest seq any live ranking of the shard has
-    /// taken in. Nodes and rankings behind the new floor notice it at
-    /// their next sync and start over.
-    pub(super) async fn collect_changes(&self) -> Result<(), StoreError> {
-        let mut live = 0;
-        for sk in self.keys.all_shards() {
-            live += self.collect_shard_changes(&sk).await?;
-        }
-        metrics::gauge!("hotrank_rankings").set(live as f64);
-        Ok(())
-    }
-
-    /// [`collect_changes`](Self::collect_changes) of one shard: answers
-    /// how many live rankings it has.
-    async fn collect_shard_changes(&self, sk: &ShardKeys) -> Result<usize, StoreError> {
-        let mut con = self.con();
-        let index = sk.ranking_index();
-        let names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(&index)
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        let mut pipe = redis::pipe();
-        pipe.get(sk.changes_seq());
-        for n in &names {
-            pipe.hget(ranking_state(n), "seq");
-        }
-        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        let Some((seq, seqs)) = got.split_first() else {
-            return Err(bad_reply("gc"));
-        };
-        let mut floor = seq.unwrap_or(0);
-        let mut gone = Vec::new();
-        for (n, s) in names.iter().zip(seqs) {
-            match s {
-                Some(s) => floor = floor.min(*s),
-                None => gone.push(n.clone()),
-            }
-        }
-        if !gone.is_empty() {
-            redis::cmd("SREM")
-                .arg(&index)
-                .arg(&gone)
-                .query_async::<()>(&mut con)
-                .await
-                .map_err(store_err)?;
-        }
-        let gc = redis::Script::new(
-            "local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-             local f = tonumber(ARGV[1])
-             if f > cur then
-               redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', f)
-               redis.call('SET', KEYS[2], f)
-             end
-             return 1",
-        );
-        let _: i64 = gc
-            .key(sk.changes())
-            .key(sk.changes_floor())
-            .arg(floor)
-            .invoke_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(names.len() - gone.len())
     }
 }

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use redis::Value;
 
-use super::{RedisStore, bad_reply, ops, rank, store_err, v_i64, v_str, version};
+use super::{RedisStore, bad_reply, claim, ops, store_err, v_i64, v_str, version};
 use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Quarantine, RangeSpec,
     Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
@@ -308,7 +308,7 @@ impl Store for RedisStore {
     async fn shutdown(&self) -> Result<(), StoreError> {
         // Every acknowledged write is already in Redis; rebuild claims a
         // query or refresh cut short by the shutdown are given back.
-        rank::Claim::give_back_orphans(self.con(), &self.orphans).await;
+        claim::Claim::give_back_orphans(self.con(), &self.orphans).await;
         Ok(())
     }
 }
