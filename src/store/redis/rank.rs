@@ -110,6 +110,20 @@ pub(super) struct Scored {
     pub meta: Arc<MetaRec>,
 }
 
+/// One query's walk in progress: the walk, the articles it has seen,
+/// their exact scores for the write-back (`pairs`: article and new bound,
+/// `None` when it is not in the ranking), the activity sets it has read,
+/// and the query, time and change seqs it scores at.
+struct Pass<'a> {
+    walk: Walk<SnapItem>,
+    seen: HashSet<ArticleId>,
+    pairs: Vec<(ArticleId, Option<f64>)>,
+    reads: SetReads,
+    q: &'a HotQuery,
+    at: Timestamp,
+    seqs: &'a [i64],
+}
+
 /// Where the walk of one shard's ranking goes on: its next page starts
 /// below `upper` and holds `chunk` entries.
 struct Cursor {
@@ -320,7 +334,7 @@ impl RedisStore {
     pub(super) async fn top_if(
         &self,
         q: &HotQuery,
-        mut walk: Walk<SnapItem>,
+        walk: Walk<SnapItem>,
         now: Timestamp,
         stale: Stale,
     ) -> Result<Option<(Vec<SnapItem>, Timestamp)>, StoreError> {
@@ -337,20 +351,96 @@ impl RedisStore {
         let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
         let at = rank::query_time(now, bounds_at, clock);
         let rebuild: Vec<bool> = synced.iter().map(Synced::stale).collect();
-        // Scored now, whatever their bounds say: every candidate of a shard
-        // rebuilt, and the articles changed since a shard's ranking last
-        // looked (their bounds no longer hold).
-        let mut now_scored: Vec<ArticleId> = Vec::new();
         let mut reads = SetReads {
             sets: ActiveSets::default(),
             read: rebuild.clone(),
             walked: 0,
             members: None,
         };
+        let now_scored =
+            (self.scored_now(&shards, &synced, &rebuild, q.range, at, &mut reads)).await?;
+        let mut pass = Pass {
+            walk,
+            seen: now_scored.iter().cloned().collect(),
+            pairs: Vec::new(),
+            reads,
+            q,
+            at,
+            seqs: &seqs,
+        };
+        let exact = self
+            .exact_many(&now_scored, q, at, &seqs, Some(&pass.reads.sets))
+            .await?;
+        for (id, x) in now_scored.iter().zip(exact) {
+            let shard = self.keys.shard_index(id) as usize;
+            match x {
+                Some(x) => {
+                    pass.pairs.push((id.clone(), Some(x.bound)));
+                    pass.walk.offer(x.listed(at), None);
+                }
+                // A rebuild writes only what belongs in the ranking.
+                None if !rebuild[shard] => pass.pairs.push((id.clone(), None)),
+                None => {}
+            }
+        }
+        // The threshold walk over the bounds of every shard not rebuilt,
+        // highest first, paged by score: other queries and nodes rewrite
+        // bounds meanwhile (only ever lowering those of unchanged
+        // articles), and a page by position would skip entries that slid
+        // up past it.
+        // Each shard's share of the top, twice over: a shard that holds
+        // more pages on with doubled chunks.
+        let first_chunk = (pass.walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
+        let cursors: Vec<Cursor> = (0..shards.len())
+            .filter(|&i| !rebuild[i])
+            .map(|i| Cursor {
+                zkey: zkeys[i].clone(),
+                upper: "+inf".to_string(),
+                chunk: first_chunk,
+            })
+            .collect();
+        self.walk_bounds(&mut pass, cursors, first_chunk).await?;
+        let Pass { walk, pairs, .. } = pass;
+        // Every shard's scores back into its own ranking.
+        let per_shard = self.keys.group_by_shard(pairs, |(id, _)| id);
+        let backs: Vec<_> = shards
+            .into_iter()
+            .zip(zkeys)
+            .zip(per_shard)
+            .enumerate()
+            .map(|(i, ((shard, zkey), pairs))| WriteBack {
+                shard,
+                zkey,
+                seq: seqs[i],
+                rebuild: rebuild[i],
+                pairs,
+            })
+            .collect();
+        self.write_back(&backs, at).await?;
+        if rebuild.iter().any(|r| *r) {
+            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
+        }
+        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
+        Ok(Some((walk.finish(), at)))
+    }
+
+    /// The articles a query scores now, whatever their bounds say: every
+    /// candidate of a shard rebuilt, and the articles changed since a
+    /// shard's ranking last looked (their bounds no longer hold).
+    async fn scored_now(
+        &self,
+        shards: &[ShardKeys],
+        synced: &[Synced],
+        rebuild: &[bool],
+        range: RangeSpec,
+        at: Timestamp,
+        reads: &mut SetReads,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        let mut now_scored: Vec<ArticleId> = Vec::new();
         for (i, s) in synced.iter().enumerate() {
             if rebuild[i] {
                 now_scored.extend(
-                    self.candidates(&shards[i], q.range, at, &mut reads.sets)
+                    self.candidates(&shards[i], range, at, &mut reads.sets)
                         .await?,
                 );
             } else {
@@ -365,39 +455,17 @@ impl RedisStore {
                 now_scored.extend(dirty);
             }
         }
-        let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
-        let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
-        let exact = self
-            .exact_many(&now_scored, q, at, &seqs, Some(&reads.sets))
-            .await?;
-        for (id, x) in now_scored.iter().zip(exact) {
-            let shard = self.keys.shard_index(id) as usize;
-            match x {
-                Some(x) => {
-                    pairs.push((id.clone(), Some(x.bound)));
-                    walk.offer(x.listed(at), None);
-                }
-                // A rebuild writes only what belongs in the ranking.
-                None if !rebuild[shard] => pairs.push((id.clone(), None)),
-                None => {}
-            }
-        }
-        // The threshold walk over the bounds of every shard not rebuilt,
-        // highest first, paged by score: other queries and nodes rewrite
-        // bounds meanwhile (only ever lowering those of unchanged
-        // articles), and a page by position would skip entries that slid
-        // up past it.
-        // Each shard's share of the top, twice over: a shard that holds
-        // more pages on with doubled chunks.
-        let first_chunk = (walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
-        let mut cursors: Vec<Cursor> = (0..shards.len())
-            .filter(|&i| !rebuild[i])
-            .map(|i| Cursor {
-                zkey: zkeys[i].clone(),
-                upper: "+inf".to_string(),
-                chunk: first_chunk,
-            })
-            .collect();
+        Ok(now_scored)
+    }
+
+    /// The walk over the bounds of every shard in `cursors`, a chunk of
+    /// each in one pipeline, until the walk wants no more of any.
+    async fn walk_bounds(
+        &self,
+        pass: &mut Pass<'_>,
+        mut cursors: Vec<Cursor>,
+        first_chunk: usize,
+    ) -> Result<(), StoreError> {
         while !cursors.is_empty() {
             // One chunk of every live shard, in one pipeline.
             let mut pipe = redis::pipe();
@@ -425,13 +493,9 @@ impl RedisStore {
                 }
                 lowest.push(low);
             }
-            let stopped = self
-                .walk_entries(
-                    &mut walk, &mut seen, &mut pairs, pages, q, at, &seqs, &mut reads,
-                )
-                .await?;
+            let stopped = self.walk_entries(pass, pages).await?;
             let mut runs: Vec<usize> = (0..cursors.len())
-                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
+                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| pass.walk.wants_bound(l)))
                 .collect();
             // A run of equal bounds lists its entries by id, ascending:
             // the walk's own order, so it stops inside the run as soon as
@@ -465,11 +529,7 @@ impl RedisStore {
                     }
                     ties[i] = run;
                 }
-                let stopped = self
-                    .walk_entries(
-                        &mut walk, &mut seen, &mut pairs, ties, q, at, &seqs, &mut reads,
-                    )
-                    .await?;
+                let stopped = self.walk_entries(pass, ties).await?;
                 runs.retain(|&i| !stopped[i]);
                 open.retain(|&i| !stopped[i] && !whole.contains(&i));
                 limit = limit.saturating_mul(2);
@@ -487,45 +547,29 @@ impl RedisStore {
                 })
                 .collect();
         }
-        // Every shard's scores back into its own ranking.
-        let per_shard = self.keys.group_by_shard(pairs, |(id, _)| id);
-        let backs: Vec<_> = shards
-            .into_iter()
-            .zip(zkeys)
-            .zip(per_shard)
-            .enumerate()
-            .map(|(i, ((shard, zkey), pairs))| WriteBack {
-                shard,
-                zkey,
-                seq: seqs[i],
-                rebuild: rebuild[i],
-                pairs,
-            })
-            .collect();
-        self.write_back(&backs, at).await?;
-        if rebuild.iter().any(|r| *r) {
-            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
-        }
-        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        Ok(Some((walk.finish(), at)))
+        Ok(())
     }
 
-    /// Offers to `walk` the entries of each shard's `pages[k]` it wants,
-    /// in index order, scored exactly at `at` (one round trip for all
-    /// shards); each exact score goes to `pairs` for the write-back.
-    /// Answers, per shard, whether the walk stopped wanting its entries.
-    #[allow(clippy::too_many_arguments)]
+    /// Offers to the walk the entries of each shard's `pages[k]` it wants,
+    /// in index order, scored exactly at the pass's time (one round trip
+    /// for all shards); each exact score goes to the pass's pairs for the
+    /// write-back. Answers, per shard, whether the walk stopped wanting its
+    /// entries.
     async fn walk_entries(
         &self,
-        walk: &mut Walk<SnapItem>,
-        seen: &mut HashSet<ArticleId>,
-        pairs: &mut Vec<(ArticleId, Option<f64>)>,
+        pass: &mut Pass<'_>,
         pages: Vec<Vec<(String, f64)>>,
-        q: &HotQuery,
-        at: Timestamp,
-        seqs: &[i64],
-        reads: &mut SetReads,
     ) -> Result<Vec<bool>, StoreError> {
+        let Pass {
+            walk,
+            seen,
+            pairs,
+            reads,
+            q,
+            at,
+            seqs,
+        } = pass;
+        let (q, at, seqs) = (*q, *at, *seqs);
         let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
         let mut stopped = Vec::with_capacity(pages.len());
         for page in pages {
