@@ -25,24 +25,8 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         events.iter_mut().for_each(Event::clamp_to_arrival);
-        let s = &self.settings;
         let with_counts = events.len() == 1;
-        let (hkeep, dkeep) = self.keeps();
-        let header: Vec<String> = vec![
-            self.keys.prefix.clone(),
-            now.to_string(),
-            s.dedupe_window_secs.to_string(),
-            s.visitor_limit_per_minute.to_string(),
-            s.ip_limit_per_minute.to_string(),
-            s.event_id_ttl_secs.to_string(),
-            hkeep.to_string(),
-            dkeep.to_string(),
-            if with_counts { "1" } else { "0" }.into(),
-            if s.require_known_articles { "1" } else { "0" }.into(),
-            s.max_articles.to_string(),
-            s.bot_articles_per_minute.to_string(),
-            (u64::from(s.bot_quarantine_secs) * 1000).to_string(),
-        ];
+        let header = self.ingest_header(now, with_counts);
         let sha = self.scripts.ingest.get_hash();
         let chunk = self.opts.batch_events.max(1);
         // One id per script call: a call retried after a lost reply returns
@@ -92,20 +76,11 @@ impl RedisStore {
                 event_args!(c, ev);
             }
         };
-        // In the same pipeline, so on the same node: the batch is on
-        // that many replicas before it is acknowledged.
-        let wait = |p: &mut redis::Pipeline| {
-            if self.opts.wait_replicas > 0 {
-                p.cmd("WAIT")
-                    .arg(self.opts.wait_replicas)
-                    .arg(self.opts.response_timeout_ms / 2);
-            }
-        };
         let build = |p: &mut redis::Pipeline| {
             for i in 0..parts.len() {
                 call(p, i);
             }
-            wait(p);
+            self.queue_wait(p);
         };
         let mut replies: Vec<Value> = match self.eval_pipe(&build).await {
             Err(StoreError::Unavailable(first)) => {
@@ -119,26 +94,73 @@ impl RedisStore {
             }
             r => r?,
         };
-        let replicated = |replies: &mut Vec<Value>| {
-            if self.opts.wait_replicas > 0 {
-                let acked = replies.pop().as_ref().and_then(v_i64).unwrap_or(0);
-                if acked < i64::from(self.opts.wait_replicas) {
-                    // Applied on the primary, maybe not on a replica: not
-                    // acknowledged. A retry is safe (eventIds, batch ids).
-                    return Err(StoreError::Unavailable(format!(
-                        "redis: {acked} of {} replicas confirmed the batch",
-                        self.opts.wait_replicas
-                    )));
-                }
+        self.replicas_confirmed(&mut replies)?;
+        self.send_again(&mut replies, &call, now).await?;
+        self.outcomes(replies, events.len())
+    }
+
+    /// The arguments every ingest.lua call of one request carries after
+    /// its epoch: the prefix, `now` and the gate's settings.
+    fn ingest_header(&self, now: Timestamp, with_counts: bool) -> Vec<String> {
+        let s = &self.settings;
+        let (hkeep, dkeep) = self.keeps();
+        vec![
+            self.keys.prefix.clone(),
+            now.to_string(),
+            s.dedupe_window_secs.to_string(),
+            s.visitor_limit_per_minute.to_string(),
+            s.ip_limit_per_minute.to_string(),
+            s.event_id_ttl_secs.to_string(),
+            hkeep.to_string(),
+            dkeep.to_string(),
+            if with_counts { "1" } else { "0" }.into(),
+            if s.require_known_articles { "1" } else { "0" }.into(),
+            s.max_articles.to_string(),
+            s.bot_articles_per_minute.to_string(),
+            (u64::from(s.bot_quarantine_secs) * 1000).to_string(),
+        ]
+    }
+
+    /// Queues `WAIT` for `wait_replicas` replicas: in the same pipeline,
+    /// so on the same node, the batch is on that many replicas before it
+    /// is acknowledged.
+    fn queue_wait(&self, p: &mut redis::Pipeline) {
+        if self.opts.wait_replicas > 0 {
+            p.cmd("WAIT")
+                .arg(self.opts.wait_replicas)
+                .arg(self.opts.response_timeout_ms / 2);
+        }
+    }
+
+    /// Takes `WAIT`'s reply off `replies`: an error unless every replica
+    /// asked for confirmed the batch.
+    fn replicas_confirmed(&self, replies: &mut Vec<Value>) -> Result<(), StoreError> {
+        if self.opts.wait_replicas > 0 {
+            let acked = replies.pop().as_ref().and_then(v_i64).unwrap_or(0);
+            if acked < i64::from(self.opts.wait_replicas) {
+                // Applied on the primary, maybe not on a replica: not
+                // acknowledged. A retry is safe (eventIds, batch ids).
+                return Err(StoreError::Unavailable(format!(
+                    "redis: {acked} of {} replicas confirmed the batch",
+                    self.opts.wait_replicas
+                )));
             }
-            Ok(())
-        };
-        replicated(&mut replies)?;
-        // Calls that found an evicted article, or declared the gate slots
-        // of a clock other than the gate's, wrote nothing: restore those
-        // articles from the archive, learn the gate clock, and send the
-        // same calls again (a concurrent eviction can only race a few
-        // times).
+        }
+        Ok(())
+    }
+
+    /// Calls that found an evicted article, or declared the gate slots
+    /// of a clock other than the gate's, wrote nothing: restore those
+    /// articles from the archive, learn the gate clock, and send the
+    /// same calls again (`call` queues call `i`; a concurrent eviction can
+    /// only race a few times). Their new replies replace theirs in
+    /// `replies`.
+    async fn send_again(
+        &self,
+        replies: &mut [Value],
+        call: &(impl Fn(&mut redis::Pipeline, usize) + Sync),
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         for _ in 0..4 {
             let again: Vec<usize> = (0..replies.len())
                 .filter(|&i| {
@@ -163,15 +185,15 @@ impl RedisStore {
                     for &i in &again {
                         call(p, i);
                     }
-                    wait(p);
+                    self.queue_wait(p);
                 })
                 .await?;
-            replicated(&mut more)?;
+            self.replicas_confirmed(&mut more)?;
             for (i, v) in again.into_iter().zip(more) {
                 replies[i] = v;
             }
         }
-        self.outcomes(replies, events.len())
+        Ok(())
     }
 
     /// The site's gate clock now (ms; gate_clock.lua), read without moving
