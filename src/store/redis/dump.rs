@@ -219,26 +219,7 @@ pub(super) fn quarantine_of(v: &Value) -> [u64; 4] {
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
     let mut con = store.con();
-    let mut found = Found::default();
-    for (route, prefix) in keys.scan_prefixes() {
-        let mut cursor: u64 = 0;
-        let pattern = format!("{}*", glob_escape(&prefix));
-        loop {
-            let (next, batch): (u64, Vec<String>) = con
-                .scan(&route, cursor, &pattern, 1000)
-                .await
-                .map_err(store_err)?;
-            for k in &batch {
-                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
-                    classify(&mut found, k, rest);
-                }
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
+    let mut found = scan_site(store).await?;
     let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
     let oldest = oldest_hour(now, store.options().hourly_days);
     let mut out = vec![Record::Header {
@@ -257,36 +238,80 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         d.sort();
     }
     out.extend(read_articles(store, &found.articles, &hours, &days).await?);
-    // Totals.
+    out.push(totals_record(&mut con, keys, &mut found.q_hours).await?);
+    out.extend(gate_records(&mut con, &found.dedupe, &mut found.gate).await?);
+    Ok(out)
+}
+
+/// Every key under the store's prefix (one `SCAN`), classified by name.
+async fn scan_site(store: &RedisStore) -> Result<Found, StoreError> {
+    let mut con = store.con();
+    let mut found = Found::default();
+    for (route, prefix) in store.keys().scan_prefixes() {
+        let mut cursor: u64 = 0;
+        let pattern = format!("{}*", glob_escape(&prefix));
+        loop {
+            let (next, batch): (u64, Vec<String>) = con
+                .scan(&route, cursor, &pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            for k in &batch {
+                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
+                    classify(&mut found, k, rest);
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(found)
+}
+
+/// The site's totals: counted events and quarantine, overall and for the
+/// hours `q_hours` (sorted here).
+async fn totals_record(
+    con: &mut super::Con,
+    keys: &super::Keys,
+    q_hours: &mut [i64],
+) -> Result<Record, StoreError> {
     let mut pipe = redis::pipe();
     pipe.get(keys.counted()).hgetall(keys.quarantine());
-    found.q_hours.sort();
-    for h in &found.q_hours {
+    q_hours.sort();
+    for h in q_hours.iter() {
         pipe.hgetall(keys.quarantine_h(*h));
     }
-    let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+    let got: Vec<Value> = pipe.query_async(con).await.map_err(store_err)?;
     let q_of = quarantine_of;
     if got.len() < 2 {
         return Err(super::bad_reply("export"));
     }
-    out.push(Record::Totals {
+    Ok(Record::Totals {
         counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
         quarantine: q_of(&got[1]),
-        by_hour: found
-            .q_hours
+        by_hour: q_hours
             .iter()
             .zip(&got[2..])
             .map(|(h, v)| (*h, q_of(v)))
             .collect(),
-    });
-    // Gate state: dedupe keys, then every field of every slot of the other
-    // families, the newer slot winning.
-    for part in found.dedupe.chunks(CHUNK) {
+    })
+}
+
+/// Gate state: dedupe keys, then every field of every slot of the other
+/// families (`gate`, sorted here), the newer slot winning.
+async fn gate_records(
+    con: &mut super::Con,
+    dedupe: &[(String, ArticleId, char, String)],
+    gate: &mut [(GateFamily, i64, String)],
+) -> Result<Vec<Record>, StoreError> {
+    let mut out = Vec::new();
+    for part in dedupe.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         for (k, ..) in part {
             pipe.get(k);
         }
-        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let got: Vec<Option<i64>> = pipe.query_async(con).await.map_err(store_err)?;
         for ((_, a, kind, v), last) in part.iter().zip(got) {
             if let Some(last) = last {
                 out.push(Record::Dedupe {
@@ -298,9 +323,9 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             }
         }
     }
-    found.gate.sort();
+    gate.sort();
     let mut latest: BTreeMap<(GateFamily, String), String> = BTreeMap::new();
-    for (family, _, key) in &found.gate {
+    for (family, _, key) in gate.iter() {
         let mut cursor: u64 = 0;
         loop {
             let (next, pairs): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
@@ -308,7 +333,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
                 .arg(cursor)
                 .arg("COUNT")
                 .arg(1000)
-                .query_async(&mut con)
+                .query_async(con)
                 .await
                 .map_err(store_err)?;
             for (field, value) in pairs {
