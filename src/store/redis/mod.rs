@@ -24,16 +24,20 @@
 //!   until then every call fails fast with [`StoreError::Unavailable`]
 //!   (503), and nothing is acknowledged that Redis did not apply.
 //!
-//! The layers, one file each: `conn.rs` (the connection), `calls.rs`
-//! (pipelines and `EVALSHA`), `errors.rs` (Redis errors as
-//! [`StoreError`]s), `reply.rs` (reply decoding), `event_args.rs` (an
-//! event as script arguments), `scripts.rs` (the Lua scripts, assembled
-//! and loaded), `meta.rs` (the metadata hash), `keys.rs` (key names), `key_spec.rs` and
-//! `key_table.rs` (the documented table of every key),
-//! `connect.rs` (making a store), `cache.rs` (a node's cache and the
-//! reads that fill it), `ingest.rs`, `article_ops.rs`, `article_view.rs`,
-//! `rank.rs` and `newest.rs` (the calls), and `store_impl.rs` (the
-//! [`Store`](crate::store::Store) interface onto them).
+//! The files, one concern each (a newcomer can read them top down):
+//!
+//! - the call layers: `conn.rs` (the connection), `calls.rs` (pipelines
+//!   and `EVALSHA`), `errors.rs` (Redis errors as [`StoreError`]s),
+//!   `reply.rs` (reply decoding), `event_args.rs` (an event as script
+//!   arguments), `scripts.rs` (the Lua scripts, assembled and loaded);
+//! - the data: `keys.rs` (key names), `key_spec.rs` and `key_table.rs`
+//!   (the documented table of every key), `meta.rs` (the metadata hash);
+//! - the store: `connect.rs` (making one), `cache.rs` (a node's cache and
+//!   the reads that fill it), `ingest.rs`, `article_ops.rs`,
+//!   `article_view.rs`, `newest.rs`, the rankings (`rank.rs`, the walk;
+//!   `changes.rs`, `claim.rs`, `writeback.rs`), export and import
+//!   (`dump.rs`, `load.rs`), and `store_impl.rs`, the
+//!   [`Store`](crate::store::Store) interface onto them.
 
 #[macro_use]
 mod event_args;
