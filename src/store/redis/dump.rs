@@ -1,29 +1,27 @@
-//! Export and import of everything a prefix holds, as the store-neutral
-//! records of [`crate::store::dump`].
+//! Export of everything a prefix holds, as the store-neutral records of
+//! [`crate::store::dump`], and the reads of articles' records the archive
+//! shares.
 //!
 //! Export walks the prefix with `SCAN` once, classifies keys by name and
 //! reads values in pipelined chunks. Hourly buckets are exported for the
 //! hours Redis still keeps (after [`oldest_hour`]); daily
-//! buckets for the days before the hourly horizon. Import writes the same keys with TTLs
-//! relative to `now`, derives daily buckets from hourly ones where the dump
-//! has none (the embedded store keeps only hours), and leaves rankings to
-//! be rebuilt by their first query.
+//! buckets for the days before the hourly horizon. Import (the other way)
+//! is load.rs.
 
 use std::collections::{BTreeMap, HashMap};
 
 use redis::Value;
 
 use super::keys::{ShardKeys, day_of, oldest_hour};
-use super::{ActiveSets, RedisStore, meta_pairs, parse_meta, store_err, v_i64};
+use super::{ActiveSets, RedisStore, parse_meta, store_err, v_i64};
 use crate::model::{ArticleId, Timestamp};
-use crate::sketch::Hll;
-use crate::store::dump::{
-    DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, RateScope, Record, bytes_from_b64,
-    hll_from_b64,
-};
+use crate::store::dump::{DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, RateScope, Record};
 use crate::store::{StoreError, StoreSettings};
 
-const CHUNK: usize = 200;
+// The archive and the pipeline's replay name the import here.
+pub(super) use super::load::article_writes;
+
+pub(super) const CHUNK: usize = 200;
 const RATE_W: usize = 15;
 
 #[derive(Default)]
@@ -40,16 +38,17 @@ struct Found {
 
 /// The slotted gate hashes `gate:<family>:<slot>` (ingest.lua).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum GateFamily {
+pub(super) enum GateFamily {
     EventId,
     Visitor,
     Ip,
 }
 
 impl GateFamily {
-    const ALL: [GateFamily; 3] = [GateFamily::EventId, GateFamily::Visitor, GateFamily::Ip];
+    pub(super) const ALL: [GateFamily; 3] =
+        [GateFamily::EventId, GateFamily::Visitor, GateFamily::Ip];
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             GateFamily::EventId => "gate:eid",
             GateFamily::Visitor => "gate:rl:v",
@@ -67,7 +66,7 @@ impl GateFamily {
     }
 
     /// The slot length S (ingest.lua's `family(name, S)`).
-    fn slot_secs(self, s: &StoreSettings) -> i64 {
+    pub(super) fn slot_secs(self, s: &StoreSettings) -> i64 {
         match self {
             GateFamily::EventId => i64::from(s.event_id_ttl_secs.max(1)),
             GateFamily::Visitor | GateFamily::Ip => 120,
@@ -194,7 +193,7 @@ fn counters_of(h: &HashMap<String, Vec<u8>>, sketch: &Value) -> DumpCounters {
 
 /// `SCAN MATCH` text matching `s` literally (the cluster prefix has
 /// braces; prefixes have no other glob characters).
-fn glob_escape(s: &str) -> String {
+pub(super) fn glob_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -220,26 +219,7 @@ pub(crate) fn quarantine_of(v: &Value) -> [u64; 4] {
 pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record>, StoreError> {
     let keys = store.keys();
     let mut con = store.con();
-    let mut found = Found::default();
-    for (route, prefix) in keys.scan_prefixes() {
-        let mut cursor: u64 = 0;
-        let pattern = format!("{}*", glob_escape(&prefix));
-        loop {
-            let (next, batch): (u64, Vec<String>) = con
-                .scan(&route, cursor, &pattern, 1000)
-                .await
-                .map_err(store_err)?;
-            for k in &batch {
-                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
-                    classify(&mut found, k, rest);
-                }
-            }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
+    let mut found = scan_site(store).await?;
     let horizon = (day_of(now) - i64::from(store.options().hourly_days)) * 24;
     let oldest = oldest_hour(now, store.options().hourly_days);
     let mut out = vec![Record::Header {
@@ -258,36 +238,80 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
         d.sort();
     }
     out.extend(read_articles(store, &found.articles, &hours, &days).await?);
-    // Totals.
+    out.push(totals_record(&mut con, keys, &mut found.q_hours).await?);
+    out.extend(gate_records(&mut con, &found.dedupe, &mut found.gate).await?);
+    Ok(out)
+}
+
+/// Every key under the store's prefix (one `SCAN`), classified by name.
+async fn scan_site(store: &RedisStore) -> Result<Found, StoreError> {
+    let mut con = store.con();
+    let mut found = Found::default();
+    for (route, prefix) in store.keys().scan_prefixes() {
+        let mut cursor: u64 = 0;
+        let pattern = format!("{}*", glob_escape(&prefix));
+        loop {
+            let (next, batch): (u64, Vec<String>) = con
+                .scan(&route, cursor, &pattern, 1000)
+                .await
+                .map_err(store_err)?;
+            for k in &batch {
+                if let Some(rest) = k.strip_prefix(prefix.as_str()) {
+                    classify(&mut found, k, rest);
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(found)
+}
+
+/// The site's totals: counted events and quarantine, overall and for the
+/// hours `q_hours` (sorted here).
+async fn totals_record(
+    con: &mut super::Con,
+    keys: &super::Keys,
+    q_hours: &mut [i64],
+) -> Result<Record, StoreError> {
     let mut pipe = redis::pipe();
     pipe.get(keys.counted()).hgetall(keys.quarantine());
-    found.q_hours.sort();
-    for h in &found.q_hours {
+    q_hours.sort();
+    for h in q_hours.iter() {
         pipe.hgetall(keys.quarantine_h(*h));
     }
-    let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+    let got: Vec<Value> = pipe.query_async(con).await.map_err(store_err)?;
     let q_of = quarantine_of;
     if got.len() < 2 {
         return Err(super::bad_reply("export"));
     }
-    out.push(Record::Totals {
+    Ok(Record::Totals {
         counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
         quarantine: q_of(&got[1]),
-        by_hour: found
-            .q_hours
+        by_hour: q_hours
             .iter()
             .zip(&got[2..])
             .map(|(h, v)| (*h, q_of(v)))
             .collect(),
-    });
-    // Gate state: dedupe keys, then every field of every slot of the other
-    // families, the newer slot winning.
-    for part in found.dedupe.chunks(CHUNK) {
+    })
+}
+
+/// Gate state: dedupe keys, then every field of every slot of the other
+/// families (`gate`, sorted here), the newer slot winning.
+async fn gate_records(
+    con: &mut super::Con,
+    dedupe: &[(String, ArticleId, char, String)],
+    gate: &mut [(GateFamily, i64, String)],
+) -> Result<Vec<Record>, StoreError> {
+    let mut out = Vec::new();
+    for part in dedupe.chunks(CHUNK) {
         let mut pipe = redis::pipe();
         for (k, ..) in part {
             pipe.get(k);
         }
-        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        let got: Vec<Option<i64>> = pipe.query_async(con).await.map_err(store_err)?;
         for ((_, a, kind, v), last) in part.iter().zip(got) {
             if let Some(last) = last {
                 out.push(Record::Dedupe {
@@ -299,9 +323,9 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
             }
         }
     }
-    found.gate.sort();
+    gate.sort();
     let mut latest: BTreeMap<(GateFamily, String), String> = BTreeMap::new();
-    for (family, _, key) in &found.gate {
+    for (family, _, key) in gate.iter() {
         let mut cursor: u64 = 0;
         loop {
             let (next, pairs): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
@@ -309,7 +333,7 @@ pub async fn dump_redis(store: &RedisStore, now: Timestamp) -> Result<Vec<Record
                 .arg(cursor)
                 .arg("COUNT")
                 .arg(1000)
-                .query_async(&mut con)
+                .query_async(con)
                 .await
                 .map_err(store_err)?;
             for (field, value) in pairs {
@@ -631,337 +655,4 @@ async fn records_of(
     let (hspan, dspan) = record_spans(store, now, with_days);
     let active = active_over(store, ids, hspan, dspan).await?;
     read_articles(store, ids, &active.hours, &active.days).await
-}
-
-fn bucket_fields(c: &DumpCounters) -> Vec<(&'static str, u64)> {
-    [
-        ("pv", c.pv),
-        ("likes", c.likes),
-        ("comments", c.comments),
-        ("favorites", c.favorites),
-        ("shares", c.shares),
-        ("dwell_s", c.dwell_seconds),
-        ("dwell_n", c.dwell_reports),
-        ("q_dup", c.quarantine[0]),
-        ("q_rl", c.quarantine[1]),
-        ("q_bot", c.quarantine[2]),
-        ("q_rep", c.quarantine[3]),
-    ]
-    .into_iter()
-    .filter(|(_, v)| *v > 0)
-    .collect()
-}
-
-fn active(c: &DumpCounters) -> bool {
-    c.pv + c.likes + c.comments + c.favorites + c.shares + c.dwell_reports > 0
-}
-
-/// Writes dump records under the store's prefix, which must hold no
-/// article yet. Returns the number of articles written.
-pub async fn load_redis(
-    store: &RedisStore,
-    records: &[Record],
-    settings: &StoreSettings,
-    now: Timestamp,
-) -> Result<u64, String> {
-    let keys = store.keys();
-    let mut con = store.con();
-    let err = |e: StoreError| e.to_string();
-    let mut existing = false;
-    for (route, prefix) in keys.scan_prefixes() {
-        let (_, found): (u64, Vec<String>) = con
-            .scan(
-                &route,
-                0,
-                &format!("{}meta:article:*", glob_escape(&prefix)),
-                100_000,
-            )
-            .await
-            .map_err(|e| err(store_err(e)))?;
-        existing |= !found.is_empty();
-    }
-    if existing {
-        return Err(
-            "this Redis prefix already holds articles: import only into an empty one".into(),
-        );
-    }
-    let dkeep = settings.retention_secs + super::keys::DAY;
-    let ttl = |expires_at: i64| (expires_at - now).max(60);
-    // Gate entries go into the slot of the site's gate clock (as gate.lua
-    // slots them; `now` where the gate follows the nodes' clocks). Their
-    // arrival times stay as exported: on the gate clock or the exporting
-    // node's, which agree within the nodes' skew.
-    let gate_now =
-        (store.gate_clock_ms().await.map_err(err)?).map_or(now, |ms| ms.div_euclid(1000));
-    let slot_secs = |f: GateFamily| f.slot_secs(settings);
-    let mut gate_keys: BTreeMap<GateFamily, (String, i64)> = BTreeMap::new();
-    for f in GateFamily::ALL {
-        let secs = slot_secs(f);
-        let k = gate_now.div_euclid(secs);
-        let life = ((k + 2) * secs - gate_now).max(60);
-        gate_keys.insert(f, (keys.gate_slot(f.name(), k), life));
-    }
-    let gate_put = |pipe: &mut redis::Pipeline, f: GateFamily, field: &str, v: String| {
-        let (key, life) = &gate_keys[&f];
-        pipe.hset(key, field, v).expire(key, *life);
-    };
-    let mut articles = 0u64;
-    // `stats:articles`, one count per copy (keys.rs `Keys::ledger`).
-    let mut registered: BTreeMap<String, u64> = keys
-        .ledgers("stats:articles")
-        .into_iter()
-        .map(|k| (k, 0))
-        .collect();
-    let mut pipe = redis::pipe();
-    let mut queued = 0usize;
-    for r in records {
-        match r {
-            Record::Header { .. } | Record::Identity { .. } => {}
-            Record::Article { id, .. } => {
-                articles += 1;
-                *registered
-                    .entry(keys.ledger(id, "stats:articles"))
-                    .or_default() += 1;
-                article_writes(&mut pipe, store, r, settings, now, true)?;
-            }
-            Record::Totals {
-                counted,
-                quarantine,
-                by_hour,
-            } => {
-                pipe.set(keys.counted(), *counted);
-                let names = ["q_dup", "q_rl", "q_bot", "q_rep"];
-                for (n, v) in names.iter().zip(quarantine) {
-                    if *v > 0 {
-                        pipe.hset(keys.quarantine(), *n, *v);
-                    }
-                }
-                for (h, q) in by_hour {
-                    let k = keys.quarantine_h(*h);
-                    for (n, v) in names.iter().zip(q) {
-                        if *v > 0 {
-                            pipe.hset(&k, *n, *v);
-                        }
-                    }
-                    pipe.expire(&k, ttl((h + 1) * 3600 + dkeep));
-                }
-            }
-            Record::Dedupe {
-                article,
-                kind,
-                visitor,
-                last,
-            } => {
-                let v = crate::store::dump::parse_u128(visitor)?;
-                pipe.cmd("SET")
-                    .arg(keys.dedupe(article, *kind, v))
-                    .arg(*last)
-                    .arg("EX")
-                    .arg(i64::from(settings.dedupe_window_secs) + 3600);
-            }
-            Record::EventId { key, seen } => {
-                let k = crate::store::dump::parse_u128(key)?;
-                gate_put(
-                    &mut pipe,
-                    GateFamily::EventId,
-                    &format!("{k:032x}"),
-                    seen.to_string(),
-                );
-            }
-            Record::Rate { scope, key, log } => {
-                let text: String = log.iter().map(|t| format!("{t:015}")).collect();
-                let (family, field) = match scope {
-                    RateScope::Visitor => (
-                        GateFamily::Visitor,
-                        format!("{:032x}", crate::store::dump::parse_u128(key)?),
-                    ),
-                    RateScope::Ip => (
-                        GateFamily::Ip,
-                        format!("{:016x}", crate::store::dump::parse_u64(key)?),
-                    ),
-                };
-                gate_put(&mut pipe, family, &field, text);
-            }
-        }
-        queued += 1;
-        if queued >= CHUNK {
-            // (One pipeline per slot when the site spans slots.)
-            store
-                .query_pipe::<()>(&pipe)
-                .await
-                .map_err(|e| err(store_err(e)))?;
-            pipe = redis::pipe();
-            queued = 0;
-        }
-    }
-    // Rankings and node caches start over from the imported counters.
-    for sk in keys.all_shards() {
-        pipe.incr(sk.changes_seq(), 1);
-    }
-    for (key, n) in registered {
-        pipe.set(key, n);
-    }
-    store
-        .query_pipe::<()>(&pipe)
-        .await
-        .map_err(|e| err(store_err(e)))?;
-    Ok(articles)
-}
-
-/// Queues on `pipe` the writes that put one article record into Redis
-/// with TTLs relative to `now`: counters, votes, the lifetime sketch (its
-/// exact bytes), the hourly buckets Redis keeps and the daily buckets
-/// (from the record, or derived from its hours), and their activity sets.
-/// `with_meta`: also its metadata and `articles:new` entry (import); a
-/// restore from the archive leaves those alone, as eviction keeps them.
-/// Other records are ignored.
-pub(super) fn article_writes(
-    pipe: &mut redis::Pipeline,
-    store: &RedisStore,
-    record: &Record,
-    settings: &StoreSettings,
-    now: Timestamp,
-    with_meta: bool,
-) -> Result<(), String> {
-    let Record::Article {
-        id,
-        meta,
-        known,
-        deleted,
-        lifetime,
-        hours,
-        days,
-        votes,
-    } = record
-    else {
-        return Ok(());
-    };
-    let keys = store.keys();
-    let hkeep = (i64::from(store.options().hourly_days) + 1) * super::keys::DAY;
-    let dkeep = settings.retention_secs + super::keys::DAY;
-    let ttl = |expires_at: i64| (expires_at - now).max(60);
-    let oldest = oldest_hour(now, store.options().hourly_days);
-    if votes.ups > 0 {
-        pipe.hset(keys.counters(id), "ups", votes.ups);
-    }
-    if votes.downs > 0 {
-        pipe.hset(keys.counters(id), "downs", votes.downs);
-    }
-    let open_for = meta.published_at + settings.models.votes.window_secs() - now;
-    if !votes.voters.is_empty() && open_for > 0 {
-        pipe.cmd("SADD").arg(keys.voted(id)).arg(&votes.voters);
-        pipe.expire(keys.voted(id), open_for);
-    }
-    if with_meta {
-        let mk = keys.meta(id);
-        pipe.cmd("HSET")
-            .arg(&mk)
-            .arg("publishedAt")
-            .arg(meta.published_at)
-            .arg("known")
-            .arg(if *known { "1" } else { "0" })
-            .arg("deleted")
-            .arg(if *deleted { "1" } else { "0" });
-        for (k, v) in meta_pairs(meta) {
-            pipe.hset(&mk, k, v);
-        }
-        if !*deleted {
-            pipe.zadd(keys.of(id).newest(), id.as_str(), meta.published_at);
-            for member in super::newest::facet_members(meta, id) {
-                pipe.zadd(keys.of(id).newest_by(), member, 0);
-            }
-        }
-    }
-    if lifetime.pv > 0 {
-        pipe.set(keys.views(id), lifetime.pv);
-    }
-    for (f, v) in bucket_fields(lifetime) {
-        if f != "pv" {
-            pipe.hset(keys.counters(id), f, v);
-        }
-    }
-    if !lifetime.uv.is_empty() {
-        pipe.set(keys.uv(id), bytes_from_b64(&lifetime.uv)?);
-    }
-    // Hours Redis keeps; days from the record or derived (only those the
-    // record lacks: a merge of sketches is not free).
-    let have: std::collections::HashSet<i64> = days.iter().map(|b| b.at).collect();
-    let mut derived: BTreeMap<i64, (DumpCounters, Hll)> = BTreeMap::new();
-    for b in hours {
-        let d = b.at.div_euclid(24);
-        if !have.contains(&d) && (d + 1) * 86_400 + dkeep > now {
-            let e = derived
-                .entry(d)
-                .or_insert_with(|| (DumpCounters::default(), Hll::new()));
-            e.0.pv += b.c.pv;
-            e.0.likes += b.c.likes;
-            e.0.comments += b.c.comments;
-            e.0.favorites += b.c.favorites;
-            e.0.shares += b.c.shares;
-            e.0.dwell_seconds += b.c.dwell_seconds;
-            e.0.dwell_reports += b.c.dwell_reports;
-            if b.c.pv > 0 {
-                e.1.merge(&hll_from_b64(&b.c.uv)?);
-            }
-        }
-        if b.at <= oldest {
-            continue;
-        }
-        let exp = ttl((b.at + 1) * 3600 + hkeep);
-        let bk = keys.bucket_h(id, b.at);
-        for (f, v) in bucket_fields(&b.c) {
-            pipe.hset(&bk, f, v);
-        }
-        pipe.expire(&bk, exp);
-        if b.c.pv > 0 {
-            let uk = keys.uv_h(id, b.at);
-            pipe.set(&uk, bytes_from_b64(&b.c.uv)?).expire(&uk, exp);
-        }
-        if active(&b.c) {
-            let ak = keys.of(id).active_h(b.at);
-            pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
-        }
-    }
-    let mut day_buckets: Vec<(i64, DumpCounters, Option<Vec<u8>>)> = days
-        .iter()
-        .map(|b| {
-            let img = (!b.c.uv.is_empty())
-                .then(|| bytes_from_b64(&b.c.uv))
-                .transpose()?;
-            Ok((b.at, b.c.clone(), img))
-        })
-        .collect::<Result<_, String>>()?;
-    for (d, (c, h)) in derived {
-        let img = (c.pv > 0).then(|| h.to_bytes());
-        day_buckets.push((d, c, img));
-    }
-    for (d, c, img) in day_buckets {
-        let expires_at = (d + 1) * 86_400 + dkeep;
-        if expires_at <= now {
-            // Past retention: Redis would no longer hold it.
-            continue;
-        }
-        let exp = ttl(expires_at);
-        let bk = keys.bucket_d(id, d);
-        let fields: Vec<_> = bucket_fields(&c)
-            .into_iter()
-            .filter(|(f, _)| !f.starts_with("q_"))
-            .collect();
-        if fields.is_empty() {
-            continue;
-        }
-        for (f, v) in fields {
-            pipe.hset(&bk, f, v);
-        }
-        pipe.expire(&bk, exp);
-        if let Some(img) = img {
-            let uk = keys.uv_d(id, d);
-            pipe.set(&uk, img).expire(&uk, exp);
-        }
-        if active(&c) {
-            let ak = keys.of(id).active_d(d);
-            pipe.sadd(&ak, id.as_str()).expire(&ak, exp);
-        }
-    }
-    Ok(())
 }

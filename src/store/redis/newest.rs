@@ -118,48 +118,101 @@ impl RedisStore {
                 }
             },
         };
+        // Seed layout: the site's `time:` too, unless a filter reads
+        // `articles:new:by` (an article only the site posted has no
+        // category, kind or group: no filter matches it).
+        let seed_feed = self.seed_layout() && lex.is_none();
+        let mut feeds = self.feeds(lex.as_deref(), start.as_ref(), &upper, seed_feed);
+        let picker = Picker::new(q.per_author, skip, q.limit);
+        let (picked, more) = self
+            .pick_newest(
+                &mut feeds,
+                picker,
+                &filter,
+                chunk,
+                start.as_ref(),
+                &seq,
+                seed_feed,
+            )
+            .await?;
+        let items = self.newest_items(picked, q, skip, now, &seq).await?;
+        let cursor = match (more, items.last()) {
+            (true, Some(last)) => Some(cursor::newest(last.meta.published_at, &last.id)),
+            _ => None,
+        };
+        Ok(HotPage {
+            items,
+            generated_at: now,
+            cursor,
+        })
+    }
+
+    /// The feeds of the newest list's merge: every shard's `articles:new`
+    /// from `upper`, or with a filter (`lex`, the prefix of the value's
+    /// members) its `articles:new:by` from the cursor `start`; with
+    /// `seed_feed`, the site's `time:` too.
+    fn feeds(
+        &self,
+        lex: Option<&str>,
+        start: Option<&(i64, ArticleId)>,
+        upper: &str,
+        seed_feed: bool,
+    ) -> Vec<Feed> {
         let mut feeds: Vec<Feed> = self
             .keys
             .all_shards()
             .iter()
-            .map(|sk| match &lex {
+            .map(|sk| match lex {
                 None => Feed {
                     key: sk.newest(),
                     seed: false,
-                    upper: Some(upper.clone()),
+                    upper: Some(upper.to_string()),
                     lex: None,
                     buf: Default::default(),
                 },
                 Some(prefix) => Feed {
                     key: sk.newest_by(),
                     seed: false,
-                    upper: Some(match &start {
+                    upper: Some(match start {
                         Some((p, id)) => format!("({prefix}{}{id}", facet_at(*p)),
                         None => format!("[{prefix}"),
                     }),
-                    lex: Some(prefix.clone()),
+                    lex: Some(prefix.to_string()),
                     buf: Default::default(),
                 },
             })
             .collect();
-        // Seed layout: the site's `time:` too, unless a filter reads
-        // `articles:new:by` (an article only the site posted has no
-        // category, kind or group: no filter matches it).
-        let seed_feed = self.seed_layout() && lex.is_none();
         if seed_feed {
             feeds.push(Feed {
                 key: self.keys.vote_time(),
                 seed: true,
-                upper: Some(upper.clone()),
+                upper: Some(upper.to_string()),
                 lex: None,
                 buf: Default::default(),
             });
         }
+        feeds
+    }
+
+    /// Merges `feeds` a batch of about `chunk` entries at a time and offers
+    /// each live article that matches `filter` to `picker`: the articles
+    /// taken (with, from `time:`, the site's votes), and whether more
+    /// follow.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    async fn pick_newest(
+        &self,
+        feeds: &mut [Feed],
+        mut picker: Picker,
+        filter: &Filter,
+        chunk: usize,
+        start: Option<&(i64, ArticleId)>,
+        seq: &[i64],
+        seed_feed: bool,
+    ) -> Result<(Vec<(ArticleId, Arc<MetaRec>, Option<u64>)>, bool), StoreError> {
         let mut picked: Vec<(ArticleId, Arc<MetaRec>, Option<u64>)> = Vec::new();
-        let mut picker = Picker::new(q.per_author, skip, q.limit);
         let mut more = false;
         'outer: loop {
-            self.refill(&mut feeds, chunk, start.as_ref()).await?;
+            self.refill(feeds, chunk, start).await?;
             // (id, and for an entry of `time:` its second)
             let mut batch: Vec<(ArticleId, Option<i64>)> = Vec::new();
             // Merge while every feed that has more holds an entry.
@@ -184,7 +237,7 @@ impl RedisStore {
             }
             (self.new_visited).fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
             let ids: Vec<ArticleId> = batch.iter().map(|b| b.0.clone()).collect();
-            let metas = self.metas(&ids, &seq).await?;
+            let metas = self.metas(&ids, seq).await?;
             let metas = if seed_feed {
                 self.seed_newest(&batch, metas).await?
             } else {
@@ -205,9 +258,21 @@ impl RedisStore {
                 }
             }
         }
+        Ok((picked, more))
+    }
+
+    /// The ranked items of the articles a page took, scored at `now`.
+    async fn newest_items(
+        &self,
+        picked: Vec<(ArticleId, Arc<MetaRec>, Option<u64>)>,
+        q: &HotQuery,
+        skip: usize,
+        now: Timestamp,
+        seq: &[i64],
+    ) -> Result<Vec<RankedItem>, StoreError> {
         let ids: Vec<ArticleId> = picked.iter().map(|p| p.0.clone()).collect();
-        let windows = self.windows(&ids, q.range, now, &seq).await?;
-        let items: Vec<RankedItem> = picked
+        let windows = self.windows(&ids, q.range, now, seq).await?;
+        Ok(picked
             .into_iter()
             .zip(windows)
             .enumerate()
@@ -229,16 +294,7 @@ impl RedisStore {
                     meta: m.meta.clone(),
                 }
             })
-            .collect();
-        let cursor = match (more, items.last()) {
-            (true, Some(last)) => Some(cursor::newest(last.meta.published_at, &last.id)),
-            _ => None,
-        };
-        Ok(HotPage {
-            items,
-            generated_at: now,
-            cursor,
-        })
+            .collect())
     }
 
     /// Reads the next page of every feed whose entries are used up and

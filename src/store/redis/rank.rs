@@ -31,26 +31,24 @@
 //! answer is exactly the one-shard answer. The first chunk of every shard
 //! is fetched in one pipeline, so a query costs a round trip per chunk
 //! depth, not per shard. Rebuilds and write-backs are per shard.
+//!
+//! This file holds the walk and the exact scores it reads; the change
+//! logs are changes.rs, the rebuild claim claim.rs, the write-back
+//! writeback.rs.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use redis::Value;
-
-use super::keys::{
-    ShardKeys, WindowPlan, ranking_build, ranking_claim, ranking_state, window_plan,
-};
-use super::{
-    ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err, v_i64, v_str,
-};
+use super::changes::Synced;
+use super::keys::{ShardKeys, WindowPlan, window_plan};
+use super::writeback::WriteBack;
+use super::{ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err};
 use crate::model::Timestamp;
 use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::rank::{self, Filter, Walk};
 use crate::store::{StoreError, cursor};
 
-/// A sync returning more change log entries than this rebuilds instead.
-const MAX_DELTA: i64 = 100_000;
 /// Most articles one call (or pipeline) of a query reads or writes back:
 /// a ranking's rebuild over every article of a shard, or a catch-up after
 /// many changes, goes in many calls, so none runs into the response
@@ -100,29 +98,6 @@ pub(super) enum Stale {
 pub(super) const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
 
-/// What one shard's change log says since this node and a ranking last
-/// looked (`sync.lua`).
-pub(super) struct Synced {
-    /// Which shard.
-    pub shard: u32,
-    pub seq: i64,
-    pub floor: i64,
-    pub rseq: i64,
-    pub rnow: i64,
-    pub truncated: bool,
-    /// The newest arrival time an ingest call carried.
-    pub clock: i64,
-    pub changed: Vec<(ArticleId, i64)>,
-}
-
-impl Synced {
-    /// Whether the shard's ranking must be rebuilt: it does not exist, or
-    /// its change log entries were collected or did not all come back.
-    fn stale(&self) -> bool {
-        self.rseq < 0 || self.rseq < self.floor || self.truncated
-    }
-}
-
 /// One article with its exact score, bound and window counters.
 #[derive(Debug, Clone)]
 pub(super) struct Scored {
@@ -135,236 +110,18 @@ pub(super) struct Scored {
     pub meta: Arc<MetaRec>,
 }
 
-/// The exact scores one query writes back into one shard's ranking.
-struct WriteBack {
-    shard: ShardKeys,
-    zkey: String,
-    /// The shard's change seq the scores were computed at.
-    seq: i64,
-    /// Whether the ranking was rebuilt (else the scores are incremental).
-    rebuild: bool,
-    /// Article, and its new bound (`None`: not in the ranking).
+/// One query's walk in progress: the walk, the articles it has seen,
+/// their exact scores for the write-back (`pairs`: article and new bound,
+/// `None` when it is not in the ranking), the activity sets it has read,
+/// and the query, time and change seqs it scores at.
+struct Pass<'a> {
+    walk: Walk<SnapItem>,
+    seen: HashSet<ArticleId>,
     pairs: Vec<(ArticleId, Option<f64>)>,
-}
-
-/// The longest a node waits on another's claim to rebuild a ranking
-/// before it rebuilds the ranking itself (a holder alive but stuck).
-const REBUILD_CLAIM: std::time::Duration = std::time::Duration::from_secs(120);
-/// How long a claim lasts unless its node renews it: a node that died
-/// mid-rebuild holds the others up this long at most.
-const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(10);
-/// How often a node renews the claims it holds.
-const CLAIM_RENEW: std::time::Duration = std::time::Duration::from_secs(3);
-/// How often a node waiting on another's rebuild looks again.
-const REBUILD_POLL: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Deletes a claim (KEYS[1]) only if it still holds this token (ARGV[1]).
-static GIVE_BACK: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    )
-});
-
-/// Extends a claim (KEYS[1]) by ARGV[2] ms only if it still holds this
-/// token (ARGV[1]).
-static RENEW: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
-    redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
-    )
-});
-
-/// Claims (key, token) this node has dropped and not yet given back: a
-/// task gives each back at once; one Redis did not take (away) is given
-/// back before the node next waits on a claim, so it never waits on one
-/// of its own, and at shutdown (the task may not run once the runtime
-/// stops).
-pub(super) type Orphans = Arc<parking_lot::Mutex<Vec<(String, String)>>>;
-
-/// A node's claim to rebuild a ranking (`<ranking>:rebuilding`, holding a
-/// token of its own, in the ranking's slot): queries of other nodes that
-/// need the same rebuild wait while it stands, then walk what it built.
-/// A lease: it lasts [`CLAIM_LEASE`], renewed every [`CLAIM_RENEW`] by a
-/// task while the claim lives. Given back when dropped (a task deletes it
-/// if it still holds this token; if Redis is away, into `orphans`).
-pub(super) struct Claim {
-    con: super::Con,
-    key: String,
-    token: String,
-    renew: tokio::task::JoinHandle<()>,
-    orphans: Orphans,
-}
-
-impl Claim {
-    /// Claims the rebuild of the ranking `zkey` unless another node holds
-    /// the claim (`None`).
-    async fn take(
-        mut con: super::Con,
-        zkey: &str,
-        orphans: &Orphans,
-    ) -> Result<Option<Claim>, StoreError> {
-        let key = ranking_claim(zkey);
-        let token = format!("{:016x}", rand::random::<u64>());
-        let lease = CLAIM_LEASE.as_millis() as u64;
-        let got: Option<String> = redis::cmd("SET")
-            .arg(&key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lease)
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        if got.is_none() {
-            return Ok(None);
-        }
-        let renew = {
-            let (mut con, key, token) = (con.clone(), key.clone(), token.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(CLAIM_RENEW).await;
-                    let held: redis::RedisResult<i64> = RENEW
-                        .key(&key)
-                        .arg(&token)
-                        .arg(lease)
-                        .invoke_async(&mut con)
-                        .await;
-                    if let Ok(0) = held {
-                        return;
-                    }
-                }
-            })
-        };
-        let orphans = orphans.clone();
-        Ok(Some(Claim {
-            con,
-            key,
-            token,
-            renew,
-            orphans,
-        }))
-    }
-
-    /// Gives back the claims this node dropped (`orphans`); those Redis
-    /// does not take stay for the next call.
-    pub(super) async fn give_back_orphans(mut con: super::Con, orphans: &Orphans) {
-        let held = std::mem::take(&mut *orphans.lock());
-        for (key, token) in held {
-            let gone: redis::RedisResult<i64> =
-                GIVE_BACK.key(&key).arg(&token).invoke_async(&mut con).await;
-            if let Err(e) = gone {
-                tracing::warn!(%key, error = %e, "could not give back a rebuild claim; trying again later (it expires by itself)");
-                orphans.lock().push((key, token));
-            }
-        }
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        self.renew.abort();
-        let key = std::mem::take(&mut self.key);
-        let token = std::mem::take(&mut self.token);
-        self.orphans.lock().push((key, token));
-        let (con, orphans) = (self.con.clone(), self.orphans.clone());
-        tokio::spawn(async move { Claim::give_back_orphans(con, &orphans).await });
-    }
-}
-
-/// One shard's write-back cut into `writeback.lua` calls of at most
-/// [`CHUNK`] pairs (at least one call, which may carry none).
-struct WritePlan<'a> {
-    shard: &'a WriteBack,
-    /// The ranking's build key when a rebuild takes more than one call.
-    build: Option<String>,
-    /// Other rankings a rebuild may drop (the index, read just before).
-    others: Vec<String>,
-    parts: Vec<&'a [(ArticleId, Option<f64>)]>,
-}
-
-impl<'a> WritePlan<'a> {
-    fn new(w: &'a WriteBack, index: Option<Vec<String>>) -> Self {
-        let mut parts: Vec<_> = w.pairs.chunks(CHUNK).collect();
-        if parts.is_empty() {
-            parts.push(&[]);
-        }
-        let build =
-            (w.rebuild && parts.len() > 1).then(|| ranking_build(&w.zkey, rand::random::<u64>()));
-        let others = index
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| n.starts_with(&w.shard.prefix) && *n != w.zkey)
-            .collect();
-        WritePlan {
-            shard: w,
-            build,
-            others,
-            parts,
-        }
-    }
-
-    /// Keys and arguments of call `part`; `built`: the entries the earlier
-    /// parts of a rebuild put in the build key.
-    fn call(
-        &self,
-        part: usize,
-        built: i64,
-        max_rankings: usize,
-        now: Timestamp,
-    ) -> (Vec<String>, Vec<String>) {
-        let WriteBack {
-            shard: sk,
-            zkey,
-            seq,
-            rebuild,
-            ..
-        } = self.shard;
-        let last = part + 1 == self.parts.len();
-        let mode = match (rebuild, last) {
-            (true, true) => "r",
-            (true, false) => "b",
-            (false, true) => "i",
-            (false, false) => "p",
-        };
-        let skey = ranking_state(zkey);
-        let ttl = if *zkey == sk.ranking_default() {
-            0
-        } else {
-            RANKING_TTL
-        };
-        let mut keys = vec![
-            zkey.to_string(),
-            skey.clone(),
-            sk.changes(),
-            sk.ranking_index(),
-        ];
-        if let Some(b) = &self.build {
-            keys.push(b.clone());
-        }
-        if mode == "r" {
-            for n in &self.others {
-                keys.push(ranking_state(n));
-                keys.push(n.clone());
-            }
-        }
-        let mut args = vec![
-            sk.prefix.clone(),
-            zkey.to_string(),
-            skey,
-            seq.to_string(),
-            now.to_string(),
-            mode.to_string(),
-            ttl.to_string(),
-            max_rankings.to_string(),
-            sk.ranking_default(),
-            self.build.clone().unwrap_or_default(),
-            built.to_string(),
-        ];
-        for (id, s) in self.parts[part] {
-            args.push(id.to_string());
-            args.push(s.map_or_else(|| "-".to_string(), score_arg));
-        }
-        (keys, args)
-    }
+    reads: SetReads,
+    q: &'a HotQuery,
+    at: Timestamp,
+    seqs: &'a [i64],
 }
 
 /// Where the walk of one shard's ranking goes on: its next page starts
@@ -375,7 +132,7 @@ struct Cursor {
     chunk: usize,
 }
 
-fn score_arg(s: f64) -> String {
+pub(super) fn score_arg(s: f64) -> String {
     if s.is_finite() {
         format!("{s}")
     } else if s > 0.0 {
@@ -407,66 +164,6 @@ impl RedisStore {
             q.kind.as_deref(),
             q.group.as_deref(),
         )
-    }
-
-    /// Reads every shard's change log since this node (and the ranking
-    /// `zkeys[k]` of shard k) last looked, in one pipeline, and drops this
-    /// node's cached state of what changed.
-    pub(super) async fn sync(&self, zkeys: Option<&[String]>) -> Result<Vec<Synced>, StoreError> {
-        let node_seqs = self.cache.lock().seq.clone();
-        let max = MAX_DELTA.to_string();
-        let shards = self.keys.all_shards();
-        let calls: Vec<(Vec<String>, Vec<String>)> = shards
-            .iter()
-            .enumerate()
-            .map(|(i, sk)| {
-                let state = match zkeys {
-                    Some(z) => ranking_state(&z[i]),
-                    None => format!("{}changes:none", sk.prefix),
-                };
-                let node = node_seqs.get(i).copied().unwrap_or(0).to_string();
-                // Over several slots `clock` (the site's) is read after.
-                let clock = match self.keys.spans_slots() {
-                    true => String::new(),
-                    false => self.keys.clock(),
-                };
-                let mut keys = vec![sk.changes_seq(), sk.changes_floor(), state.clone()];
-                keys.extend((!clock.is_empty()).then(|| clock.clone()));
-                keys.push(sk.changes());
-                let args = vec![clock, sk.prefix.clone(), state, node, max.clone()];
-                (keys, args)
-            })
-            .collect();
-        let replies: Vec<Vec<Value>> = self.eval_each(&self.scripts.sync, &calls).await?;
-        let clock = self.clock_after_sync().await?;
-        let mut out = Vec::with_capacity(shards.len());
-        for (sk, v) in shards.iter().zip(replies) {
-            if v.len() < 6 {
-                return Err(bad_reply("sync"));
-            }
-            let n = |i: usize| v_i64(&v[i]).ok_or_else(|| bad_reply("sync"));
-            let mut changed = Vec::with_capacity((v.len() - 6) / 2);
-            for pair in v[6..].chunks(2) {
-                if let [id, seq] = pair
-                    && let (Some(id), Some(seq)) = (v_str(id), v_str(seq))
-                    && let (Ok(id), Ok(seq)) = (ArticleId::parse(id), seq.parse::<f64>())
-                {
-                    changed.push((id, seq as i64));
-                }
-            }
-            out.push(Synced {
-                shard: sk.index,
-                seq: n(0)?,
-                floor: n(1)?,
-                rseq: n(2)?,
-                rnow: n(3)?,
-                truncated: n(4)? == 1,
-                clock: clock.unwrap_or(n(5)?),
-                changed,
-            });
-        }
-        self.absorb(&out);
-        Ok(out)
     }
 
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
@@ -617,97 +314,6 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Writes exact scores back as bounds: `writeback.lua` per shard in
-    /// calls of at most [`CHUNK`] pairs, each round's calls (one per
-    /// shard that still has pairs) in one pipeline, after one read of the
-    /// indexes of the rebuilt shards. Earlier parts of a shard's
-    /// write-back touch no state (incremental) or go into a build key of
-    /// their own (rebuild): the last call moves the ranking on at once, so
-    /// no reader ever walks half of it.
-    async fn write_back(&self, shards: &[WriteBack], now: Timestamp) -> Result<(), StoreError> {
-        // A rebuild may drop the least recently used other rankings of its
-        // shard: it may touch those named in the index now.
-        let rebuilt: Vec<&ShardKeys> = shards
-            .iter()
-            .filter(|w| w.rebuild)
-            .map(|w| &w.shard)
-            .collect();
-        let mut indexes: Vec<Vec<String>> = Vec::new();
-        if !rebuilt.is_empty() {
-            let mut pipe = redis::pipe();
-            for sk in &rebuilt {
-                pipe.smembers(sk.ranking_index());
-            }
-            indexes = self.query_pipe(&pipe).await.map_err(store_err)?;
-        }
-        let mut indexes = indexes.into_iter();
-        let plans: Vec<WritePlan> = shards
-            .iter()
-            .map(|w| WritePlan::new(w, if w.rebuild { indexes.next() } else { None }))
-            .collect();
-        let parts = plans.iter().map(|p| p.parts.len()).max().unwrap_or(0);
-        // The earlier parts, round by round; a rebuild's count what its
-        // build key holds.
-        let mut built = vec![0i64; plans.len()];
-        for round in 0..parts.saturating_sub(1) {
-            let mut who = Vec::new();
-            let mut calls = Vec::new();
-            for (i, p) in plans.iter().enumerate() {
-                if round + 1 < p.parts.len() {
-                    who.push(i);
-                    calls.push(p.call(round, 0, self.settings.max_rankings, now));
-                }
-            }
-            let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &calls).await?;
-            for (i, n) in who.into_iter().zip(got) {
-                if plans[i].shard.rebuild {
-                    built[i] += n;
-                }
-            }
-        }
-        let last: Vec<(Vec<String>, Vec<String>)> = plans
-            .iter()
-            .enumerate()
-            .map(|(i, p)| p.call(p.parts.len() - 1, built[i], self.settings.max_rankings, now))
-            .collect();
-        let got: Vec<i64> = self.eval_each(&self.scripts.writeback, &last).await?;
-        if got.contains(&-1) {
-            return Err(StoreError::Unavailable(
-                "a ranking rebuild lost a part of its build key (expired or removed); the next query rebuilds again".into(),
-            ));
-        }
-        Ok(())
-    }
-
-    /// When a shard of the ranking `zkeys` needs a rebuild: claims it, or,
-    /// while another query (of any node) holds the claim, looks again
-    /// (`synced` anew) until the ranking is built, the claim is gone, or
-    /// [`REBUILD_CLAIM`] has passed. The claim, if this query is to
-    /// rebuild; `None` once nothing is stale (or after the wait).
-    async fn claim_rebuild(
-        &self,
-        zkeys: &[String],
-        synced: &mut Vec<Synced>,
-    ) -> Result<Option<Claim>, StoreError> {
-        let waited = std::time::Instant::now();
-        if !self.orphans.lock().is_empty() {
-            Claim::give_back_orphans(self.con(), &self.orphans).await;
-        }
-        while synced.iter().any(Synced::stale) {
-            if let Some(claim) = Claim::take(self.con(), &zkeys[0], &self.orphans).await? {
-                // The claim's last holder may have finished just before.
-                *synced = self.sync(Some(zkeys)).await?;
-                return Ok(synced.iter().any(Synced::stale).then_some(claim));
-            }
-            if waited.elapsed() >= REBUILD_CLAIM {
-                break;
-            }
-            tokio::time::sleep(REBUILD_POLL).await;
-            *synced = self.sync(Some(zkeys)).await?;
-        }
-        Ok(None)
-    }
-
     /// Runs `walk` over the ranking of `q` at `now` (or later: the
     /// rankings' newest scores or the newest ingest may be ahead, see
     /// [`rank::query_time`]): the exact items the walk asked for, and the
@@ -728,7 +334,7 @@ impl RedisStore {
     pub(super) async fn top_if(
         &self,
         q: &HotQuery,
-        mut walk: Walk<SnapItem>,
+        walk: Walk<SnapItem>,
         now: Timestamp,
         stale: Stale,
     ) -> Result<Option<(Vec<SnapItem>, Timestamp)>, StoreError> {
@@ -745,20 +351,96 @@ impl RedisStore {
         let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
         let at = rank::query_time(now, bounds_at, clock);
         let rebuild: Vec<bool> = synced.iter().map(Synced::stale).collect();
-        // Scored now, whatever their bounds say: every candidate of a shard
-        // rebuilt, and the articles changed since a shard's ranking last
-        // looked (their bounds no longer hold).
-        let mut now_scored: Vec<ArticleId> = Vec::new();
         let mut reads = SetReads {
             sets: ActiveSets::default(),
             read: rebuild.clone(),
             walked: 0,
             members: None,
         };
+        let now_scored =
+            (self.scored_now(&shards, &synced, &rebuild, q.range, at, &mut reads)).await?;
+        let mut pass = Pass {
+            walk,
+            seen: now_scored.iter().cloned().collect(),
+            pairs: Vec::new(),
+            reads,
+            q,
+            at,
+            seqs: &seqs,
+        };
+        let exact = self
+            .exact_many(&now_scored, q, at, &seqs, Some(&pass.reads.sets))
+            .await?;
+        for (id, x) in now_scored.iter().zip(exact) {
+            let shard = self.keys.shard_index(id) as usize;
+            match x {
+                Some(x) => {
+                    pass.pairs.push((id.clone(), Some(x.bound)));
+                    pass.walk.offer(x.listed(at), None);
+                }
+                // A rebuild writes only what belongs in the ranking.
+                None if !rebuild[shard] => pass.pairs.push((id.clone(), None)),
+                None => {}
+            }
+        }
+        // The threshold walk over the bounds of every shard not rebuilt,
+        // highest first, paged by score: other queries and nodes rewrite
+        // bounds meanwhile (only ever lowering those of unchanged
+        // articles), and a page by position would skip entries that slid
+        // up past it.
+        // Each shard's share of the top, twice over: a shard that holds
+        // more pages on with doubled chunks.
+        let first_chunk = (pass.walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
+        let cursors: Vec<Cursor> = (0..shards.len())
+            .filter(|&i| !rebuild[i])
+            .map(|i| Cursor {
+                zkey: zkeys[i].clone(),
+                upper: "+inf".to_string(),
+                chunk: first_chunk,
+            })
+            .collect();
+        self.walk_bounds(&mut pass, cursors, first_chunk).await?;
+        let Pass { walk, pairs, .. } = pass;
+        // Every shard's scores back into its own ranking.
+        let per_shard = self.keys.group_by_shard(pairs, |(id, _)| id);
+        let backs: Vec<_> = shards
+            .into_iter()
+            .zip(zkeys)
+            .zip(per_shard)
+            .enumerate()
+            .map(|(i, ((shard, zkey), pairs))| WriteBack {
+                shard,
+                zkey,
+                seq: seqs[i],
+                rebuild: rebuild[i],
+                pairs,
+            })
+            .collect();
+        self.write_back(&backs, at).await?;
+        if rebuild.iter().any(|r| *r) {
+            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
+        }
+        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
+        Ok(Some((walk.finish(), at)))
+    }
+
+    /// The articles a query scores now, whatever their bounds say: every
+    /// candidate of a shard rebuilt, and the articles changed since a
+    /// shard's ranking last looked (their bounds no longer hold).
+    async fn scored_now(
+        &self,
+        shards: &[ShardKeys],
+        synced: &[Synced],
+        rebuild: &[bool],
+        range: RangeSpec,
+        at: Timestamp,
+        reads: &mut SetReads,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        let mut now_scored: Vec<ArticleId> = Vec::new();
         for (i, s) in synced.iter().enumerate() {
             if rebuild[i] {
                 now_scored.extend(
-                    self.candidates(&shards[i], q.range, at, &mut reads.sets)
+                    self.candidates(&shards[i], range, at, &mut reads.sets)
                         .await?,
                 );
             } else {
@@ -773,39 +455,17 @@ impl RedisStore {
                 now_scored.extend(dirty);
             }
         }
-        let mut seen: HashSet<ArticleId> = now_scored.iter().cloned().collect();
-        let mut pairs: Vec<(ArticleId, Option<f64>)> = Vec::new();
-        let exact = self
-            .exact_many(&now_scored, q, at, &seqs, Some(&reads.sets))
-            .await?;
-        for (id, x) in now_scored.iter().zip(exact) {
-            let shard = self.keys.shard_index(id) as usize;
-            match x {
-                Some(x) => {
-                    pairs.push((id.clone(), Some(x.bound)));
-                    walk.offer(x.listed(at), None);
-                }
-                // A rebuild writes only what belongs in the ranking.
-                None if !rebuild[shard] => pairs.push((id.clone(), None)),
-                None => {}
-            }
-        }
-        // The threshold walk over the bounds of every shard not rebuilt,
-        // highest first, paged by score: other queries and nodes rewrite
-        // bounds meanwhile (only ever lowering those of unchanged
-        // articles), and a page by position would skip entries that slid
-        // up past it.
-        // Each shard's share of the top, twice over: a shard that holds
-        // more pages on with doubled chunks.
-        let first_chunk = (walk.depth().saturating_mul(2) / shards.len().max(1)).max(32);
-        let mut cursors: Vec<Cursor> = (0..shards.len())
-            .filter(|&i| !rebuild[i])
-            .map(|i| Cursor {
-                zkey: zkeys[i].clone(),
-                upper: "+inf".to_string(),
-                chunk: first_chunk,
-            })
-            .collect();
+        Ok(now_scored)
+    }
+
+    /// The walk over the bounds of every shard in `cursors`, a chunk of
+    /// each in one pipeline, until the walk wants no more of any.
+    async fn walk_bounds(
+        &self,
+        pass: &mut Pass<'_>,
+        mut cursors: Vec<Cursor>,
+        first_chunk: usize,
+    ) -> Result<(), StoreError> {
         while !cursors.is_empty() {
             // One chunk of every live shard, in one pipeline.
             let mut pipe = redis::pipe();
@@ -833,13 +493,9 @@ impl RedisStore {
                 }
                 lowest.push(low);
             }
-            let stopped = self
-                .walk_entries(
-                    &mut walk, &mut seen, &mut pairs, pages, q, at, &seqs, &mut reads,
-                )
-                .await?;
+            let stopped = self.walk_entries(pass, pages).await?;
             let mut runs: Vec<usize> = (0..cursors.len())
-                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| walk.wants_bound(l)))
+                .filter(|&i| !stopped[i] && lowest[i].is_some_and(|l| pass.walk.wants_bound(l)))
                 .collect();
             // A run of equal bounds lists its entries by id, ascending:
             // the walk's own order, so it stops inside the run as soon as
@@ -873,11 +529,7 @@ impl RedisStore {
                     }
                     ties[i] = run;
                 }
-                let stopped = self
-                    .walk_entries(
-                        &mut walk, &mut seen, &mut pairs, ties, q, at, &seqs, &mut reads,
-                    )
-                    .await?;
+                let stopped = self.walk_entries(pass, ties).await?;
                 runs.retain(|&i| !stopped[i]);
                 open.retain(|&i| !stopped[i] && !whole.contains(&i));
                 limit = limit.saturating_mul(2);
@@ -895,45 +547,29 @@ impl RedisStore {
                 })
                 .collect();
         }
-        // Every shard's scores back into its own ranking.
-        let per_shard = self.keys.group_by_shard(pairs, |(id, _)| id);
-        let backs: Vec<_> = shards
-            .into_iter()
-            .zip(zkeys)
-            .zip(per_shard)
-            .enumerate()
-            .map(|(i, ((shard, zkey), pairs))| WriteBack {
-                shard,
-                zkey,
-                seq: seqs[i],
-                rebuild: rebuild[i],
-                pairs,
-            })
-            .collect();
-        self.write_back(&backs, at).await?;
-        if rebuild.iter().any(|r| *r) {
-            metrics::counter!("hotrank_ranking_rebuilds_total").increment(1);
-        }
-        metrics::histogram!("hotrank_ranking_seconds").record(started.elapsed().as_secs_f64());
-        Ok(Some((walk.finish(), at)))
+        Ok(())
     }
 
-    /// Offers to `walk` the entries of each shard's `pages[k]` it wants,
-    /// in index order, scored exactly at `at` (one round trip for all
-    /// shards); each exact score goes to `pairs` for the write-back.
-    /// Answers, per shard, whether the walk stopped wanting its entries.
-    #[allow(clippy::too_many_arguments)]
+    /// Offers to the walk the entries of each shard's `pages[k]` it wants,
+    /// in index order, scored exactly at the pass's time (one round trip
+    /// for all shards); each exact score goes to the pass's pairs for the
+    /// write-back. Answers, per shard, whether the walk stopped wanting its
+    /// entries.
     async fn walk_entries(
         &self,
-        walk: &mut Walk<SnapItem>,
-        seen: &mut HashSet<ArticleId>,
-        pairs: &mut Vec<(ArticleId, Option<f64>)>,
+        pass: &mut Pass<'_>,
         pages: Vec<Vec<(String, f64)>>,
-        q: &HotQuery,
-        at: Timestamp,
-        seqs: &[i64],
-        reads: &mut SetReads,
     ) -> Result<Vec<bool>, StoreError> {
+        let Pass {
+            walk,
+            seen,
+            pairs,
+            reads,
+            q,
+            at,
+            seqs,
+        } = pass;
+        let (q, at, seqs) = (*q, *at, *seqs);
         let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
         let mut stopped = Vec::with_capacity(pages.len());
         for page in pages {
@@ -1074,72 +710,5 @@ impl RedisStore {
             generated_at: snap.generated_at,
             cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         })
-    }
-
-    /// Drops change log entries no ranking still needs, in every shard:
-    /// those at or below the lowest seq any live ranking of the shard has
-    /// taken in. Nodes and rankings behind the new floor notice it at
-    /// their next sync and start over.
-    pub(super) async fn collect_changes(&self) -> Result<(), StoreError> {
-        let mut live = 0;
-        for sk in self.keys.all_shards() {
-            live += self.collect_shard_changes(&sk).await?;
-        }
-        metrics::gauge!("hotrank_rankings").set(live as f64);
-        Ok(())
-    }
-
-    /// [`collect_changes`](Self::collect_changes) of one shard: answers
-    /// how many live rankings it has.
-    async fn collect_shard_changes(&self, sk: &ShardKeys) -> Result<usize, StoreError> {
-        let mut con = self.con();
-        let index = sk.ranking_index();
-        let names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(&index)
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        let mut pipe = redis::pipe();
-        pipe.get(sk.changes_seq());
-        for n in &names {
-            pipe.hget(ranking_state(n), "seq");
-        }
-        let got: Vec<Option<i64>> = pipe.query_async(&mut con).await.map_err(store_err)?;
-        let Some((seq, seqs)) = got.split_first() else {
-            return Err(bad_reply("gc"));
-        };
-        let mut floor = seq.unwrap_or(0);
-        let mut gone = Vec::new();
-        for (n, s) in names.iter().zip(seqs) {
-            match s {
-                Some(s) => floor = floor.min(*s),
-                None => gone.push(n.clone()),
-            }
-        }
-        if !gone.is_empty() {
-            redis::cmd("SREM")
-                .arg(&index)
-                .arg(&gone)
-                .query_async::<()>(&mut con)
-                .await
-                .map_err(store_err)?;
-        }
-        let gc = redis::Script::new(
-            "local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-             local f = tonumber(ARGV[1])
-             if f > cur then
-               redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', f)
-               redis.call('SET', KEYS[2], f)
-             end
-             return 1",
-        );
-        let _: i64 = gc
-            .key(sk.changes())
-            .key(sk.changes_floor())
-            .arg(floor)
-            .invoke_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(names.len() - gone.len())
     }
 }
