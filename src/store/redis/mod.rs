@@ -91,7 +91,9 @@ use crate::model::{
     Quarantine, RangeSpec, Stats, Timestamp, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings, Voter};
+use crate::store::{
+    HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, StoreSettings, Voter,
+};
 
 /// How to reach Redis and how long to keep what.
 #[derive(Debug, Clone, PartialEq)]
@@ -1897,6 +1899,16 @@ impl Store for RedisStore {
         Ok(Some(rows))
     }
 
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Ok(self.archive_flushed_at().await?.map(|t| (wall - t).max(0)))
+    }
+}
+
+#[async_trait]
+impl Lifecycle for RedisStore {
     async fn ready(&self) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.version_ok.load(Relaxed) {
@@ -1928,13 +1940,6 @@ impl Store for RedisStore {
             ))),
             _ => Ok(()),
         }
-    }
-
-    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        Ok(self.archive_flushed_at().await?.map(|t| (wall - t).max(0)))
     }
 
     fn warming(&self) -> Option<String> {
