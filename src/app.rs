@@ -115,12 +115,9 @@ impl Parts {
             if api {
                 tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
             }
-            let (store, queue): (Option<Arc<dyn Store>>, Option<Arc<dyn Queue>>) = if api {
-                let queued = Arc::new(PipelineStore::new(pipe));
-                (Some(queued.clone()), Some(queued))
-            } else {
-                (None, None)
-            };
+            let queued = api.then(|| Arc::new(PipelineStore::new(pipe)));
+            let store = queued.clone().map(|q| q as Arc<dyn Store>);
+            let queue = queued.map(|q| q as Arc<dyn Queue>);
             return Ok(Parts {
                 store,
                 queue,
