@@ -38,6 +38,7 @@
 //! for quick checks of the CPU side; figures for the goal are taken
 //! without it. `PB_SLOW=1` prints every ingest call over 20 ms.
 
+use hotrank::store::Lifecycle;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,6 +13,7 @@
 //! stream spreads over (10,000). Each run also reports the `redis.call`s
 //! per event (INFO commandstats, every command but the script calls).
 
+use hotrank::store::Lifecycle;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -14,7 +14,7 @@ use crate::pipeline::{
 };
 use crate::store::embedded::{Durability, EmbeddedStore};
 use crate::store::redis::{RedisOptions, RedisStore, SEED_LAYOUT_LIMITS};
-use crate::store::{Store, StoreSettings};
+use crate::store::{Queue, Store, StoreSettings};
 
 /// The embedded store in the configured data dir, opened and recovered
 /// (snapshot, then the log), with what recovery found logged.
@@ -89,6 +89,8 @@ pub struct Parts {
     /// The store the API serves; `None` for a process with workers only
     /// (`hotrank worker`, or `[pipeline] roles` without `api`).
     pub store: Option<Arc<dyn Store>>,
+    /// Where the API queues events instead (the pipeline), if anywhere.
+    pub queue: Option<Arc<dyn Queue>>,
     workers: Option<Workers>,
     archiver: Option<ArchiveTask>,
 }
@@ -113,13 +115,12 @@ impl Parts {
             if api {
                 tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
             }
-            let store: Option<Arc<dyn Store>> = if api {
-                Some(Arc::new(PipelineStore::new(pipe)))
-            } else {
-                None
-            };
+            let queued = api.then(|| Arc::new(PipelineStore::new(pipe)));
+            let store = queued.clone().map(|q| q as Arc<dyn Store>);
+            let queue = queued.map(|q| q as Arc<dyn Queue>);
             return Ok(Parts {
                 store,
+                queue,
                 workers: Some(workers),
                 archiver,
             });
@@ -129,12 +130,14 @@ impl Parts {
             let archiver = spawn_writer(config, store.clone(), None);
             return Ok(Parts {
                 store: Some(store),
+                queue: None,
                 workers: None,
                 archiver,
             });
         }
         Ok(Parts {
             store: Some(open_store(config)?),
+            queue: None,
             workers: None,
             archiver: None,
         })

@@ -314,7 +314,8 @@ async fn serve(config: Config) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let state = hotrank::server::build_state(config, store, Arc::new(SystemClock))?;
+    let state =
+        hotrank::server::build_state(config, store, parts.queue.clone(), Arc::new(SystemClock))?;
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
     tokio::spawn(hotrank::gate::reload_on_sighup(state.bots.clone()));
     let served = hotrank::server::run(listener, state, shutdown_signal())

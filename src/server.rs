@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::config::{Config, HttpConfig, parse_cidr};
 use crate::gate::{BotDetector, Identity};
 use crate::secrets::{identity_secret, load_or_create, random_hex};
-use crate::store::Store;
+use crate::store::{Queue, Store};
 
 mod conns;
 mod parse_errors;
@@ -55,6 +55,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 pub fn build_state(
     config: Config,
     store: Arc<dyn Store>,
+    queue: Option<Arc<dyn Queue>>,
     clock: Arc<dyn Clock>,
 ) -> Result<AppState, String> {
     let secret = identity_secret(&config.data_dir)?;
@@ -80,6 +81,7 @@ pub fn build_state(
         .collect::<Result<Vec<_>, _>>()?;
     Ok(AppState::new(api::Shared {
         store,
+        queue,
         config: Arc::new(config),
         identity: Identity::new(secret),
         bots: Arc::new(bots),

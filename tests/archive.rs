@@ -7,6 +7,7 @@
 
 mod common;
 
+use hotrank::store::Lifecycle;
 use redis::AsyncCommands;
 use serde_json::Value;
 use std::sync::atomic::Ordering;
@@ -1057,8 +1058,8 @@ async fn pipeline_flush_records_each_articles_position() {
     );
     let api = hotrank::pipeline::PipelineStore::new(pipe.clone());
     let age = || async {
-        let s = api.pipeline_stats().await.unwrap().unwrap();
-        s["archiveAgeSeconds"].clone()
+        let s = hotrank::store::Queue::status(&api).await.unwrap();
+        serde_json::json!(s)["archiveAgeSeconds"].clone()
     };
     assert_eq!(age().await, Value::Null, "no flush yet");
     assert_eq!(w.flush(&archive).await.unwrap(), Flushed::Articles(4));

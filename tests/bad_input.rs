@@ -405,7 +405,8 @@ mod fuzz {
         )
         .unwrap();
         let clock = hotrank::clock::ManualClock::at(T0);
-        let state = hotrank::server::build_state(config, Arc::new(store), Arc::new(clock)).unwrap();
+        let state =
+            hotrank::server::build_state(config, Arc::new(store), None, Arc::new(clock)).unwrap();
         let app = hotrank::api::router(state);
         let rig = Rig { rt, app, _dir: dir };
         rig.call(

@@ -6,6 +6,7 @@
 
 mod common;
 
+use hotrank::store::Lifecycle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -3,6 +3,7 @@
 //! `hotrank replay` on a JSON-lines file and on a data directory written by
 //! a real `EmbeddedStore::open`.
 
+use hotrank::store::Lifecycle;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;

@@ -13,6 +13,7 @@
 //! Cases are seeded; `HOTRANK_CRASH_CASES` sets how many per policy (a long
 //! run: `HOTRANK_CRASH_CASES=5000 cargo test --release --test crash`).
 
+use hotrank::store::Lifecycle;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -558,7 +558,7 @@ async fn journal_down_answers_503_and_queues_nothing() {
     let mut config = site.config.clone();
     config.data_dir = dir.path().to_path_buf();
     let store = Arc::new(hotrank::pipeline::PipelineStore::new(pipe.clone()));
-    let server = common::TestServer::start_with_store(dir, config, store, T0).await;
+    let server = common::TestServer::start_queued(dir, config, store, T0).await;
     let post = async |i: u32| {
         let body = serde_json::json!({"events": [
             {"type": "view", "articleId": format!("j{}", i % 3), "visitorId": format!("v{i}")},

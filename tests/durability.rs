@@ -16,6 +16,7 @@
 
 mod common;
 
+use hotrank::store::Lifecycle;
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use hotrank::store::Lifecycle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@
 
 mod common;
 
+use hotrank::store::Lifecycle;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,9 +14,12 @@ use serde_json::json;
 
 use hotrank::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
+    VoteDirection, VoteOutcome,
 };
 use hotrank::store::embedded::EmbeddedStore;
-use hotrank::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings};
+use hotrank::store::{
+    HourlyRow, IngestReject, PutOutcome, Store, StoreError, StoreSettings, Voter,
+};
 
 use common::{T0, TestServer, test_config};
 
@@ -87,6 +91,33 @@ impl Store for Flaky {
         self.check()?;
         self.inner.hourly(id, now, hours).await
     }
+    async fn post_article(
+        &self,
+        meta: ArticleMeta,
+        poster: Voter<'_>,
+        now: Timestamp,
+    ) -> Result<ArticleId, StoreError> {
+        self.check()?;
+        self.inner.post_article(meta, poster, now).await
+    }
+    async fn vote(
+        &self,
+        id: &ArticleId,
+        voter: Voter<'_>,
+        dir: VoteDirection,
+        now: Timestamp,
+    ) -> Result<VoteOutcome, StoreError> {
+        self.check()?;
+        self.inner.vote(id, voter, dir, now).await
+    }
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        self.check()?;
+        self.inner.archive_age().await
+    }
+}
+
+#[async_trait]
+impl Lifecycle for Flaky {
     async fn ready(&self) -> Result<(), StoreError> {
         self.check()?;
         self.inner.ready().await

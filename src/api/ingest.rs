@@ -46,7 +46,11 @@ async fn get_event(
         ));
     }
     let hashed = state.identity.event_id(&event_id);
-    let verdict = match state.store.event_verdict(hashed).await? {
+    let found = match &state.queue {
+        Some(queue) => queue.verdict(hashed).await?,
+        None => None,
+    };
+    let verdict = match found {
         Some(Ok(v)) => v.as_str(),
         Some(Err(r)) => r.code(),
         None => {
@@ -374,8 +378,8 @@ async fn post_view(
             state.ingest_meters.invalid.increment(1);
         })?;
     let now = ev.arrival_ms.div_euclid(1000);
-    if state.store.queues() {
-        state.store.enqueue(vec![ev], now).await?;
+    if let Some(queue) = &state.queue {
+        queue.enqueue(vec![ev], now).await?;
         state.ingest_meters.queued(1, Endpoint::Views, started);
         return Ok((StatusCode::ACCEPTED, Json(json!({"verdict": "queued"}))).into_response());
     }
@@ -428,11 +432,11 @@ async fn post_events(
         state.ingest_meters.invalid.increment(errors.len() as u64);
     }
     let now = ctx.now_ms.div_euclid(1000);
-    if state.store.queues() {
+    if let Some(queue) = &state.queue {
         // Verdicts come later, from the workers (README, "Pipeline").
         let queued = events.len();
         if queued > 0 {
-            state.store.enqueue(events, now).await?;
+            queue.enqueue(events, now).await?;
         }
         state
             .ingest_meters

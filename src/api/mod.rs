@@ -59,6 +59,9 @@ impl std::ops::Deref for AppState {
 /// What [`AppState`] points to.
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// The queue ingest goes through instead of the store, if any (the
+    /// Redis pipeline): events are answered `queued`.
+    pub queue: Option<Arc<dyn crate::store::Queue>>,
     pub config: Arc<Config>,
     pub identity: Identity,
     pub bots: Arc<BotDetector>,
@@ -203,6 +206,7 @@ mod tests {
         let state = crate::server::build_state(
             config,
             Arc::new(store),
+            None,
             Arc::new(crate::clock::ManualClock::at(1_763_760_000)),
         )
         .unwrap();

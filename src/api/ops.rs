@@ -107,8 +107,8 @@ async fn stats(
     {
         body["archiveAgeSeconds"] = json!(state.store.archive_age().await?);
     }
-    if let Some(p) = state.store.pipeline_stats().await? {
-        body["pipeline"] = p;
+    if let Some(queue) = &state.queue {
+        body["pipeline"] = json!(queue.status().await?);
     }
     Ok(Json(body))
 }

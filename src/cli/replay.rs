@@ -58,7 +58,7 @@ use crate::gate::{BotDetector, Identity};
 use crate::model::{ArticleId, ArticleMeta, Event, EventType, HotQuery, RangeSpec, Timestamp};
 use crate::score::ModelKind;
 use crate::store::embedded::{EmbeddedStore, LogRecord};
-use crate::store::{Store, StoreSettings};
+use crate::store::{Lifecycle, Store, StoreSettings};
 
 #[derive(clap::Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["data_dir", "events"])))]

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value as Json, json};
 
 use super::ingest::IngestPipeline;
 use super::wait::decision_of;
@@ -16,7 +15,10 @@ use crate::model::{
     Verdict, VoteDirection, VoteOutcome,
 };
 use crate::store::redis::{OpKind, OpRun, RedisStore, store_err};
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, Voter};
+use crate::store::{
+    HourlyRow, IngestReject, Lifecycle, PartitionLag, PutOutcome, Queue, QueueRefused, QueueStats,
+    Store, StoreError, Voter,
+};
 
 /// The Redis store with ingest through the pipeline: events are queued,
 /// everything else is the store's.
@@ -50,56 +52,6 @@ impl Store for PipelineStore {
         let wait = Duration::from_millis(self.pipe.cfg.claim_idle_ms.saturating_mul(2))
             .max(Duration::from_secs(30));
         self.pipe.ingest_and_wait(events, now, wait).await
-    }
-
-    fn queues(&self) -> bool {
-        true
-    }
-
-    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
-        self.pipe.append(events, now).await
-    }
-
-    async fn event_verdict(
-        &self,
-        event_id: u128,
-    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
-        let mut con = self.inner().con();
-        let code: Option<i64> = redis::cmd("GET")
-            .arg(self.pipe.verdict_key(event_id))
-            .query_async(&mut con)
-            .await
-            .map_err(store_err)?;
-        Ok(code.and_then(decision_of))
-    }
-
-    async fn pipeline_stats(&self) -> Result<Option<Json>, StoreError> {
-        let lag = self.pipe.lag().await?;
-        let parts: Vec<Json> = lag
-            .iter()
-            .map(|l| {
-                json!({"partition": l.partition, "group": l.group, "pending": l.pending, "unread": l.unread})
-            })
-            .collect();
-        let backlog: u64 = lag.iter().map(|l| l.pending + l.unread).sum();
-        let archive_age = self.inner().archive_age().await?;
-        let refused: HashMap<String, u64> = redis::cmd("HGETALL")
-            .arg(self.pipe.refused_key())
-            .query_async(&mut self.inner().con())
-            .await
-            .map_err(store_err)?;
-        let reason = |r: &str| refused.get(r).copied().unwrap_or(0);
-        Ok(Some(json!({
-            "partitions": self.pipe.cfg.partitions,
-            "backlog": backlog,
-            "maxBacklog": self.pipe.cfg.max_backlog,
-            "archiveAgeSeconds": archive_age,
-            "refused": {
-                "unknownArticle": reason("unknown_article"),
-                "tooManyArticles": reason("too_many_articles"),
-            },
-            "lag": parts,
-        })))
     }
 
     async fn put_article(
@@ -191,16 +143,19 @@ impl Store for PipelineStore {
             .await
     }
 
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        self.inner().archive_age().await
+    }
+}
+
+#[async_trait]
+impl Lifecycle for PipelineStore {
     async fn ready(&self) -> Result<(), StoreError> {
         self.inner().ready().await
     }
 
     async fn maintain(&self, now: Timestamp) -> Result<(), StoreError> {
         self.inner().maintain(now).await
-    }
-
-    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
-        self.inner().archive_age().await
     }
 
     fn warming(&self) -> Option<String> {
@@ -213,5 +168,56 @@ impl Store for PipelineStore {
 
     async fn shutdown(&self) -> Result<(), StoreError> {
         self.inner().shutdown().await
+    }
+}
+
+/// Ingest through the pipeline's streams: the API queues, workers decide.
+#[async_trait]
+impl Queue for PipelineStore {
+    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
+        self.pipe.append(events, now).await
+    }
+
+    async fn verdict(
+        &self,
+        event_id: u128,
+    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
+        let mut con = self.inner().con();
+        let code: Option<i64> = redis::cmd("GET")
+            .arg(self.pipe.verdict_key(event_id))
+            .query_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        Ok(code.and_then(decision_of))
+    }
+
+    async fn status(&self) -> Result<QueueStats, StoreError> {
+        let lag = self.pipe.lag().await?;
+        let archive_age_seconds = self.inner().archive_age().await?;
+        let refused: HashMap<String, u64> = redis::cmd("HGETALL")
+            .arg(self.pipe.refused_key())
+            .query_async(&mut self.inner().con())
+            .await
+            .map_err(store_err)?;
+        let reason = |r: &str| refused.get(r).copied().unwrap_or(0);
+        Ok(QueueStats {
+            partitions: self.pipe.cfg.partitions,
+            backlog: lag.iter().map(|l| l.pending + l.unread).sum(),
+            max_backlog: self.pipe.cfg.max_backlog,
+            archive_age_seconds,
+            refused: QueueRefused {
+                unknown_article: reason("unknown_article"),
+                too_many_articles: reason("too_many_articles"),
+            },
+            lag: lag
+                .iter()
+                .map(|l| PartitionLag {
+                    partition: l.partition,
+                    group: l.group.to_string(),
+                    pending: l.pending,
+                    unread: l.unread,
+                })
+                .collect(),
+        })
     }
 }

@@ -255,8 +255,11 @@ impl From<u128> for Voter<'static> {
     }
 }
 
+/// The data a store keeps: events in, articles, rankings and counts out.
+/// Its upkeep is [`Lifecycle`]'s; a queued ingest path is a [`Queue`]
+/// beside it, held by the API.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Lifecycle {
     /// Gates and applies `events` in order. For each event, the replay
     /// check, rate limits, dedupe window and counter updates happen
     /// atomically; an `Ok` outcome is durable (per the store's durability
@@ -314,12 +317,7 @@ pub trait Store: Send + Sync + 'static {
         meta: ArticleMeta,
         poster: Voter<'_>,
         now: Timestamp,
-    ) -> Result<ArticleId, StoreError> {
-        let _ = (meta, poster, now);
-        Err(StoreError::Internal(
-            "this store does not support posting".into(),
-        ))
-    }
+    ) -> Result<ArticleId, StoreError>;
 
     /// Seed 003 voting: one vote per user and article, while the article is
     /// younger than the voting window; the voter set is freed after it.
@@ -329,13 +327,16 @@ pub trait Store: Send + Sync + 'static {
         user: Voter<'_>,
         direction: VoteDirection,
         now: Timestamp,
-    ) -> Result<VoteOutcome, StoreError> {
-        let _ = (id, user, direction, now);
-        Err(StoreError::Internal(
-            "this store does not support voting".into(),
-        ))
-    }
+    ) -> Result<VoteOutcome, StoreError>;
 
+    /// Seconds (wall clock) since the archive writer last flushed (the
+    /// Redis store); `None` when no flush happened, or without a writer.
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError>;
+}
+
+/// A store's life around its data: readiness, upkeep, shutdown.
+#[async_trait]
+pub trait Lifecycle: Send + Sync + 'static {
     /// `Ok` if the store can take writes and answer queries.
     async fn ready(&self) -> Result<(), StoreError>;
 
@@ -352,7 +353,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Keeps rankings ready for queries, off the query path: the first
     /// call builds the default ranking ([`HotQuery::default_page`]; until
-    /// then [`Store::warming`] says so), later ones bring the rankings
+    /// then [`Lifecycle::warming`] says so), later ones bring the rankings
     /// queried lately up to date. The server calls it every few seconds
     /// on a task of its own, since a rebuild can take long. The embedded
     /// store does this on a thread of its own and needs no call.
@@ -362,40 +363,60 @@ pub trait Store: Send + Sync + 'static {
 
     /// Flushes everything durable; later calls may fail.
     async fn shutdown(&self) -> Result<(), StoreError>;
+}
 
-    /// Whether ingest goes through a queue ([`Store::enqueue`]; the Redis
-    /// pipeline): the HTTP API then answers `queued`, and workers gate
-    /// and count later.
-    fn queues(&self) -> bool {
-        false
-    }
+/// Ingest through a queue (the Redis pipeline): the API answers `queued`
+/// and workers gate and count later. Held by the API beside its store.
+#[async_trait]
+pub trait Queue: Send + Sync + 'static {
+    /// Queues validated events for the workers; `Ok` once the queue holds
+    /// them durably (per Redis' persistence).
+    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError>;
 
-    /// Queues validated events for the pipeline's workers; `Ok` once the
-    /// queue holds them durably (per Redis' persistence).
-    async fn enqueue(&self, events: Vec<Event>, now: Timestamp) -> Result<(), StoreError> {
-        let _ = (events, now);
-        Err(StoreError::Internal("this store does not queue".into()))
-    }
-
-    /// The verdict the pipeline gave an event with this (hashed) eventId:
+    /// The verdict the workers gave an event with this (hashed) eventId:
     /// counted if any copy counted, else the latest copy's; `None` while
-    /// queued, unknown, expired, or without a pipeline.
-    async fn event_verdict(
+    /// queued, unknown or expired.
+    async fn verdict(
         &self,
         event_id: u128,
-    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError> {
-        let _ = event_id;
-        Ok(None)
-    }
+    ) -> Result<Option<Result<Verdict, IngestReject>>, StoreError>;
 
-    /// The pipeline's backlog for `/api/stats`; `None` without one.
-    async fn pipeline_stats(&self) -> Result<Option<serde_json::Value>, StoreError> {
-        Ok(None)
-    }
+    /// The queue's backlog and refusals, for `/api/stats`.
+    async fn status(&self) -> Result<QueueStats, StoreError>;
+}
 
-    /// Seconds (wall clock) since the archive writer last flushed (the
-    /// Redis store); `None` when no flush happened, or without a writer.
-    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
-        Ok(None)
-    }
+/// A [`Queue`]'s state (`pipeline` in `/api/stats`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStats {
+    pub partitions: u32,
+    /// Entries not yet through both stages, over every partition.
+    pub backlog: u64,
+    /// The backlog at which appends are refused (503).
+    pub max_backlog: u64,
+    /// Seconds since the archive writer last flushed, if it has.
+    pub archive_age_seconds: Option<i64>,
+    /// Events the workers refused, by reason.
+    pub refused: QueueRefused,
+    /// Each partition's stage lag.
+    pub lag: Vec<PartitionLag>,
+}
+
+/// Events the workers refused, by reason (`refused` of [`QueueStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueRefused {
+    pub unknown_article: u64,
+    pub too_many_articles: u64,
+}
+
+/// One partition's stage lag (`lag` of [`QueueStats`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PartitionLag {
+    pub partition: u32,
+    pub group: String,
+    /// Delivered to a worker, not yet acknowledged.
+    pub pending: u64,
+    /// Not yet delivered.
+    pub unread: u64,
 }

@@ -84,6 +84,28 @@ impl TestServer {
         store: Arc<dyn Store>,
         now: i64,
     ) -> Self {
+        Self::start_on(dir, config, store, None, now).await
+    }
+
+    /// Starts on the Redis pipeline: ingest is queued (202 `queued`),
+    /// everything else is the store's.
+    pub async fn start_queued(
+        dir: Arc<tempfile::TempDir>,
+        config: Config,
+        store: Arc<hotrank::pipeline::PipelineStore>,
+        now: i64,
+    ) -> Self {
+        let queue: Arc<dyn hotrank::store::Queue> = store.clone();
+        Self::start_on(dir, config, store, Some(queue), now).await
+    }
+
+    async fn start_on(
+        dir: Arc<tempfile::TempDir>,
+        config: Config,
+        store: Arc<dyn Store>,
+        queue: Option<Arc<dyn hotrank::store::Queue>>,
+        now: i64,
+    ) -> Self {
         // A fixed identity key unless the test brought one: visitor hashes,
         // and so every HyperLogLog estimate, are then the same in every run
         // (a random key lets two of a test's readers share a register about
@@ -97,8 +119,8 @@ impl TestServer {
         let clock = ManualClock::at(now);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let state =
-            hotrank::server::build_state(config, store, Arc::new(clock.clone())).expect("state");
+        let state = hotrank::server::build_state(config, store, queue, Arc::new(clock.clone()))
+            .expect("state");
         let (tx, rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(hotrank::server::run(listener, state, async move {
             let _ = rx.await;

@@ -9,7 +9,7 @@ use crate::model::{
     VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, Voter};
+use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
 
 use super::ranking::RankKey;
 use super::state::record::LogRecord;
@@ -228,6 +228,14 @@ impl Store for EmbeddedStore {
         Ok(outcome)
     }
 
+    /// The embedded store has no archive writer.
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl Lifecycle for EmbeddedStore {
     async fn ready(&self) -> Result<(), StoreError> {
         self.writable()
     }

@@ -9,7 +9,7 @@ use crate::model::{
     ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Quarantine, RangeSpec,
     Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
-use crate::store::{HourlyRow, IngestReject, PutOutcome, Store, StoreError, Voter};
+use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
 
 #[async_trait]
 impl Store for RedisStore {
@@ -223,6 +223,16 @@ impl Store for RedisStore {
         Ok(Some(rows))
     }
 
+    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Ok(self.archive_flushed_at().await?.map(|t| (wall - t).max(0)))
+    }
+}
+
+#[async_trait]
+impl Lifecycle for RedisStore {
     async fn ready(&self) -> Result<(), StoreError> {
         use std::sync::atomic::Ordering::Relaxed;
         if !self.version_ok.load(Relaxed) {
@@ -254,13 +264,6 @@ impl Store for RedisStore {
             ))),
             _ => Ok(()),
         }
-    }
-
-    async fn archive_age(&self) -> Result<Option<i64>, StoreError> {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
-        Ok(self.archive_flushed_at().await?.map(|t| (wall - t).max(0)))
     }
 
     fn warming(&self) -> Option<String> {
