@@ -45,8 +45,10 @@ pub struct BenchArgs {
     /// Events per request: 1 sends `POST /api/views`, more `POST /api/events`.
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
+    /// Connections kept open to the target, each with one request in flight.
     #[arg(long, default_value_t = 16)]
     pub connections: usize,
+    /// How long to drive the target, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration_secs: f64,
     /// Open loop: events (or queries) per second in all; 0 = closed loop,
@@ -57,18 +59,22 @@ pub struct BenchArgs {
     /// `userAgent`, so limits and bot checks apply per reader.
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Articles the events are spread over.
     #[arg(long, default_value_t = 10_000)]
     pub articles: u64,
     /// Zipf exponent of article popularity (0 = uniform).
     #[arg(long, default_value_t = 1.0)]
     pub zipf: f64,
+    /// Distinct visitors the events come from.
     #[arg(long, default_value_t = 1_000_000)]
     pub visitors: u64,
     /// Share of events repeating the previous (visitor, article) pair.
     #[arg(long, default_value_t = 0.1)]
     pub repeat_rate: f64,
+    /// Share of events sent with a crawler's user agent.
     #[arg(long, default_value_t = 0.02)]
     pub bot_share: f64,
+    /// Share of events sent as from one flooding IP address.
     #[arg(long, default_value_t = 0.01)]
     pub flood_share: f64,
     /// Weights of view,dwell,like,comment.
@@ -85,6 +91,7 @@ pub struct BenchArgs {
     /// (article `a` gets visitors `a * N .. a * N + N`).
     #[arg(long, default_value_t = 1)]
     pub preload_visitors: u64,
+    /// Seed of the event stream: the same seed sends the same events.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write the result as JSON to this file.
