@@ -755,4 +755,28 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn durations_are_written_one_way_and_old_bench_flags_still_parse() {
+        let bench = |args: &[&str]| -> (i64, Option<i64>) {
+            let cli = Cli::try_parse_from([&["hotrank", "bench"], args].concat())
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            match cli.command {
+                Command::Bench(b) => (b.duration_secs, b.spread_secs),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(bench(&[]), (10, None));
+        assert_eq!(
+            bench(&["--duration", "2m", "--spread", "72h"]),
+            (120, Some(259_200))
+        );
+        assert_eq!(
+            bench(&["--duration-secs", "8", "--spread-secs", "60"]),
+            (8, Some(60))
+        );
+        assert!(Cli::try_parse_from(["hotrank", "bench", "--duration", "soon"]).is_err());
+        let top = Cli::try_parse_from(["hotrank", "top", "--interval", "1m"]).unwrap();
+        assert!(matches!(top.command, Command::Top(t) if t.interval == 60));
+    }
 }

@@ -48,9 +48,10 @@ pub struct BenchArgs {
     /// Connections kept open to the target, each with one request in flight.
     #[arg(long, default_value_t = 16)]
     pub connections: usize,
-    /// How long to drive the target, in seconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub duration_secs: f64,
+    /// How long to drive the target: 30s, 10m, 1h.
+    #[arg(long = "duration", alias = "duration-secs", default_value = "10s",
+          value_parser = crate::time::parse_duration)]
+    pub duration_secs: i64,
     /// Open loop: events (or queries) per second in all; 0 = closed loop,
     /// as fast as the target answers.
     #[arg(long, default_value_t = 0.0)]
@@ -80,10 +81,10 @@ pub struct BenchArgs {
     /// Weights of view,dwell,like,comment.
     #[arg(long, default_value = "1,0,0,0")]
     pub mix: String,
-    /// Spread event times over this many seconds before now (needs --token
-    /// for rate limits to follow them).
-    #[arg(long, default_value_t = 0)]
-    pub spread_secs: u64,
+    /// Spread event times over this span before now, e.g. 72h (needs
+    /// --token for rate limits to follow them) [default: none].
+    #[arg(long = "spread", alias = "spread-secs", value_parser = crate::time::parse_duration)]
+    pub spread_secs: Option<i64>,
     /// Send one view to each article once, in order, then stop.
     #[arg(long)]
     pub preload: bool,
@@ -229,7 +230,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
         bot_share: args.bot_share,
         flood_share: args.flood_share,
         mix,
-        spread_secs: args.spread_secs,
+        spread_secs: args.spread_secs.unwrap_or(0) as u64,
     });
     let pop = Arc::new(Popularity::new(spec.articles, spec.zipf));
     let sha = match &args.seed_redis {
@@ -266,7 +267,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
         errors: AtomicU64::new(0),
     });
     let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.duration_secs.max(0.1));
+    let deadline = started + Duration::from_secs(args.duration_secs as u64);
     let args = Arc::new(args);
     let sha = Arc::new(sha);
     let mut tasks = Vec::new();
