@@ -31,6 +31,7 @@
 //! - [`secrets`]: the admin token and identity key in the data dir.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`metrics`]: every exported metric family with its HELP text.
+//! - [`log_limit`]: log lines rate-limited under floods.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
 //! - [`time`]: hour and day buckets and the hours a window covers, the
 //!   same for both stores.
@@ -47,6 +48,7 @@ pub mod clock;
 pub mod config;
 pub mod gate;
 pub mod loadgen;
+pub mod log_limit;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;

@@ -39,6 +39,7 @@ enum Command {
     /// Serve an empty handler on the ingest routes: the HTTP floor that
     /// benchmarks compare single views with.
     BenchFloor {
+        /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:8090")]
         listen: SocketAddr,
     },
@@ -70,12 +71,12 @@ enum Command {
     /// sets the site's epoch again, so the API nodes, which refuse a Redis
     /// that lost it (503), serve it as it is. What it lost stays lost;
     /// `archive restore` brings back what the archive holds instead.
-    RedisAckLoss(ServeArgs),
+    RedisAckLoss(StoreArgs),
     /// Rebuild an embedded data directory whose log is damaged (the server
     /// refuses to start on one): keep every intact record, report what was
     /// skipped, write a new snapshot and move the old log aside. Stop the
     /// server first.
-    Repair(ServeArgs),
+    Repair(StoreArgs),
 }
 
 #[derive(Subcommand)]
@@ -83,9 +84,9 @@ enum ArchiveCommand {
     /// Write all state of the configured store (embedded or redis) to the
     /// archive in batches. Upserts: a second run changes nothing; articles
     /// only the archive holds stay. Stop an embedded server first.
-    Export(ServeArgs),
+    Export(ArchiveArgs),
     /// Restore the configured store, which must be empty, from the archive.
-    Import(ServeArgs),
+    Import(ArchiveArgs),
     /// Disaster recovery of the pipeline's Redis (docs/design.md,
     /// "Disaster recovery"): with --replay, rebuild a Redis that lost
     /// everything from the archive, then replay the journal
@@ -96,7 +97,7 @@ enum ArchiveCommand {
 #[derive(clap::Args)]
 struct RestoreArgs {
     #[command(flatten)]
-    serve: ServeArgs,
+    serve: ArchiveArgs,
     /// Replay the journal after the archive: every event acknowledged
     /// since the archive's positions is counted, once.
     #[arg(long)]
@@ -109,13 +110,15 @@ struct WorkerArgs {
     #[arg(value_parser = ["filter", "count"])]
     role: String,
     #[command(flatten)]
-    serve: ServeArgs,
+    serve: ArchiveArgs,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(clap::Args)]
 struct DumpArgs {
     #[command(flatten)]
-    serve: ServeArgs,
+    serve: StoreArgs,
     /// The dump file [default: stdout for export, stdin for import].
     #[arg(long)]
     file: Option<PathBuf>,
@@ -131,23 +134,18 @@ struct DumpArgs {
     from_prefix: String,
 }
 
+/// Where state lives: the flags of every subcommand that opens the store.
 #[derive(clap::Args)]
-struct ServeArgs {
+struct StoreArgs {
     /// TOML configuration file (see the README for every key).
     #[arg(long, env = "HOTRANK_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080].
-    #[arg(long, env = "HOTRANK_LISTEN")]
-    listen: Option<SocketAddr>,
     /// Data directory of the embedded store [default: ./data].
     #[arg(long, env = "HOTRANK_DATA_DIR")]
     data_dir: Option<PathBuf>,
     /// When to fsync the log: always (default) or interval.
     #[arg(long, env = "HOTRANK_FSYNC", value_parser = ["always", "interval"])]
     fsync: Option<String>,
-    /// Log format: text or json.
-    #[arg(long, env = "HOTRANK_LOG_FORMAT", value_parser = ["text", "json"])]
-    log_format: Option<String>,
     /// Where state lives: embedded (default), redis, or redis-cluster
     /// (`--redis-url` then names one or more seed nodes, comma-separated).
     #[arg(long, env = "HOTRANK_STORE", value_parser = ["embedded", "redis", "redis-cluster"])]
@@ -164,36 +162,15 @@ struct ServeArgs {
     /// Article shards of one site on Redis (`[redis] shards`, default 1).
     #[arg(long, env = "HOTRANK_REDIS_SHARDS")]
     redis_shards: Option<u32>,
-    /// PostgreSQL URL of the archive (`[archive] url`).
-    #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
-    archive_url: Option<String>,
-    /// Ingest through the pipeline (`[pipeline] enabled`): needs
-    /// `--store redis`.
-    #[arg(long, env = "HOTRANK_PIPELINE")]
-    pipeline: bool,
-    /// With --pipeline: `all` (default) or a comma-separated subset of
-    /// api, filter, count (`[pipeline] roles`).
-    #[arg(long, env = "HOTRANK_ROLES")]
-    roles: Option<String>,
-    /// With --pipeline: the journal's Redis (`[pipeline] log_url`), for
-    /// disaster recovery (`hotrank archive restore --replay`).
-    #[arg(long, env = "HOTRANK_PIPELINE_LOG_URL")]
-    pipeline_log_url: Option<String>,
-    #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
-    #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
-    ingest_token: Option<String>,
 }
 
-impl ServeArgs {
+impl StoreArgs {
+    /// The configuration file (or the defaults) with these flags on top.
     fn load(&self) -> Result<Config, String> {
         let mut c = match &self.config {
             Some(path) => Config::from_file(path)?,
             None => Config::default(),
         };
-        if let Some(l) = self.listen {
-            c.listen = l;
-        }
         if let Some(d) = &self.data_dir {
             c.data_dir = d.clone();
         }
@@ -202,13 +179,6 @@ impl ServeArgs {
                 FsyncMode::Interval
             } else {
                 FsyncMode::Always
-            };
-        }
-        if let Some(f) = &self.log_format {
-            c.log_format = if f == "json" {
-                LogFormat::Json
-            } else {
-                LogFormat::Text
             };
         }
         if let Some(st) = &self.store {
@@ -237,17 +207,100 @@ impl ServeArgs {
         if let Some(n) = self.redis_shards {
             c.redis.shards = n;
         }
+        Ok(c)
+    }
+}
+
+/// The store, the archive and the pipeline's journal: the `archive`
+/// subcommands and the workers.
+#[derive(clap::Args)]
+struct ArchiveArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// PostgreSQL URL of the archive (`[archive] url`).
+    #[arg(long, env = "HOTRANK_ARCHIVE_URL", hide_env_values = true)]
+    archive_url: Option<String>,
+    /// The pipeline journal's Redis (`[pipeline] log_url`), for disaster
+    /// recovery (`hotrank archive restore --replay`).
+    #[arg(long, env = "HOTRANK_PIPELINE_LOG_URL")]
+    pipeline_log_url: Option<String>,
+}
+
+impl ArchiveArgs {
+    fn load(&self) -> Result<Config, String> {
+        let mut c = self.store.load()?;
         if let Some(u) = &self.archive_url {
             c.archive.url = u.clone();
+        }
+        if let Some(u) = &self.pipeline_log_url {
+            c.pipeline.log_url = u.clone();
+        }
+        Ok(c)
+    }
+}
+
+/// How a long-running process logs.
+#[derive(clap::Args)]
+struct LogArgs {
+    /// Log format: text or json.
+    #[arg(long, env = "HOTRANK_LOG_FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
+}
+
+impl LogArgs {
+    fn apply(&self, c: &mut Config) {
+        if let Some(f) = &self.log_format {
+            c.log_format = if f == "json" {
+                LogFormat::Json
+            } else {
+                LogFormat::Text
+            };
+        }
+    }
+}
+
+/// Everything `hotrank serve` reads: the store, archive and journal, the
+/// logs, and the server's own flags.
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    archive: ArchiveArgs,
+    #[command(flatten)]
+    log: LogArgs,
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "HOTRANK_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Ingest through the pipeline (`[pipeline] enabled`): needs
+    /// `--store redis`.
+    #[arg(long, env = "HOTRANK_PIPELINE")]
+    pipeline: bool,
+    /// With --pipeline: `all` (default) or a comma-separated subset of
+    /// api, filter, count (`[pipeline] roles`).
+    #[arg(long, env = "HOTRANK_ROLES")]
+    roles: Option<String>,
+    /// The admin token: `Authorization: Bearer <token>` for the admin
+    /// endpoints and trusted ingest [default: generated into the data dir,
+    /// its path logged].
+    #[arg(long, env = "HOTRANK_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// The ingest token, for trusted backends: events it carries skip the
+    /// per-IP limits [default: none].
+    #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
+    ingest_token: Option<String>,
+}
+
+impl ServeArgs {
+    fn load(&self) -> Result<Config, String> {
+        let mut c = self.archive.load()?;
+        self.log.apply(&mut c);
+        if let Some(l) = self.listen {
+            c.listen = l;
         }
         if self.pipeline {
             c.pipeline.enabled = true;
         }
         if let Some(r) = &self.roles {
             c.pipeline.roles = r.clone();
-        }
-        if let Some(u) = &self.pipeline_log_url {
-            c.pipeline.log_url = u.clone();
         }
         if self.admin_token.is_some() {
             c.admin_token = self.admin_token.clone();
@@ -583,6 +636,7 @@ fn main() -> ExitCode {
             })
         }),
         Command::Worker(a) => a.serve.load().and_then(|mut config| {
+            a.log.apply(&mut config);
             init_logs(config.log_format);
             config.pipeline.enabled = true;
             config.pipeline.roles = if a.role == "filter" { "filter" } else { "count" }.into();
@@ -623,5 +677,107 @@ fn main() -> ExitCode {
             eprintln!("hotrank: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand, with its path (`archive restore`).
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            let p = format!("{path} {}", sub.get_name()).trim().to_string();
+            out.push((p.clone(), sub.clone()));
+            walk(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_flag_of_every_subcommand_has_help() {
+        Cli::command().debug_assert();
+        let mut all = Vec::new();
+        walk(&Cli::command(), "", &mut all);
+        assert!(all.len() > 15, "{}", all.len());
+        let mut missing = Vec::new();
+        for (path, cmd) in &all {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                let help = arg.get_help().or(arg.get_long_help());
+                if help.is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("hotrank {path} {id}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+
+    #[test]
+    fn subcommands_list_only_the_flags_they_use() {
+        let mut all = Vec::new();
+        walk(&Cli::command(), "", &mut all);
+        let flags = |name: &str| -> Vec<String> {
+            let (_, cmd) = all.iter().find(|(p, _)| p == name).unwrap();
+            cmd.get_arguments()
+                .filter_map(|a| a.get_long().map(str::to_string))
+                .collect()
+        };
+        let server_only = ["listen", "admin-token", "ingest-token", "roles", "pipeline"];
+        for name in [
+            "export",
+            "import",
+            "repair",
+            "redis-ack-loss",
+            "archive export",
+            "archive import",
+            "archive restore",
+            "worker",
+        ] {
+            let f = flags(name);
+            assert!(f.contains(&"data-dir".to_string()), "{name}: {f:?}");
+            for s in server_only {
+                assert!(!f.contains(&s.to_string()), "{name} lists --{s}: {f:?}");
+            }
+        }
+        for name in ["export", "import", "repair", "redis-ack-loss"] {
+            let f = flags(name);
+            for s in ["archive-url", "pipeline-log-url", "log-format"] {
+                assert!(!f.contains(&s.to_string()), "{name} lists --{s}: {f:?}");
+            }
+        }
+        for name in ["serve", "check-config"] {
+            let f = flags(name);
+            for s in server_only {
+                assert!(f.contains(&s.to_string()), "{name} lacks --{s}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn durations_are_written_one_way_and_old_bench_flags_still_parse() {
+        let bench = |args: &[&str]| -> (i64, Option<i64>) {
+            let cli = Cli::try_parse_from([&["hotrank", "bench"], args].concat())
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            match cli.command {
+                Command::Bench(b) => (b.duration_secs, b.spread_secs),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(bench(&[]), (10, None));
+        assert_eq!(
+            bench(&["--duration", "2m", "--spread", "72h"]),
+            (120, Some(259_200))
+        );
+        assert_eq!(
+            bench(&["--duration-secs", "8", "--spread-secs", "60"]),
+            (8, Some(60))
+        );
+        assert!(Cli::try_parse_from(["hotrank", "bench", "--duration", "soon"]).is_err());
+        let top = Cli::try_parse_from(["hotrank", "top", "--interval", "1m"]).unwrap();
+        assert!(matches!(top.command, Command::Top(t) if t.interval == 60));
     }
 }

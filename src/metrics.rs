@@ -463,6 +463,19 @@ pub const FAMILIES: &[Family] = &[
         SECONDS,
         "Time to restore one evicted article: read its archived record, write it back with restore.lua.",
     ),
+    // The access log and CORS (src/api/access.rs, src/api/web.rs)
+    family(
+        "hotrank_access_log_dropped_total",
+        Counter,
+        COUNT,
+        "Requests left out of the access log because it wrote its most lines that second.",
+    ),
+    family(
+        "hotrank_cors_refused_total",
+        Counter,
+        COUNT,
+        "Requests to the ingest endpoints from a browser origin not in cors_origins (answered without CORS headers).",
+    ),
 ];
 
 /// Counters every series of which carries labels: no label-less series of

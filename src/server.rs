@@ -108,7 +108,8 @@ pub async fn run(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
     let rankings = tokio::spawn(keep_rankings(state.clone()));
-    serve(listener, api::router(state), &http, cap, shutdown).await;
+    let trusted = state.trusted_proxies.clone();
+    serve(listener, api::router(state), &http, cap, trusted, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
     // A rebuild in progress is dropped: it leaves nothing a query relies
@@ -134,6 +135,7 @@ async fn serve(
     app: axum::Router,
     http: &HttpConfig,
     (cap, fd_limit): (usize, Option<u64>),
+    trusted: Arc<[(std::net::IpAddr, u8)]>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -176,22 +178,26 @@ async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (app, limits_) = (app.clone(), limits.clone());
+        let (app, limits_, trusted) = (app.clone(), limits.clone(), trusted.clone());
         let conn = slot.conn.clone();
         let svc = tower::service_fn(move |mut req: axum::http::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));
-            let refused = api::head_refusal(&limits_, req.uri(), req.headers());
+            let refused = api::head_refusal(&limits_, req.uri(), req.headers()).map(|resp| {
+                let client = api::request_client(req.extensions(), req.headers(), &trusted);
+                (resp, client)
+            });
             let app = app.clone();
             conn.busy();
             let conn = conn.clone();
             async move {
                 let resp = match refused {
-                    Some(resp) => {
+                    Some((resp, client)) => {
                         api::record_request(
                             "unmatched",
                             req.method(),
                             resp.status(),
                             Duration::ZERO,
+                            client,
                         );
                         Ok(resp)
                     }
@@ -201,7 +207,7 @@ async fn serve(
                 resp
             }
         });
-        let io = TokioIo::new(ParseErrorsAsJson::new(stream, limits.clone()));
+        let io = TokioIo::new(ParseErrorsAsJson::new(stream, limits.clone(), peer.ip()));
         let conn = graceful.watch(builder.serve_connection(io, TowerToHyperService::new(svc)));
         tokio::spawn(async move {
             tokio::select! {

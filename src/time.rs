@@ -95,9 +95,40 @@ fn parse_date_digits(s: &str) -> Option<i64> {
     (civil_from_days(day) == (y, m, d)).then_some(day)
 }
 
+/// Parses a span written `90s`, `10m`, `2h` or `7d` (or bare seconds,
+/// `90`) into seconds (> 0): the one duration syntax of every subcommand.
+pub fn parse_duration(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let bad = || format!("{s:?} is not a duration: use e.g. 90s, 10m, 1h or 7d");
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1),
+        Some((i, 'm')) => (&s[..i], 60),
+        Some((i, 'h')) => (&s[..i], 3600),
+        Some((i, 'd')) => (&s[..i], 86_400),
+        _ => (s, 1),
+    };
+    let n: i64 = num.parse().map_err(|_| bad())?;
+    if n <= 0 {
+        return Err(bad());
+    }
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("30s"), Ok(30));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("1h"), Ok(3600));
+        assert_eq!(parse_duration("7d"), Ok(604_800));
+        for bad in ["", "0m", "-1h", "m", "1.5h", "1w"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn civil_dates_round_trip() {

@@ -182,9 +182,9 @@ async fn errors_are_clear() {
         err.contains("400 invalid_parameter") && err.contains("range"),
         "{err}"
     );
-    let o = hotrank(args(&["stats", "--url", "https://example.org"])).await;
+    let o = hotrank(args(&["stats", "--url", "ftp://example.org"])).await;
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("plain HTTP"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("https://host"));
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -203,17 +203,27 @@ impl FromRequestParts<AppState> for ClientIp {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0.ip())
-            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
-        Ok(ClientIp(client_ip(
-            peer,
+        Ok(ClientIp(request_client(
+            &parts.extensions,
             &parts.headers,
             &state.trusted_proxies,
         )))
     }
+}
+
+/// The client's address of a request (its peer from `ConnectInfo`, through
+/// [`client_ip`]): what [`ClientIp`] extracts, and what the access log
+/// shows.
+pub fn request_client(
+    extensions: &axum::http::Extensions,
+    headers: &HeaderMap,
+    trusted: &[(IpAddr, u8)],
+) -> IpAddr {
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+    client_ip(peer, headers, trusted)
 }
 
 /// Walks `X-Forwarded-For` right to left from a trusted peer: the

@@ -5,6 +5,7 @@
 //! JSON body `{"error": {"code", "message"}}`. Handlers extract, call the
 //! store, and shape JSON: no storage logic lives here.
 
+mod access;
 mod around;
 mod articles;
 pub mod budget;
@@ -13,6 +14,7 @@ mod event_json;
 mod extract;
 mod feeds;
 mod guard;
+pub use extract::request_client;
 pub use guard::head_refusal;
 pub use ops::record as record_request;
 mod ingest;
@@ -176,7 +178,7 @@ fn guarded(routes: Router<AppState>, state: AppState) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(
             tower::ServiceBuilder::new()
-                .layer(around::Around(ops::Track))
+                .layer(around::Around(ops::Track(state.trusted_proxies.clone())))
                 .layer(tower_http::catch_panic::CatchPanicLayer::custom(
                     guard::panic_response,
                 )),

@@ -1,5 +1,6 @@
 //! Operations: health, readiness, metrics, stats and the OpenAPI document.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use axum::Json;
@@ -113,34 +114,40 @@ async fn stats(
     Ok(Json(body))
 }
 
-/// Counts requests by route and status, and logs slow ones (an [`Around`]
-/// layer over every route).
+/// Counts requests by route and status, and writes the access log (an
+/// [`Around`](super::around::Around) layer over every route). Holds the
+/// trusted proxies, to name the client as the handlers do.
 #[derive(Clone)]
-pub struct Track;
+pub struct Track(pub std::sync::Arc<[(IpAddr, u8)]>);
 
 impl Hooks for Track {
-    type Seen = (Instant, Method, Option<MatchedPath>);
+    type Seen = (Instant, Method, Option<MatchedPath>, IpAddr);
 
     fn before(&self, req: &Request) -> Self::Seen {
         let route = req.extensions().get::<MatchedPath>().cloned();
-        (Instant::now(), req.method().clone(), route)
+        let client = super::extract::request_client(req.extensions(), req.headers(), &self.0);
+        (Instant::now(), req.method().clone(), route, client)
     }
 
-    fn after<B>((started, method, route): Self::Seen, resp: &mut axum::http::Response<B>) {
+    fn after<B>((started, method, route, client): Self::Seen, resp: &mut axum::http::Response<B>) {
         let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-        record(route, &method, resp.status(), started.elapsed());
+        record(route, &method, resp.status(), started.elapsed(), client);
     }
 }
 
-/// Counts one answered request (`hotrank_http_*`) and logs it if it failed
-/// or was slow.
-pub fn record(route: &str, method: &Method, status: StatusCode, elapsed: std::time::Duration) {
+/// Counts one answered request (`hotrank_http_*`) and writes its access
+/// log line ([`super::access`]).
+pub fn record(
+    route: &str,
+    method: &Method,
+    status: StatusCode,
+    elapsed: std::time::Duration,
+    client: IpAddr,
+) {
     let (requests, seconds) = handles(route, status);
     requests.increment(1);
     seconds.record(elapsed.as_secs_f64());
-    if status == StatusCode::INTERNAL_SERVER_ERROR || elapsed.as_millis() > 1000 {
-        tracing::warn!(%method, %route, status = status.as_u16(), ms = elapsed.as_millis() as u64, "slow or failed request");
-    }
+    super::access::log(route, method, status, elapsed, client);
 }
 
 thread_local! {

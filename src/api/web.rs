@@ -5,6 +5,7 @@
 
 use std::hash::Hasher;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -15,6 +16,7 @@ use axum::routing::get;
 use super::AppState;
 use super::around::Hooks;
 use crate::config::Config;
+use crate::log_limit::LogLimit;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -146,6 +148,31 @@ fn allowed_origin(config: &Config, headers: &HeaderMap) -> Option<HeaderValue> {
         .then(|| origin.clone())
 }
 
+/// Counts a request from an origin `cors_origins` does not list, and
+/// names the origin in a warning (at most [`REFUSED_LINES`] a minute:
+/// the counter has them all).
+fn refused(origin: &HeaderValue, path: &str) {
+    static LOG: LogLimit = LogLimit::new(Duration::from_secs(60), REFUSED_LINES);
+    metrics::counter!("hotrank_cors_refused_total").increment(1);
+    if let Some(suppressed) = LOG.allow() {
+        // The header is the client's: shown escaped and cut short.
+        let shown: String = String::from_utf8_lossy(origin.as_bytes())
+            .chars()
+            .take(200)
+            .collect();
+        tracing::warn!(
+            origin = ?shown,
+            path,
+            suppressed,
+            "refused a CORS origin missing from cors_origins: its pages cannot read the answers \
+             (add it to cors_origins if it is one of your sites)"
+        );
+    }
+}
+
+/// The most refused-origin warnings a minute.
+const REFUSED_LINES: u32 = 5;
+
 /// How long a browser may cache a preflight answer.
 const PREFLIGHT_MAX_AGE: &str = "86400";
 
@@ -185,10 +212,13 @@ impl Hooks for Cors {
     type Seen = (Option<HeaderValue>, bool);
 
     fn before(&self, req: &Request) -> Self::Seen {
-        (
-            allowed_origin(&self.0, req.headers()),
-            req.method() == Method::OPTIONS,
-        )
+        let allowed = allowed_origin(&self.0, req.headers());
+        if allowed.is_none()
+            && let Some(origin) = req.headers().get(header::ORIGIN)
+        {
+            refused(origin, req.uri().path());
+        }
+        (allowed, req.method() == Method::OPTIONS)
     }
 
     fn after<B>((allowed, is_options): Self::Seen, resp: &mut axum::http::Response<B>) {

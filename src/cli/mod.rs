@@ -24,23 +24,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::model::Timestamp;
 
-/// Parses `90`, `90s`, `10m`, `2h` or `7d` into seconds (> 0).
-pub fn parse_duration(s: &str) -> Result<i64, String> {
-    let s = s.trim();
-    let bad = || format!("{s:?} is not a duration: use e.g. 90s, 10m, 1h or 7d");
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 's')) => (&s[..i], 1),
-        Some((i, 'm')) => (&s[..i], 60),
-        Some((i, 'h')) => (&s[..i], 3600),
-        Some((i, 'd')) => (&s[..i], 86_400),
-        _ => (s, 1),
-    };
-    let n: i64 = num.parse().map_err(|_| bad())?;
-    if n <= 0 {
-        return Err(bad());
-    }
-    n.checked_mul(mult).ok_or_else(bad)
-}
+pub use crate::time::parse_duration;
 
 /// `+MM:SS` (or `+H:MM:SS`) relative time, for simulation steps.
 pub fn fmt_offset(secs: i64) -> String {
@@ -217,18 +201,6 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90"), Ok(90));
-        assert_eq!(parse_duration("30s"), Ok(30));
-        assert_eq!(parse_duration("10m"), Ok(600));
-        assert_eq!(parse_duration("1h"), Ok(3600));
-        assert_eq!(parse_duration("7d"), Ok(604_800));
-        for bad in ["", "0m", "-1h", "m", "1.5h", "1w"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn times() {

@@ -1,13 +1,22 @@
 //! `hotrank top` and `hotrank stats`: a running server's hot list and
 //! totals in the terminal, read from its public API (`/api/overview`,
-//! `/api/stats`) over plain HTTP with the load generator's small client.
+//! `/api/stats`) with the load generator's small client, over plain HTTP
+//! or https (rustls on ring; Mozilla's roots, and `--ca` for a private CA
+//! or a self-signed certificate).
 //!
 //! The tables are five number columns and the title last, so a title of
 //! any width never shifts a column: plain `format!` padding does, and no
 //! table crate is needed.
 
 use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 use serde_json::Value;
 
@@ -15,9 +24,13 @@ use crate::loadgen::wire::Http;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArg {
-    /// The running hotrank server.
+    /// The running hotrank server: http://host[:port] or https://host[:port].
     #[arg(long, env = "HOTRANK_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
+    /// For an https --url: a PEM file of certificates to trust besides the
+    /// built-in roots (a private CA, or a self-signed certificate).
+    #[arg(long, env = "HOTRANK_CA_FILE")]
+    pub ca: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -57,32 +70,124 @@ pub struct StatsArgs {
     pub range: String,
 }
 
-/// `http://host:port[/]` → `host:port`. Only plain HTTP.
-fn authority(url: &str) -> Result<String, String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("--url must be http://host:port (this client speaks plain HTTP), got {url:?}")
-    })?;
+/// A server's address and, for https, how to speak TLS to it.
+pub struct Target {
+    /// The URL as given, without a trailing slash (for messages).
+    url: String,
+    /// `host:port`.
+    addr: String,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+impl Target {
+    pub fn new(server: &ServerArg) -> Result<Self, String> {
+        let url = server.url.trim_end_matches('/').to_string();
+        let (addr, https) = authority(&url)?;
+        let tls = if https {
+            let host = host_of(&addr);
+            let name = ServerName::try_from(host.to_string())
+                .map_err(|e| format!("--url: {host:?} is not a host name ({e})"))?;
+            Some((TlsConnector::from(tls_config(server.ca.as_deref())?), name))
+        } else {
+            if server.ca.is_some() {
+                return Err("--ca is for an https:// --url".into());
+            }
+            None
+        };
+        Ok(Target { url, addr, tls })
+    }
+}
+
+/// rustls on ring with Mozilla's roots, and those of `ca`.
+fn tls_config(ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca {
+        let mut n = 0;
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("--ca {}: {e}", path.display()))?
+        {
+            let cert = cert.map_err(|e| format!("--ca {}: {e}", path.display()))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("--ca {}: {e}", path.display()))?;
+            n += 1;
+        }
+        if n == 0 {
+            return Err(format!("--ca {}: no PEM certificate in it", path.display()));
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// `http://host:port[/]` → (`host:port`, false); `https://…` → (…, true);
+/// the port defaults to 80 or 443.
+fn authority(url: &str) -> Result<(String, bool), String> {
+    let (rest, https) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(rest), _) => (rest, false),
+        (_, Some(rest)) => (rest, true),
+        _ => {
+            return Err(format!(
+                "--url must be http://host[:port] or https://host[:port], got {url:?}"
+            ));
+        }
+    };
     let host = rest.trim_end_matches('/');
     if host.is_empty() || host.contains('/') {
-        return Err(format!("--url must be http://host:port, got {url:?}"));
+        return Err(format!(
+            "--url must be http://host[:port] or https://host[:port], got {url:?}"
+        ));
     }
-    Ok(if host.contains(':') {
+    let has_port = match host.rsplit_once(']') {
+        Some((_, after)) => after.starts_with(':'),
+        None => host.contains(':'),
+    };
+    let addr = if has_port {
         host.to_string()
     } else {
-        format!("{host}:80")
-    })
+        format!("{host}:{}", if https { 443 } else { 80 })
+    };
+    Ok((addr, https))
+}
+
+/// `host:port` → `host` (`[::1]:443` → `::1`).
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// `GET path` as JSON; a non-2xx answer becomes its error message.
-async fn get_json(url: &str, path: &str) -> Result<Value, String> {
-    let addr = authority(url)?;
-    let mut http = Http::connect(&addr)
-        .await
-        .map_err(|e| format!("cannot reach {url}: {e}"))?;
-    let (status, body) = http
-        .request("GET", path, &[("accept", "application/json")], b"")
-        .await
-        .map_err(|e| format!("{url}{path}: {e}"))?;
+async fn get_json(target: &Target, path: &str) -> Result<Value, String> {
+    let url = &target.url;
+    let (status, body) = match &target.tls {
+        None => {
+            let mut http = Http::connect(&target.addr)
+                .await
+                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            http.request("GET", path, &[("accept", "application/json")], b"")
+                .await
+        }
+        Some((tls, name)) => {
+            let tcp = tokio::net::TcpStream::connect(&target.addr)
+                .await
+                .map_err(|e| format!("cannot reach {url}: {e}"))?;
+            let stream = tls
+                .connect(name.clone(), tcp)
+                .await
+                .map_err(|e| format!("cannot reach {url}: TLS: {e}"))?;
+            let mut http = Http::over(stream, &target.addr);
+            http.request("GET", path, &[("accept", "application/json")], b"")
+                .await
+        }
+    }
+    .map_err(|e| format!("{url}{path}: {e}"))?;
     let v: Value = serde_json::from_slice(&body)
         .map_err(|e| format!("{url}{path}: answer is not JSON ({e})"))?;
     if !(200..300).contains(&status) {
@@ -244,11 +349,12 @@ pub fn run_top(args: TopArgs) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let url = args.server.url.trim_end_matches('/').to_string();
+    let target = Target::new(&args.server)?;
+    let url = target.url.clone();
     let tty = std::io::stdout().is_terminal();
     let mut shown = 0u32;
     loop {
-        let fetched = rt.block_on(get_json(&url, &path));
+        let fetched = rt.block_on(get_json(&target, &path));
         let mut out = std::io::stdout().lock();
         if args.watch && tty {
             // Home and clear: each refresh replaces the last.
@@ -355,21 +461,22 @@ pub fn render_stats(o: &Value, s: &Value, url: &str) -> String {
 }
 
 pub fn run_stats(args: StatsArgs) -> Result<(), String> {
-    let url = args.server.url.trim_end_matches('/').to_string();
+    let target = Target::new(&args.server)?;
+    let url = target.url.clone();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     let (o, s) = rt.block_on(async {
         let o = get_json(
-            &url,
+            &target,
             &format!(
                 "/api/overview?{}",
                 query(&[("range", Some(&args.range)), ("limit", Some("1"))])
             ),
         )
         .await?;
-        let s = get_json(&url, "/api/stats?hours=1").await?;
+        let s = get_json(&target, "/api/stats?hours=1").await?;
         Ok::<_, String>((o, s))
     })?;
     print!("{}", render_stats(&o, &s, &url));
@@ -398,12 +505,27 @@ mod tests {
         assert_eq!(fmt_count(999), "999");
         assert_eq!(fmt_count(1000), "1,000");
         assert_eq!(fmt_count(1_234_567), "1,234,567");
+        let a = |u: &str| authority(u.trim_end_matches('/'));
         assert_eq!(
-            authority("http://127.0.0.1:8080/").unwrap(),
-            "127.0.0.1:8080"
+            a("http://127.0.0.1:8080/").unwrap(),
+            ("127.0.0.1:8080".into(), false)
         );
-        assert_eq!(authority("http://example.org").unwrap(), "example.org:80");
-        assert!(authority("https://example.org").is_err());
-        assert!(authority("http://example.org/base/path").is_err());
+        assert_eq!(
+            a("http://example.org").unwrap(),
+            ("example.org:80".into(), false)
+        );
+        assert_eq!(
+            a("https://example.org").unwrap(),
+            ("example.org:443".into(), true)
+        );
+        assert_eq!(a("https://[::1]").unwrap(), ("[::1]:443".into(), true));
+        assert_eq!(
+            a("https://[::1]:8443").unwrap(),
+            ("[::1]:8443".into(), true)
+        );
+        assert_eq!(host_of("[::1]:8443"), "::1");
+        assert_eq!(host_of("example.org:443"), "example.org");
+        assert!(a("ftp://example.org").is_err());
+        assert!(a("http://example.org/base/path").is_err());
     }
 }

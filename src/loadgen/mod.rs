@@ -45,10 +45,13 @@ pub struct BenchArgs {
     /// Events per request: 1 sends `POST /api/views`, more `POST /api/events`.
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
+    /// Connections kept open to the target, each with one request in flight.
     #[arg(long, default_value_t = 16)]
     pub connections: usize,
-    #[arg(long, default_value_t = 10.0)]
-    pub duration_secs: f64,
+    /// How long to drive the target: 30s, 10m, 1h.
+    #[arg(long = "duration", alias = "duration-secs", default_value = "10s",
+          value_parser = crate::time::parse_duration)]
+    pub duration_secs: i64,
     /// Open loop: events (or queries) per second in all; 0 = closed loop,
     /// as fast as the target answers.
     #[arg(long, default_value_t = 0.0)]
@@ -57,27 +60,31 @@ pub struct BenchArgs {
     /// `userAgent`, so limits and bot checks apply per reader.
     #[arg(long, env = "HOTRANK_INGEST_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Articles the events are spread over.
     #[arg(long, default_value_t = 10_000)]
     pub articles: u64,
     /// Zipf exponent of article popularity (0 = uniform).
     #[arg(long, default_value_t = 1.0)]
     pub zipf: f64,
+    /// Distinct visitors the events come from.
     #[arg(long, default_value_t = 1_000_000)]
     pub visitors: u64,
     /// Share of events repeating the previous (visitor, article) pair.
     #[arg(long, default_value_t = 0.1)]
     pub repeat_rate: f64,
+    /// Share of events sent with a crawler's user agent.
     #[arg(long, default_value_t = 0.02)]
     pub bot_share: f64,
+    /// Share of events sent as from one flooding IP address.
     #[arg(long, default_value_t = 0.01)]
     pub flood_share: f64,
     /// Weights of view,dwell,like,comment.
     #[arg(long, default_value = "1,0,0,0")]
     pub mix: String,
-    /// Spread event times over this many seconds before now (needs --token
-    /// for rate limits to follow them).
-    #[arg(long, default_value_t = 0)]
-    pub spread_secs: u64,
+    /// Spread event times over this span before now, e.g. 72h (needs
+    /// --token for rate limits to follow them) [default: none].
+    #[arg(long = "spread", alias = "spread-secs", value_parser = crate::time::parse_duration)]
+    pub spread_secs: Option<i64>,
     /// Send one view to each article once, in order, then stop.
     #[arg(long)]
     pub preload: bool,
@@ -85,6 +92,7 @@ pub struct BenchArgs {
     /// (article `a` gets visitors `a * N .. a * N + N`).
     #[arg(long, default_value_t = 1)]
     pub preload_visitors: u64,
+    /// Seed of the event stream: the same seed sends the same events.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write the result as JSON to this file.
@@ -222,7 +230,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
         bot_share: args.bot_share,
         flood_share: args.flood_share,
         mix,
-        spread_secs: args.spread_secs,
+        spread_secs: args.spread_secs.unwrap_or(0) as u64,
     });
     let pop = Arc::new(Popularity::new(spec.articles, spec.zipf));
     let sha = match &args.seed_redis {
@@ -259,7 +267,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
         errors: AtomicU64::new(0),
     });
     let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(args.duration_secs.max(0.1));
+    let deadline = started + Duration::from_secs(args.duration_secs as u64);
     let args = Arc::new(args);
     let sha = Arc::new(sha);
     let mut tasks = Vec::new();

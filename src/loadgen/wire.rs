@@ -4,12 +4,13 @@
 
 use std::io;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// One keep-alive HTTP/1.1 connection.
-pub struct Http {
-    stream: TcpStream,
+/// One keep-alive HTTP/1.1 connection, over TCP or any other stream (TLS
+/// for `hotrank top`).
+pub struct Http<S = TcpStream> {
+    stream: S,
     host: String,
     buf: Vec<u8>,
 }
@@ -18,11 +19,18 @@ impl Http {
     pub async fn connect(addr: &str) -> io::Result<Self> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Http {
+        Ok(Http::over(stream, addr))
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Http<S> {
+    /// HTTP on an open stream to `host` (the `Host` header: `name:port`).
+    pub fn over(stream: S, host: &str) -> Self {
+        Http {
             stream,
-            host: addr.to_string(),
+            host: host.to_string(),
             buf: Vec::with_capacity(16 * 1024),
-        })
+        }
     }
 
     /// Sends one request and reads the whole answer: (status, body).

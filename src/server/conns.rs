@@ -17,12 +17,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::config::HttpConfig;
+use crate::log_limit::LogLimit;
 
 /// The most connections `http` allows under the process's descriptor
 /// limit: `(cap, descriptor limit)`, the limit `None` where it is unknown.
@@ -64,7 +65,7 @@ pub struct Conns {
     cap: usize,
     open: Mutex<HashMap<u64, Arc<Conn>>>,
     next_id: AtomicU64,
-    last_log: Mutex<Option<Instant>>,
+    log_limit: LogLimit,
 }
 
 /// Ticks at every request's end: orders connections by idleness.
@@ -119,7 +120,7 @@ impl Conns {
             cap,
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
-            last_log: Mutex::new(None),
+            log_limit: LogLimit::new(Duration::from_secs(10), 1),
         })
     }
 
@@ -176,11 +177,10 @@ impl Conns {
 
     /// Logs a cap event, at most once every 10 s.
     fn log(&self, what: &str) {
-        let mut last = self.last_log.lock();
-        if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-            *last = Some(Instant::now());
+        if let Some(held) = self.log_limit.allow() {
             tracing::warn!(
                 cap = self.cap,
+                suppressed = held,
                 "{} connections open (http.max_connections, within the descriptor limit): {what}",
                 self.cap
             );

@@ -35,6 +35,9 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: T,
         limits: std::sync::Arc<HttpConfig>,
+        // The peer's address: the client the access log names (the head,
+        // with any X-Forwarded-For, could not be read).
+        peer: std::net::IpAddr,
         // A line end was read since the last answer was written.
         line_ended: bool,
         // The replacement answer and how much of it is written.
@@ -43,10 +46,11 @@ pin_project_lite::pin_project! {
 }
 
 impl<T> ParseErrorsAsJson<T> {
-    pub fn new(inner: T, limits: std::sync::Arc<HttpConfig>) -> Self {
+    pub fn new(inner: T, limits: std::sync::Arc<HttpConfig>, peer: std::net::IpAddr) -> Self {
         ParseErrorsAsJson {
             inner,
             limits,
+            peer,
             line_ended: false,
             reply: None,
         }
@@ -148,6 +152,7 @@ impl<T: AsyncWrite> ParseErrorsAsJson<T> {
             &axum::http::Method::GET,
             status,
             std::time::Duration::ZERO,
+            *this.peer,
         );
         Some(match self.poll_reply(cx) {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
