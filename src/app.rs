@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, RedisLayout, StoreKind};
-use crate::store::embedded::{Durability, EmbeddedStore};
 use crate::pipeline::{
-    ArchiveTask, IngestPipeline, PipelineStore, Workers, spawn_writer, spawn_workers,
+    ArchiveTask, IngestPipeline, PipelineStore, Workers, spawn_workers, spawn_writer,
 };
+use crate::store::embedded::{Durability, EmbeddedStore};
 use crate::store::redis::{RedisOptions, RedisStore, SEED_LAYOUT_LIMITS};
 use crate::store::{Store, StoreSettings};
 
