@@ -11,8 +11,7 @@
 //! neighbouring `VAL` opcodes get merged afterwards — because the resulting
 //! bytes, not only the register values, must match Redis.
 
-use super::HLL_REGISTERS;
-use super::hll::HLL_HDR_SIZE;
+use super::{HLL_HDR_SIZE, HLL_REGISTERS, Image};
 
 pub(crate) const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
@@ -250,7 +249,7 @@ pub(crate) enum SetOutcome {
 /// image used the same cursor with a lower `index` (and the image was not
 /// modified in between).
 pub(crate) fn set(
-    img: &mut super::hll::Image,
+    img: &mut Image,
     sparse_max: usize,
     index: usize,
     count: u8,
@@ -431,8 +430,6 @@ pub(crate) fn set(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::sketch::hll::Image;
 
     fn empty_image() -> Image {
         let mut v = Image::from_slice(b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0");
