@@ -10,10 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Unix seconds.
-pub type Timestamp = i64;
-
-pub use crate::time::{HOUR, hour_of};
+pub use crate::time::{HOUR, Timestamp, hour_of};
 
 /// An integer as JSON Schema counts them: written `10056` or `10056.0`
 /// (an integral number), within the range a double holds exactly.

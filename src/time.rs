@@ -5,7 +5,8 @@
 
 use std::ops::RangeInclusive;
 
-use crate::model::Timestamp;
+/// Unix seconds.
+pub type Timestamp = i64;
 
 /// Seconds in one hourly bucket.
 pub const HOUR: i64 = 3600;

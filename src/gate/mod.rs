@@ -8,6 +8,7 @@
 //! `replayed → bot → rate_limited → duplicate → counted`.
 
 pub mod bots;
+pub mod config;
 mod limiter;
 
 pub use bots::{BotDetector, reload_on_sighup};

@@ -120,9 +120,13 @@ pub struct Report {
     pub p999_us: u64,
     pub max_us: u64,
     /// HTTP status (or "ok"/"error" for Redis) → count.
-    pub statuses: std::collections::BTreeMap<String, u64>,
+    pub statuses: Statuses,
 }
 
+/// HTTP status (or "ok"/"error" for Redis) → count.
+pub type Statuses = std::collections::BTreeMap<String, u64>;
+
+#[derive(Default)]
 struct Shared {
     events: AtomicU64,
     requests: AtomicU64,
@@ -234,24 +238,61 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
     });
     let pop = Arc::new(Popularity::new(spec.articles, spec.zipf));
     let sha = match &args.seed_redis {
-        Some(addr) => {
-            let script = std::fs::read(&args.seed_script)
-                .map_err(|e| format!("cannot read {}: {e}", args.seed_script.display()))?;
-            let mut c = Resp::connect(addr)
-                .await
-                .map_err(|e| format!("redis {addr}: {e}"))?;
-            match c
-                .command(&[b"SCRIPT", b"LOAD", &script])
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                Reply::Bulk(Some(sha)) => Some(String::from_utf8_lossy(&sha).into_owned()),
-                other => return Err(format!("SCRIPT LOAD answered {other:?}")),
-            }
-        }
+        Some(addr) => Some(load_seed_script(addr, &args.seed_script).await?),
         None => None,
     };
-    let mode = match (&args.seed_redis, &args.query) {
+    let mode = mode(&args);
+    let shared = Arc::new(Shared::default());
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.duration_secs as u64);
+    let load = Load {
+        args: Arc::new(args),
+        spec,
+        pop,
+        shared: shared.clone(),
+        sha: Arc::new(sha),
+        deadline,
+    };
+    let tasks: Vec<_> = (0..load.args.connections)
+        .map(|conn| load.spawn_connection(conn))
+        .collect();
+    let progress = spawn_progress(shared.clone(), started);
+    let (hist, statuses) = join(tasks).await?;
+    progress.abort();
+    let report = Report::new(
+        load.args.label.clone(),
+        mode,
+        started.elapsed().as_secs_f64(),
+        &shared,
+        &hist,
+        statuses,
+    );
+    if let Some(path) = &load.args.json {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(report)
+}
+
+/// Loads seed 000's script into the redis-server at `addr`; its SHA1.
+async fn load_seed_script(addr: &str, path: &std::path::Path) -> Result<String, String> {
+    let script = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut c = Resp::connect(addr)
+        .await
+        .map_err(|e| format!("redis {addr}: {e}"))?;
+    match c
+        .command(&[b"SCRIPT", b"LOAD", &script])
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Reply::Bulk(Some(sha)) => Ok(String::from_utf8_lossy(&sha).into_owned()),
+        other => Err(format!("SCRIPT LOAD answered {other:?}")),
+    }
+}
+
+/// What the run drives, as its report names it.
+fn mode(args: &BenchArgs) -> String {
+    match (&args.seed_redis, &args.query) {
         (Some(_), _) => format!(
             "seed-script{} P={}",
             if args.seed_dedupe { "+dedupe" } else { "" },
@@ -260,26 +301,33 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
         (None, Some(q)) => format!("query {q}"),
         (None, None) if args.batch == 1 => "POST /api/views".to_string(),
         (None, None) => format!("POST /api/events batch={}", args.batch),
-    };
-    let shared = Arc::new(Shared {
-        events: AtomicU64::new(0),
-        requests: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-    });
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(args.duration_secs as u64);
-    let args = Arc::new(args);
-    let sha = Arc::new(sha);
-    let mut tasks = Vec::new();
-    for conn in 0..args.connections {
+    }
+}
+
+/// What every connection of a run shares.
+struct Load {
+    args: Arc<BenchArgs>,
+    spec: Arc<StreamSpec>,
+    pop: Arc<Popularity>,
+    shared: Arc<Shared>,
+    /// The seed script's SHA1 with `--seed-redis`.
+    sha: Arc<Option<String>>,
+    deadline: Instant,
+}
+
+impl Load {
+    /// Connection `conn`: its own event stream, to hotrank or to the seed
+    /// script, until the deadline; its latencies and statuses.
+    fn spawn_connection(&self, conn: usize) -> tokio::task::JoinHandle<Worker> {
         let (args, spec, pop, shared, sha) = (
-            args.clone(),
-            spec.clone(),
-            pop.clone(),
-            shared.clone(),
-            sha.clone(),
+            self.args.clone(),
+            self.spec.clone(),
+            self.pop.clone(),
+            self.shared.clone(),
+            self.sha.clone(),
         );
-        tasks.push(tokio::spawn(async move {
+        let deadline = self.deadline;
+        tokio::spawn(async move {
             let mut stream = Stream::new(
                 &spec,
                 &pop,
@@ -307,30 +355,37 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
                 shared.errors.fetch_add(1, Ordering::Relaxed);
             }
             w
-        }));
-    }
-    let progress = {
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let mut last = (0u64, Instant::now());
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let ev = shared.events.load(Ordering::Relaxed);
-                let dt = last.1.elapsed().as_secs_f64();
-                eprintln!(
-                    "[{:>5.1}s] {:>10} events  {:>10.0} events/s  {:>8} requests  {} errors",
-                    started.elapsed().as_secs_f64(),
-                    ev,
-                    (ev - last.0) as f64 / dt,
-                    shared.requests.load(Ordering::Relaxed),
-                    shared.errors.load(Ordering::Relaxed)
-                );
-                last = (ev, Instant::now());
-            }
         })
-    };
+    }
+}
+
+/// Prints the totals so far once a second, on stderr, until aborted.
+fn spawn_progress(shared: Arc<Shared>, started: Instant) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last = (0u64, Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let ev = shared.events.load(Ordering::Relaxed);
+            let dt = last.1.elapsed().as_secs_f64();
+            eprintln!(
+                "[{:>5.1}s] {:>10} events  {:>10.0} events/s  {:>8} requests  {} errors",
+                started.elapsed().as_secs_f64(),
+                ev,
+                (ev - last.0) as f64 / dt,
+                shared.requests.load(Ordering::Relaxed),
+                shared.errors.load(Ordering::Relaxed)
+            );
+            last = (ev, Instant::now());
+        }
+    })
+}
+
+/// Waits for every connection; their latencies and statuses added up.
+async fn join(
+    tasks: Vec<tokio::task::JoinHandle<Worker>>,
+) -> Result<(Histogram<u64>, Statuses), String> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
-    let mut statuses = std::collections::BTreeMap::new();
+    let mut statuses = Statuses::new();
     for t in tasks {
         let w = t.await.map_err(|e| e.to_string())?;
         hist.add(&w.hist).map_err(|e| e.to_string())?;
@@ -338,31 +393,37 @@ pub async fn run(args: BenchArgs) -> Result<Report, String> {
             *statuses.entry(k).or_default() += v;
         }
     }
-    progress.abort();
-    let seconds = started.elapsed().as_secs_f64();
-    let events = shared.events.load(Ordering::Relaxed);
-    let requests = shared.requests.load(Ordering::Relaxed);
-    let report = Report {
-        label: args.label.clone(),
-        mode,
-        seconds,
-        requests,
-        events,
-        errors: shared.errors.load(Ordering::Relaxed),
-        events_per_sec: events as f64 / seconds,
-        requests_per_sec: requests as f64 / seconds,
-        p50_us: hist.value_at_quantile(0.50),
-        p90_us: hist.value_at_quantile(0.90),
-        p99_us: hist.value_at_quantile(0.99),
-        p999_us: hist.value_at_quantile(0.999),
-        max_us: hist.max(),
-        statuses,
-    };
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok((hist, statuses))
+}
+
+impl Report {
+    fn new(
+        label: String,
+        mode: String,
+        seconds: f64,
+        shared: &Shared,
+        hist: &Histogram<u64>,
+        statuses: Statuses,
+    ) -> Report {
+        let events = shared.events.load(Ordering::Relaxed);
+        let requests = shared.requests.load(Ordering::Relaxed);
+        Report {
+            label,
+            mode,
+            seconds,
+            requests,
+            events,
+            errors: shared.errors.load(Ordering::Relaxed),
+            events_per_sec: events as f64 / seconds,
+            requests_per_sec: requests as f64 / seconds,
+            p50_us: hist.value_at_quantile(0.50),
+            p90_us: hist.value_at_quantile(0.90),
+            p99_us: hist.value_at_quantile(0.99),
+            p999_us: hist.value_at_quantile(0.999),
+            max_us: hist.max(),
+            statuses,
+        }
     }
-    Ok(report)
 }
 
 /// Paces an open-loop worker: the scheduled start of its next request.
@@ -517,84 +578,22 @@ async fn seed_worker(
     let mut preload_next = conn as u64;
     while Instant::now() < deadline {
         let t0 = pace.wait().await;
-        let mut events: Vec<Gen> = Vec::with_capacity(p);
-        if args.preload {
-            while events.len() < p
-                && let Some((article, visitor)) = preload_view(args, preload_next)
-            {
-                events.push(Gen {
-                    kind: Kind::View,
-                    article,
-                    visitor,
-                    bot: false,
-                    flood: false,
-                    seconds: 0,
-                    age: 0,
-                });
-                preload_next += args.connections as u64;
-            }
+        let events: Vec<Gen> = if args.preload {
+            let events = preload_views(args, &mut preload_next, p);
             if events.is_empty() {
                 break;
             }
+            events
         } else {
-            events.extend((0..p).map(|_| stream.next_event()));
-        }
+            (0..p).map(|_| stream.next_event()).collect()
+        };
         let p = events.len();
         let fresh: Vec<&Gen> = if args.seed_dedupe {
-            let mut enc = Vec::new();
-            for g in &events {
-                let key = format!("dedup:v{}:a{}", g.visitor, g.article);
-                Resp::encode(
-                    &mut enc,
-                    &[b"SET", key.as_bytes(), b"1", b"NX", b"EX", b"900"],
-                );
-            }
-            let replies = redis.pipeline(&enc, p).await.map_err(|e| e.to_string())?;
-            events
-                .iter()
-                .zip(replies)
-                .filter(|(_, r)| matches!(r, Reply::Status(s) if s == "OK"))
-                .map(|(g, _)| g)
-                .collect()
+            seed_dedupe(&mut redis, &events).await?
         } else {
             events.iter().collect()
         };
-        let mut enc = Vec::new();
-        for g in &fresh {
-            let a = format!("a{}", g.article);
-            let v = format!("v{}", g.visitor);
-            let (k1, k2, k4) = (
-                format!("counter:views:{a}"),
-                format!("hll:uv:{a}"),
-                format!("meta:article:{a}"),
-            );
-            Resp::encode(
-                &mut enc,
-                &[
-                    b"EVALSHA",
-                    sha.as_bytes(),
-                    b"4",
-                    k1.as_bytes(),
-                    k2.as_bytes(),
-                    b"hot:score",
-                    k4.as_bytes(),
-                    a.as_bytes(),
-                    v.as_bytes(),
-                    b"1.0",
-                    b"1.2",
-                    b"2",
-                    b"1.5",
-                ],
-            );
-        }
-        let replies = if fresh.is_empty() {
-            vec![]
-        } else {
-            redis
-                .pipeline(&enc, fresh.len())
-                .await
-                .map_err(|e| e.to_string())?
-        };
+        let replies = seed_views(&mut redis, sha, &fresh).await?;
         let errors = replies
             .iter()
             .filter(|r| matches!(r, Reply::Error(_)))
@@ -612,6 +611,90 @@ async fn seed_worker(
         shared.errors.fetch_add(errors, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Up to `n` preload views, from the `next`-th on (every `--connections`-th,
+/// so that connections share the preload without overlap).
+fn preload_views(args: &BenchArgs, next: &mut u64, n: usize) -> Vec<Gen> {
+    let mut events = Vec::with_capacity(n);
+    while events.len() < n
+        && let Some((article, visitor)) = preload_view(args, *next)
+    {
+        events.push(Gen {
+            kind: Kind::View,
+            article,
+            visitor,
+            bot: false,
+            flood: false,
+            seconds: 0,
+            age: 0,
+        });
+        *next += args.connections as u64;
+    }
+    events
+}
+
+/// Seed 000's dedupe step, pipelined: the events whose (visitor, article)
+/// pair was not seen in the last 900 s.
+async fn seed_dedupe<'a>(redis: &mut Resp, events: &'a [Gen]) -> Result<Vec<&'a Gen>, String> {
+    let mut enc = Vec::new();
+    for g in events {
+        let key = format!("dedup:v{}:a{}", g.visitor, g.article);
+        Resp::encode(
+            &mut enc,
+            &[b"SET", key.as_bytes(), b"1", b"NX", b"EX", b"900"],
+        );
+    }
+    let replies = redis
+        .pipeline(&enc, events.len())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(events
+        .iter()
+        .zip(replies)
+        .filter(|(_, r)| matches!(r, Reply::Status(s) if s == "OK"))
+        .map(|(g, _)| g)
+        .collect())
+}
+
+/// One `EVALSHA` of seed 000's view script per event, pipelined; the
+/// replies.
+async fn seed_views(redis: &mut Resp, sha: &str, fresh: &[&Gen]) -> Result<Vec<Reply>, String> {
+    if fresh.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut enc = Vec::new();
+    for g in fresh {
+        let a = format!("a{}", g.article);
+        let v = format!("v{}", g.visitor);
+        let (k1, k2, k4) = (
+            format!("counter:views:{a}"),
+            format!("hll:uv:{a}"),
+            format!("meta:article:{a}"),
+        );
+        Resp::encode(
+            &mut enc,
+            &[
+                b"EVALSHA",
+                sha.as_bytes(),
+                b"4",
+                k1.as_bytes(),
+                k2.as_bytes(),
+                b"hot:score",
+                k4.as_bytes(),
+                a.as_bytes(),
+                v.as_bytes(),
+                b"1.0",
+                b"1.2",
+                b"2",
+                b"1.5",
+            ],
+        );
+    }
+    redis
+        .pipeline(&enc, fresh.len())
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The HTTP floor: an axum server whose `POST /api/views` and

@@ -3,21 +3,12 @@
 
 use super::murmur::{HLL_SEED, murmur64a};
 use super::sparse::{self, Cursor, SetOutcome};
-use super::{HLL_REGISTERS, dense, estimate};
+use super::{HLL_HDR_SIZE, HLL_REGISTERS, Image, dense, estimate};
 
-/// Size of the header ("HYLL", encoding, 3 unused bytes, cached cardinality).
-pub(crate) const HLL_HDR_SIZE: usize = 16;
 /// Total size of a dense image.
 pub const HLL_DENSE_SIZE: usize = HLL_HDR_SIZE + dense::DENSE_REGISTER_BYTES;
 /// Default `hll-sparse-max-bytes` of Redis.
 pub const DEFAULT_SPARSE_MAX_BYTES: usize = 3000;
-
-/// Image bytes held inside the sketch itself: the empty image (18 bytes)
-/// and one or two registers (21–24), what most of an article's sketches
-/// hold (one per hour, one for its lifetime). Longer images are on the
-/// heap, as a `Vec` would hold them.
-pub(crate) const INLINE_IMAGE: usize = 24;
-pub(crate) type Image = smallvec::SmallVec<[u8; INLINE_IMAGE]>;
 
 const MAGIC: &[u8; 4] = b"HYLL";
 const ENC_DENSE: u8 = 0;
@@ -77,7 +68,7 @@ pub enum HllError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hll {
     /// The Redis string value: header + sparse opcodes or dense registers;
-    /// inline up to [`INLINE_IMAGE`] bytes.
+    /// inline up to [`INLINE_IMAGE`](super::INLINE_IMAGE) bytes.
     bytes: Image,
     /// `hll-sparse-max-bytes`: sparse images never grow beyond this.
     sparse_max: usize,
@@ -516,6 +507,7 @@ impl<'de> serde::Deserialize<'de> for Hll {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sketch::INLINE_IMAGE;
 
     /// Sketches of up to two registers hold their image inline; longer
     /// ones move it to the heap, and every image reads back (and parses)

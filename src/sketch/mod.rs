@@ -93,3 +93,13 @@ pub use murmur::{HLL_SEED, murmur64a};
 
 /// Number of registers (2^14).
 pub const HLL_REGISTERS: usize = 16384;
+
+/// Size of the header ("HYLL", encoding, 3 unused bytes, cached cardinality).
+pub(crate) const HLL_HDR_SIZE: usize = 16;
+
+/// Image bytes held inside the sketch itself: the empty image (18 bytes)
+/// and one or two registers (21–24), what most of an article's sketches
+/// hold (one per hour, one for its lifetime). Longer images are on the
+/// heap, as a `Vec` would hold them.
+pub(crate) const INLINE_IMAGE: usize = 24;
+pub(crate) type Image = smallvec::SmallVec<[u8; INLINE_IMAGE]>;

@@ -11,8 +11,7 @@
 //! neighbouring `VAL` opcodes get merged afterwards — because the resulting
 //! bytes, not only the register values, must match Redis.
 
-use super::HLL_REGISTERS;
-use super::hll::HLL_HDR_SIZE;
+use super::{HLL_HDR_SIZE, HLL_REGISTERS, Image};
 
 pub(crate) const VAL_MAX_VALUE: u8 = 32;
 const VAL_MAX_LEN: usize = 4;
@@ -250,7 +249,7 @@ pub(crate) enum SetOutcome {
 /// image used the same cursor with a lower `index` (and the image was not
 /// modified in between).
 pub(crate) fn set(
-    img: &mut super::hll::Image,
+    img: &mut Image,
     sparse_max: usize,
     index: usize,
     count: u8,
@@ -262,18 +261,64 @@ pub(crate) fn set(
 
     // Step 1: find the opcode covering `index`, remembering up to two
     // predecessors.
-    let (mut p, mut first) = match cursor.start {
+    let Some(found) = find(img, index, cursor.start) else {
+        // Impossible for a validated image.
+        debug_assert!(false, "sparse index {index} beyond the opcode stream");
+        return SetOutcome::Unchanged;
+    };
+
+    // A resumed scan must never stop at its start opcode (its predecessor is
+    // unknown); that only happens if indices were not increasing, in which
+    // case fall back to a full scan.
+    if cursor.start.is_some() && found.prev.is_none() {
+        *cursor = Cursor::default();
+        return set(img, sparse_max, index, count, cursor);
+    }
+    let next_cursor = cursor.after(found.prev2);
+
+    // Steps 2 and 3: the register takes its new value.
+    match write(img, sparse_max, &found, index, count) {
+        SetOutcome::Changed => {}
+        unchanged_or_promote => return unchanged_or_promote,
+    }
+
+    // Step 4: merge adjacent VAL opcodes with equal values, scanning at most
+    // five opcodes starting from the predecessor.
+    merge_vals(img, found.prev.map_or(HLL_HDR_SIZE, |p| p.off));
+
+    *cursor = next_cursor;
+    SetOutcome::Changed
+}
+
+/// The opcode that covers a register, as [`find`] found it.
+struct Found {
+    /// Offset of the opcode.
+    p: usize,
+    /// The first register it covers.
+    first: usize,
+    /// Registers it covers.
+    span: usize,
+    /// Its length in bytes (1 or 2).
+    oplen: usize,
+    /// The opcode before it, and the one before that, if the scan passed them.
+    prev: Option<OpPos>,
+    prev2: Option<OpPos>,
+}
+
+/// Scans from `start` (`None`: the first opcode) to the opcode covering
+/// `index`; `None` if the stream ends first.
+#[inline(always)]
+fn find(img: &[u8], index: usize, start: Option<OpPos>) -> Option<Found> {
+    let (mut p, mut first) = match start {
         Some(s) => (s.off, s.first),
         None => (HLL_HDR_SIZE, 0),
     };
     let mut prev: Option<OpPos> = None;
     let mut prev2: Option<OpPos> = None;
-    let mut end = img.len();
-    let (span, oplen) = loop {
+    let end = img.len();
+    loop {
         if p >= end {
-            // Impossible for a validated image.
-            debug_assert!(false, "sparse index {index} beyond the opcode stream");
-            return SetOutcome::Unchanged;
+            return None;
         }
         let b = img[p];
         let (span, oplen) = if b & 0x80 != 0 {
@@ -284,115 +329,133 @@ pub(crate) fn set(
             (xzero_len(b, img[p + 1]), 2)
         };
         if index < first + span {
-            break (span, oplen);
+            return Some(Found {
+                p,
+                first,
+                span,
+                oplen,
+                prev,
+                prev2,
+            });
         }
         prev2 = prev;
         prev = Some(OpPos { off: p, first });
         p += oplen;
         first += span;
-    };
-    let b = img[p];
+    }
+}
+
+impl Cursor {
+    /// The cursor for a later call with a higher index, after a call that
+    /// started at this one and passed `prev2` (the opcode before the
+    /// found opcode's predecessor): an opcode strictly before that
+    /// predecessor, as everything strictly before it is left untouched.
+    #[inline(always)]
+    fn after(&self, prev2: Option<OpPos>) -> Cursor {
+        match (self.start, prev2) {
+            (None, None) => Cursor::default(),
+            (None, Some(pp)) => Cursor {
+                start: Some(pp),
+                before: None,
+            },
+            (Some(s), Some(pp)) if pp.off == s.off => Cursor {
+                start: Some(pp),
+                before: self.before,
+            },
+            (Some(s), Some(pp)) => Cursor {
+                start: Some(pp),
+                before: Some(s),
+            },
+            // Only the start opcode was passed, so it is `prev` and may change.
+            (Some(_), None) => Cursor {
+                start: self.before,
+                before: None,
+            },
+        }
+    }
+}
+
+/// Steps 2 and 3: register `index`, in the opcode `f`, becomes `count`:
+/// in place when the opcode covers only it, else by replacing the opcode
+/// with up to three. `Unchanged` if it already held `count` or more;
+/// `Promote` (nothing modified) if the image would outgrow `sparse_max`.
+#[inline(always)]
+fn write(img: &mut Image, sparse_max: usize, f: &Found, index: usize, count: u8) -> SetOutcome {
+    let b = img[f.p];
     let is_val = b & 0x80 != 0;
-    let op_is_xzero = is_xzero(b);
-    let runlen = span;
-
-    // A resumed scan must never stop at its start opcode (its predecessor is
-    // unknown); that only happens if indices were not increasing, in which
-    // case fall back to a full scan.
-    if cursor.start.is_some() && prev.is_none() {
-        *cursor = Cursor::default();
-        return set(img, sparse_max, index, count, cursor);
+    if is_val && val_value(b) >= count {
+        return SetOutcome::Unchanged;
     }
-
-    // Cursor for a later call with a higher index: an opcode strictly before
-    // `prev` (everything strictly before `prev` is left untouched below).
-    let next_cursor = match (cursor.start, prev2) {
-        (None, None) => Cursor::default(),
-        (None, Some(pp)) => Cursor {
-            start: Some(pp),
-            before: None,
-        },
-        (Some(s), Some(pp)) if pp.off == s.off => Cursor {
-            start: Some(pp),
-            before: cursor.before,
-        },
-        (Some(s), Some(pp)) => Cursor {
-            start: Some(pp),
-            before: Some(s),
-        },
-        // Only the start opcode was passed, so it is `prev` and may change.
-        (Some(_), None) => Cursor {
-            start: cursor.before,
-            before: None,
-        },
-    };
-
-    let prev_off = prev.map(|p| p.off);
-
     // Step 2: the cheap in-place cases.
-    let mut updated_in_place = false;
-    if is_val {
-        let old = val_value(b);
-        if old >= count {
-            return SetOutcome::Unchanged;
-        }
-        if runlen == 1 {
-            img[p] = val_op(count, 1);
-            updated_in_place = true;
-        }
-    } else if !op_is_xzero && runlen == 1 {
-        img[p] = val_op(count, 1);
-        updated_in_place = true;
+    if f.span == 1 && (is_val || !is_xzero(b)) {
+        img[f.p] = val_op(count, 1);
+        return SetOutcome::Changed;
     }
+    // Step 3: replace the old opcode by the new sequence.
+    let (seq, n) = split(b, f.first, f.span, index, count);
+    replace(img, sparse_max, f.p, f.oplen, &seq[..n])
+}
 
-    if !updated_in_place {
-        // General case: split the opcode into up to three.
-        let mut seq = [0u8; 5];
-        let mut n = 0usize;
-        let last = first + span - 1;
-        if !is_val {
-            if index != first {
-                push_zero_run(&mut seq, &mut n, index - first);
-            }
-            seq[n] = val_op(count, 1);
+/// The opcodes that replace opcode `b` (covering `span` registers from
+/// `first`) once register `index` holds `count`: up to three, in the
+/// first `n` of 5 bytes.
+#[inline(always)]
+fn split(b: u8, first: usize, span: usize, index: usize, count: u8) -> ([u8; 5], usize) {
+    let mut seq = [0u8; 5];
+    let mut n = 0usize;
+    let last = first + span - 1;
+    if b & 0x80 == 0 {
+        if index != first {
+            push_zero_run(&mut seq, &mut n, index - first);
+        }
+        seq[n] = val_op(count, 1);
+        n += 1;
+        if index != last {
+            push_zero_run(&mut seq, &mut n, last - index);
+        }
+    } else {
+        let cur = val_value(b);
+        if index != first {
+            seq[n] = val_op(cur, index - first);
             n += 1;
-            if index != last {
-                push_zero_run(&mut seq, &mut n, last - index);
-            }
-        } else {
-            let cur = val_value(b);
-            if index != first {
-                seq[n] = val_op(cur, index - first);
-                n += 1;
-            }
-            seq[n] = val_op(count, 1);
+        }
+        seq[n] = val_op(count, 1);
+        n += 1;
+        if index != last {
+            seq[n] = val_op(cur, last - index);
             n += 1;
-            if index != last {
-                seq[n] = val_op(cur, last - index);
-                n += 1;
-            }
         }
-
-        // Step 3: replace the old opcode by the new sequence.
-        let seqlen = n;
-        if seqlen > oplen && end + (seqlen - oplen) > sparse_max {
-            return SetOutcome::Promote;
-        }
-        let tail = p + oplen;
-        if seqlen > oplen {
-            img.resize(end + seqlen - oplen, 0);
-            img.copy_within(tail..end, p + seqlen);
-        } else if seqlen < oplen {
-            img.copy_within(tail..end, p + seqlen);
-            img.truncate(end - (oplen - seqlen));
-        }
-        img[p..p + seqlen].copy_from_slice(&seq[..seqlen]);
-        end = img.len();
     }
+    (seq, n)
+}
 
-    // Step 4: merge adjacent VAL opcodes with equal values, scanning at most
-    // five opcodes starting from the predecessor.
-    let mut q = prev_off.unwrap_or(HLL_HDR_SIZE);
+/// Replaces the `oplen` bytes at `p` by `seq`, moving the rest of the
+/// stream; `Promote` (nothing modified) if the image would outgrow
+/// `sparse_max`.
+#[inline(always)]
+fn replace(img: &mut Image, sparse_max: usize, p: usize, oplen: usize, seq: &[u8]) -> SetOutcome {
+    let end = img.len();
+    let seqlen = seq.len();
+    if seqlen > oplen && end + (seqlen - oplen) > sparse_max {
+        return SetOutcome::Promote;
+    }
+    let tail = p + oplen;
+    if seqlen > oplen {
+        img.resize(end + seqlen - oplen, 0);
+        img.copy_within(tail..end, p + seqlen);
+    } else if seqlen < oplen {
+        img.copy_within(tail..end, p + seqlen);
+        img.truncate(end - (oplen - seqlen));
+    }
+    img[p..p + seqlen].copy_from_slice(seq);
+    SetOutcome::Changed
+}
+
+/// Step 4: merges adjacent VAL opcodes with equal values, scanning at most
+/// five opcodes from `q`.
+#[inline(always)]
+fn merge_vals(img: &mut Image, mut q: usize) {
+    let mut end = img.len();
     let mut scan = 5;
     while q < end {
         if scan == 0 {
@@ -423,16 +486,11 @@ pub(crate) fn set(
         }
         q += 1;
     }
-
-    *cursor = next_cursor;
-    SetOutcome::Changed
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::sketch::hll::Image;
 
     fn empty_image() -> Image {
         let mut v = Image::from_slice(b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0");

@@ -16,7 +16,7 @@ use parking_lot::{Mutex, RwLock};
 
 pub use patterns::{PatternSet, parse_lines};
 
-use crate::config::GateConfig;
+use crate::gate::config::GateConfig;
 
 /// Most cached verdicts; a full cache is emptied and refilled.
 pub const CACHE_CAP: usize = 16_384;
