@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    MetaRec, RedisStore, bad_reply, changes, counters_from, dump, parse_meta, rank, store_err,
+    MetaRec, RedisStore, bad_reply, calls, changes, counters_from, dump, parse_meta, store_err,
     window_plan,
 };
 use crate::model::{ArticleId, Counters, RangeSpec, Timestamp, hour_of};
@@ -78,7 +78,7 @@ impl RedisStore {
                 .collect()
         };
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
-        for missing in missing.chunks(rank::CHUNK) {
+        for missing in missing.chunks(calls::CHUNK) {
             let mut pipe = redis::pipe();
             for &i in missing {
                 pipe.hgetall(self.keys.meta(&ids[i]));
@@ -138,7 +138,7 @@ impl RedisStore {
         };
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
         let plan = window_plan(range, now, self.opts.hourly_days);
-        for missing in missing.chunks(rank::CHUNK) {
+        for missing in missing.chunks(calls::CHUNK) {
             let wanted: Vec<ArticleId> = missing.iter().map(|&i| ids[i].clone()).collect();
             self.restore_if_evicted(&wanted, now).await?;
             // Which of the window's buckets each article has: those of the

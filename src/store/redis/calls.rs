@@ -122,3 +122,21 @@ impl RedisStore {
         Ok(got)
     }
 }
+
+/// Most articles one call (or pipeline) of a query reads or writes back:
+/// a ranking's rebuild over every article of a shard, or a catch-up after
+/// many changes, goes in many calls, so none runs into the response
+/// timeout and Redis serves other clients between them.
+pub(super) const CHUNK: usize = 1000;
+
+/// A sorted-set score as a command argument (`inf`, `-inf` for the
+/// infinite ones).
+pub(super) fn score_arg(s: f64) -> String {
+    if s.is_finite() {
+        format!("{s}")
+    } else if s > 0.0 {
+        "inf".into()
+    } else {
+        "-inf".into()
+    }
+}

@@ -2,8 +2,6 @@
 //! section), where it lives on a sharded cluster, and the table's markdown
 //! for docs/redis-keys.md. The rows themselves are in key_table.rs.
 
-use super::key_table::KEY_TABLE;
-
 /// Whether a key carries a TTL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ttl {
@@ -127,35 +125,4 @@ impl KeySpec {
         let head = self.pattern.split("<id>").next()?;
         rest.strip_prefix(head)?.split(':').next()
     }
-}
-
-/// The markdown table of one docs section, as docs/redis-keys.md holds it
-/// between `<!-- keys:<section> -->` and `<!-- /keys -->`.
-pub fn render_key_table(section: &str) -> String {
-    let mut out = String::from(
-        "| key | type | holds | TTL | written by | tag on a cluster, shards > 1 |\n|---|---|---|---|---|---|\n",
-    );
-    for k in KEY_TABLE.iter().filter(|k| k.section == section) {
-        let tag = match k.slot() {
-            Slot::Site => "`{<site>}`",
-            Slot::Shard => "`{<site>:s<k>}`",
-            Slot::Article => "`{<site>:s<k>}`, k = the article's shard",
-            Slot::Ledger => "`{<site>:s<k>}`: a copy per shard, of its articles",
-            Slot::OneShard => "(one shard only)",
-        };
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {tag} |\n",
-            k.pattern, k.kind, k.holds, k.ttl_text, k.writer
-        ));
-    }
-    out
-}
-
-/// The row a key (without its prefix) belongs to.
-pub fn key_spec_of(key: &str) -> Option<&'static KeySpec> {
-    KEY_TABLE.iter().find(|k| {
-        regex::Regex::new(k.regex)
-            .map(|r| r.is_match(key))
-            .unwrap_or(false)
-    })
 }

@@ -1,7 +1,7 @@
 //! The key table: one row ([`KeySpec`]) for every key the Redis store
 //! writes.
 
-use super::key_spec::{KeySpec, Ttl};
+use super::key_spec::{KeySpec, Slot, Ttl};
 
 macro_rules! key_spec {
     ($section:expr, $pattern:expr, $regex:expr, $kind:expr, $holds:expr, $ttl:expr, $ttl_text:expr, $writer:expr) => {
@@ -811,3 +811,34 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "pipe_flag.lua"
     ),
 ];
+
+/// The markdown table of one docs section, as docs/redis-keys.md holds it
+/// between `<!-- keys:<section> -->` and `<!-- /keys -->`.
+pub fn render_key_table(section: &str) -> String {
+    let mut out = String::from(
+        "| key | type | holds | TTL | written by | tag on a cluster, shards > 1 |\n|---|---|---|---|---|---|\n",
+    );
+    for k in KEY_TABLE.iter().filter(|k| k.section == section) {
+        let tag = match k.slot() {
+            Slot::Site => "`{<site>}`",
+            Slot::Shard => "`{<site>:s<k>}`",
+            Slot::Article => "`{<site>:s<k>}`, k = the article's shard",
+            Slot::Ledger => "`{<site>:s<k>}`: a copy per shard, of its articles",
+            Slot::OneShard => "(one shard only)",
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {tag} |\n",
+            k.pattern, k.kind, k.holds, k.ttl_text, k.writer
+        ));
+    }
+    out
+}
+
+/// The row a key (without its prefix) belongs to.
+pub fn key_spec_of(key: &str) -> Option<&'static KeySpec> {
+    KEY_TABLE.iter().find(|k| {
+        regex::Regex::new(k.regex)
+            .map(|r| r.is_match(key))
+            .unwrap_or(false)
+    })
+}

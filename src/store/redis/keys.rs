@@ -9,6 +9,10 @@ use crate::model::{ArticleId, HOUR, HotQuery, RangeSpec, Timestamp, hour_of};
 use crate::score::ModelKind;
 use crate::sketch::murmur64a;
 
+/// How long an unused ranking (other than `hot:score`) and an unused
+/// cursor are kept.
+pub(super) const RANKING_TTL: i64 = 3600;
+
 pub use crate::time::{DAY, day_of};
 
 /// Builds key names under one prefix.

@@ -77,8 +77,8 @@ pub(crate) use archive::evicted_reply;
 pub use conn::{Con, LazyCluster};
 pub use dump::{article_records, dump_redis};
 pub(crate) use dump::{positioned_records, quarantine_of};
-pub use key_spec::{KeySpec, Slot, Ttl, key_spec_of, render_key_table};
-pub use key_table::KEY_TABLE;
+pub use key_spec::{KeySpec, Slot, Ttl};
+pub use key_table::{KEY_TABLE, key_spec_of, render_key_table};
 pub use keys::{
     Keys, ShardKeys, day_of, oldest_hour, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
 };

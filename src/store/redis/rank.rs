@@ -39,6 +39,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::calls::score_arg;
 use super::changes::Synced;
 use super::keys::{ShardKeys, WindowPlan, window_plan};
 use super::writeback::WriteBack;
@@ -48,12 +49,6 @@ use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::rank::{self, Filter, Walk};
 use crate::store::{StoreError, cursor};
-
-/// Most articles one call (or pipeline) of a query reads or writes back:
-/// a ranking's rebuild over every article of a shard, or a catch-up after
-/// many changes, goes in many calls, so none runs into the response
-/// timeout and Redis serves other clients between them.
-pub(super) const CHUNK: usize = 1000;
 
 /// Articles a walk scores before it weighs reading the window's activity
 /// sets whole (`RedisStore::read_sets_when_cheaper`).
@@ -93,9 +88,6 @@ pub(super) enum Stale {
     Skip,
 }
 
-/// How long an unused ranking (other than `hot:score`) and an unused
-/// cursor are kept.
-pub(super) const RANKING_TTL: i64 = 3600;
 const CURSOR_TTL: i64 = 600;
 
 /// One article with its exact score, bound and window counters.
@@ -130,16 +122,6 @@ struct Cursor {
     zkey: String,
     upper: String,
     chunk: usize,
-}
-
-pub(super) fn score_arg(s: f64) -> String {
-    if s.is_finite() {
-        format!("{s}")
-    } else if s > 0.0 {
-        "inf".into()
-    } else {
-        "-inf".into()
-    }
 }
 
 impl Scored {

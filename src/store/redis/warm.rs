@@ -32,7 +32,7 @@ const REFRESH_EVERY: i64 = 10;
 /// half as long as Redis keeps an unused ranking (`RANKING_TTL`, counted
 /// from its last write-back, a refresh's too), so a ranking nobody asks
 /// for is dropped at most 1.5 RANKING_TTL after its last query.
-const KEEP_FOR: i64 = super::rank::RANKING_TTL / 2;
+const KEEP_FOR: i64 = super::keys::RANKING_TTL / 2;
 /// After a pass of refreshes that took L, the node waits BACKOFF × L
 /// before the next: long catch-ups (up to `MAX_DELTA` changes each) take
 /// a fifth of the node's time at most.

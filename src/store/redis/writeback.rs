@@ -2,8 +2,9 @@
 //! ranking as its new bounds (`writeback.lua`), in calls of at most
 //! [`CHUNK`] pairs; a rebuild's parts go into a build key of their own.
 
+use super::calls::{CHUNK, score_arg};
+use super::keys::RANKING_TTL;
 use super::keys::{ShardKeys, ranking_build, ranking_state};
-use super::rank::{CHUNK, RANKING_TTL, score_arg};
 use super::{RedisStore, store_err};
 use crate::model::{ArticleId, Timestamp};
 use crate::store::StoreError;
