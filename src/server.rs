@@ -82,6 +82,7 @@ pub fn build_state(
     Ok(AppState::new(api::Shared {
         store,
         queue,
+        closing: tokio::sync::watch::Sender::new(false),
         config: Arc::new(config),
         identity: Identity::new(secret),
         bots: Arc::new(bots),
@@ -109,6 +110,11 @@ pub async fn run(
     let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
     let rankings = tokio::spawn(keep_rankings(state.clone()));
     let trusted = state.trusted_proxies.clone();
+    let closing = state.closing.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.send_replace(true);
+    };
     serve(listener, api::router(state), &http, cap, trusted, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;

@@ -572,6 +572,32 @@ async fn the_stream_sends_the_list_and_each_change() {
     );
 }
 
+/// A shutdown ends the open streams at once: they do not hold it for the
+/// server's 30 s grace (the bound below is far under it and far over a
+/// shutdown's own work; it measures nothing).
+#[tokio::test]
+async fn a_shutdown_ends_the_open_streams() {
+    let s = seeded(fast_streams).await;
+    let mut sse = SseReader {
+        resp: open_stream(&s, "top=2").await,
+        buf: String::new(),
+    };
+    sse.ranking(20).await;
+    let stopped = tokio::time::timeout(Duration::from_secs(15), s.stop()).await;
+    assert!(stopped.is_ok(), "the shutdown waited for the open stream");
+    // The client sees the stream end (and would reconnect after `retry`).
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match sse.resp.chunk().await {
+                Ok(Some(_)) => continue,
+                other => return other.map(|_| ()),
+            }
+        }
+    })
+    .await;
+    assert!(end.is_ok(), "the stream did not end");
+}
+
 #[tokio::test]
 async fn the_stream_is_capped() {
     let s = seeded(|c| {

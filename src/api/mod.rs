@@ -64,6 +64,9 @@ pub struct Shared {
     /// The queue ingest goes through instead of the store, if any (the
     /// Redis pipeline): events are answered `queued`.
     pub queue: Option<Arc<dyn crate::store::Queue>>,
+    /// Set to true when the server begins to shut down: long-lived answers
+    /// (live streams) end instead of holding the shutdown.
+    pub closing: tokio::sync::watch::Sender<bool>,
     pub config: Arc<Config>,
     pub identity: Identity,
     pub bots: Arc<BotDetector>,

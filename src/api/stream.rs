@@ -79,6 +79,7 @@ async fn open(hub: Arc<Hub>, state: AppState, raw: Option<String>) -> Result<Res
         rx: hub.subscribe(&state, q, range_text),
         _slot: slot,
         keepalive: hub.keepalive,
+        closing: state.closing.subscribe(),
         hello: Some(Bytes::from(format!("retry: {}\n\n", hub.retry_ms))),
     };
     Ok((
@@ -247,6 +248,9 @@ struct Listener {
     rx: watch::Receiver<Option<Bytes>>,
     _slot: Slot,
     keepalive: Duration,
+    /// Turns true when the server begins to shut down: the stream ends,
+    /// so it does not hold the shutdown for its grace period.
+    closing: watch::Receiver<bool>,
     /// What goes out first: the `retry:` field.
     hello: Option<Bytes>,
 }
@@ -268,9 +272,15 @@ fn events(
             };
             return Some((Ok(chunk), l));
         }
+        if *l.closing.borrow() {
+            return None;
+        }
         let changed = tokio::select! {
             changed = l.rx.changed() => Some(changed),
             () = tokio::time::sleep(l.keepalive) => None,
+            // The server shuts down: end the stream (the client
+            // reconnects after `retry`, to whichever node is up).
+            _ = l.closing.changed() => return None,
         };
         let chunk = match changed {
             // The query's reader is gone: end the stream; the client
