@@ -322,7 +322,29 @@ impl RedisCluster {
         );
         let c = RedisCluster { nodes };
         c.wait_ok(primaries * (1 + replicas));
+        c.wait_replicas_online(replicas);
         c
+    }
+
+    /// Until every primary has `replicas` replicas online: before, a
+    /// primary cannot meet `WAIT` (`redis.wait_replicas`) and a test's
+    /// first write would get a rightful 503.
+    pub fn wait_replicas_online(&self, replicas: usize) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            let ok = self.nodes.iter().filter(|n| ping(n.port())).all(|n| {
+                let role = self.cli(n.port(), &["ROLE"]);
+                !role.starts_with("master") || self.in_sync_replicas(n.port()) >= replicas
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster's replicas did not come online"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Until every live node says `cluster_state:ok` and knows `known`

@@ -82,18 +82,7 @@ impl RedisStore {
             }
             self.queue_wait(p);
         };
-        let mut replies: Vec<Value> = match self.eval_pipe(&build).await {
-            Err(StoreError::Unavailable(first)) => {
-                // The connection broke: some calls may have run. Their ids
-                // make the retry safe; it answers what ran and runs the rest.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                self.eval_pipe(&build).await.map_err(|e| match e {
-                    StoreError::Unavailable(_) => StoreError::Unavailable(first),
-                    e => e,
-                })?
-            }
-            r => r?,
-        };
+        let mut replies: Vec<Value> = self.eval_pipe_retried(&build).await?;
         self.replicas_confirmed(&mut replies)?;
         self.send_again(&mut replies, &call, now).await?;
         self.outcomes(replies, events.len())
@@ -372,5 +361,35 @@ impl RedisStore {
         }
         crate::store::gate_metrics::record(refused, behaviour[0], behaviour[1]);
         Ok(out)
+    }
+}
+
+/// Waits before each new try of a batch whose connection broke: about
+/// 0.7 s in all, long enough for a node to learn a promoted replica after
+/// a failover (the client refreshes its slot map on the first error),
+/// short enough that a Redis that is down answers 503 soon.
+const RETRY_WAITS_MS: [u64; 3] = [100, 200, 400];
+
+impl RedisStore {
+    /// [`eval_pipe`](Self::eval_pipe) of an ingest batch, sent again after
+    /// each of [`RETRY_WAITS_MS`] while the connection is broken: some
+    /// calls may have run, and their ids make a retry safe (it answers
+    /// what ran and runs the rest). The first error is the one reported.
+    async fn eval_pipe_retried(
+        &self,
+        build: &impl Fn(&mut redis::Pipeline),
+    ) -> Result<Vec<Value>, StoreError> {
+        let first = match self.eval_pipe(build).await {
+            Err(StoreError::Unavailable(first)) => first,
+            r => return r,
+        };
+        for wait in RETRY_WAITS_MS {
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            match self.eval_pipe(build).await {
+                Err(StoreError::Unavailable(_)) => {}
+                r => return r,
+            }
+        }
+        Err(StoreError::Unavailable(first))
     }
 }
