@@ -182,7 +182,9 @@ impl IngestPipeline {
             .records(|n| progress(format!("read {n} articles from the archive")))
             .await
             .map_err(|e| e.to_string())?;
-        let articles = load_redis(store, &records, &store.settings, now).await? as u64;
+        let articles = load_redis(store, &records, &store.settings, now)
+            .await
+            .map_err(|e| e.to_string())? as u64;
         let top_numeric = records
             .iter()
             .filter_map(|r| match r {
