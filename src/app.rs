@@ -75,7 +75,8 @@ pub async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, Strin
     .map_err(|e| e.to_string())?;
     let pipe = Arc::new(
         IngestPipeline::new(Arc::new(store), config.pipeline.clone())
-            .with_journal(&config.pipeline.log_url)?,
+            .with_journal(&config.pipeline.log_url)
+            .map_err(|e| e.to_string())?,
     );
     // Like the store, start without Redis: workers create the groups once
     // it is up (from the streams' start, so nothing appended meanwhile is

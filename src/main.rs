@@ -514,6 +514,7 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
                     eprintln!("archive restore: {line}")
                 })
                 .await
+                .map_err(|e| e.to_string())
             })?;
             eprintln!(
                 "restored {} articles and replayed {} journal entries ({} applied, {} counted) in {:.1} s; pipeline epoch {}",
