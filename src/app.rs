@@ -22,7 +22,8 @@ pub fn open_embedded(config: &Config) -> Result<EmbeddedStore, String> {
     let (store, report) = EmbeddedStore::open(
         Durability::from_config(config),
         StoreSettings::from_config(config),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         snapshot_seq = ?report.snapshot_seq,
@@ -41,7 +42,8 @@ pub fn open_redis(config: &Config) -> Result<RedisStore, String> {
     let store = RedisStore::connect(
         RedisOptions::from_config(config),
         StoreSettings::from_config(config),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     tracing::info!(prefix = %config.redis.prefix, "redis store (connects lazily)");
     if config.redis.layout == RedisLayout::Seed {
         tracing::warn!("{SEED_LAYOUT_LIMITS}");
@@ -69,10 +71,12 @@ pub async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, Strin
     let store = RedisStore::connect(
         RedisOptions::from_config(config),
         StoreSettings::from_config(config),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let pipe = Arc::new(
         IngestPipeline::new(Arc::new(store), config.pipeline.clone())
-            .with_journal(&config.pipeline.log_url)?,
+            .with_journal(&config.pipeline.log_url)
+            .map_err(|e| e.to_string())?,
     );
     // Like the store, start without Redis: workers create the groups once
     // it is up (from the streams' start, so nothing appended meanwhile is

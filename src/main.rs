@@ -401,12 +401,13 @@ fn export(config: Config, file: Option<PathBuf>) -> Result<(), String> {
             let f = opts
                 .open(&path)
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-            write_records(&mut std::io::BufWriter::new(f), records)?
+            write_records(&mut std::io::BufWriter::new(f), records).map_err(|e| e.to_string())?
         }
         None => write_records(
             &mut std::io::BufWriter::new(std::io::stdout().lock()),
             records,
-        )?,
+        )
+        .map_err(|e| e.to_string())?,
     };
     eprintln!("exported {n} records");
     Ok(())
@@ -418,9 +419,9 @@ fn import(config: Config, file: Option<PathBuf>) -> Result<(), String> {
         Some(path) => {
             let f = std::fs::File::open(&path)
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            read_records(std::io::BufReader::new(f))?
+            read_records(std::io::BufReader::new(f)).map_err(|e| e.to_string())?
         }
-        None => read_records(std::io::stdin().lock())?,
+        None => read_records(std::io::stdin().lock()).map_err(|e| e.to_string())?,
     };
     let (n, warning) = import_records(&runtime()?, &config, &records)?;
     if let Some(w) = warning {
@@ -513,6 +514,7 @@ fn archive(cmd: ArchiveCommand) -> Result<(), String> {
                     eprintln!("archive restore: {line}")
                 })
                 .await
+                .map_err(|e| e.to_string())
             })?;
             eprintln!(
                 "restored {} articles and replayed {} journal entries ({} applied, {} counted) in {:.1} s; pipeline epoch {}",
@@ -574,7 +576,8 @@ fn redis_ack_loss(config: Config) -> Result<(), String> {
 fn repair(config: Config) -> Result<(), String> {
     config.validate()?;
     let settings = StoreSettings::from_config(&config);
-    let r = EmbeddedStore::repair(&Durability::from_config(&config), &settings)?;
+    let r = EmbeddedStore::repair(&Durability::from_config(&config), &settings)
+        .map_err(|e| e.to_string())?;
     let log = &r.log;
     println!(
         "started from snapshot {}; kept {} log records (last seq {})",

@@ -73,7 +73,7 @@ pub fn build_state(
         }
     };
     let config_limits = config.limits.clone();
-    let bots = BotDetector::from_config(&config.gate)?;
+    let bots = BotDetector::from_config(&config.gate).map_err(|e| e.to_string())?;
     let trusted_proxies = config
         .trusted_proxies
         .iter()

@@ -24,8 +24,10 @@ use hotrank::archive::Archive;
 use hotrank::clock::ManualClock;
 use hotrank::config::{Config, PipelineConfig, StoreKind};
 use hotrank::model::{ArticleId, ArticleMeta, Event, EventType, VoteDirection, VoteOutcome};
-use hotrank::pipeline::{ArchiveWriter, IngestPipeline, PipelineStore, spawn_workers};
-use hotrank::store::redis::{RedisOptions, RedisStore};
+use hotrank::pipeline::{
+    ArchiveWriter, IngestPipeline, PipelineError, PipelineStore, spawn_workers,
+};
+use hotrank::store::redis::{LoadError, RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreError, StoreSettings, Voter};
 
 const ARTICLES: u64 = 10;
@@ -674,7 +676,8 @@ async fn wrong_restores_are_refused() {
         .restore_and_replay(&site.archive, T0, |_| {})
         .await
         .unwrap_err();
-    assert!(e.contains("holds pipeline epoch"), "{e}");
+    assert!(matches!(e, PipelineError::NotLost(_)), "{e}");
+    assert!(e.to_string().contains("holds pipeline epoch"), "{e}");
 
     // Articles but no epoch (say, a Redis someone wrote to meanwhile).
     let mut c = site
@@ -693,7 +696,8 @@ async fn wrong_restores_are_refused() {
         .restore_and_replay(&site.archive, T0, |_| {})
         .await
         .unwrap_err();
-    assert!(e.contains("already holds articles"), "{e}");
+    assert!(matches!(e, PipelineError::Load(LoadError::NotEmpty)), "{e}");
+    assert!(e.to_string().contains("already holds articles"), "{e}");
 
     // Another site's journal (another epoch) on an empty Redis.
     site.flushall().await;
@@ -715,7 +719,8 @@ async fn wrong_restores_are_refused() {
         .restore_and_replay(&site.archive, T0, |_| {})
         .await
         .unwrap_err();
-    assert!(e.contains("not the same site"), "{e}");
+    assert!(matches!(e, PipelineError::OtherSite { .. }), "{e}");
+    assert!(e.to_string().contains("not the same site"), "{e}");
     let n: u64 = redis::cmd("DBSIZE").query_async(&mut c).await.unwrap();
     assert_eq!(n, 0, "a refused restore writes nothing");
 }
@@ -809,7 +814,7 @@ async fn a_backlog_past_the_bound_postpones_the_flush() {
         assert!(started.elapsed() < Duration::from_secs(60));
     }
     let e = site.writer(&pipe).flush(&site.archive).await.unwrap_err();
-    assert!(e.contains("FLIGHT"), "{e}");
+    assert!(e.to_string().contains("FLIGHT"), "{e}");
     drain(&pipe).await;
     assert!(matches!(
         site.writer(&pipe).flush(&site.archive).await,

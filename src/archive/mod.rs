@@ -65,6 +65,10 @@ impl ArchiveOptions {
     }
 }
 
+/// Each article's own position in its source (JSON of the pipeline's
+/// `ArticlePosition`), by article.
+pub type ArticlePositions = HashMap<ArticleId, String>;
+
 /// Where the state being written stands in its source: `as_of` is the
 /// source's time (unix seconds) and `position` an opaque marker of what it
 /// includes (`None` keeps the one stored); `per_article` overrides it for
@@ -74,7 +78,7 @@ impl ArchiveOptions {
 pub struct SourcePosition {
     pub as_of: Timestamp,
     pub position: Option<String>,
-    pub per_article: HashMap<ArticleId, String>,
+    pub per_article: ArticlePositions,
 }
 
 impl SourcePosition {

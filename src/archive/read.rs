@@ -9,13 +9,18 @@ use sqlx::postgres::PgRow;
 
 use super::{Archive, ArchiveError};
 use crate::model::{ArticleId, ArticleMeta};
+use crate::store::StoreError;
 use crate::store::dump::{
     ArticleRecords, ArticleSource, DUMP_VERSION, DumpBucket, DumpCounters, DumpVotes, Record,
 };
 
 impl ArticleSource for Archive {
     fn articles<'a>(&'a self, ids: &'a [ArticleId]) -> ArticleRecords<'a> {
-        Box::pin(async move { Ok(Archive::articles(self, ids).await?) })
+        Box::pin(async move {
+            Archive::articles(self, ids)
+                .await
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        })
     }
 }
 

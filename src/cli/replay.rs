@@ -661,7 +661,7 @@ fn replay_data_dir(
         let rec: LogRecord = crate::store::embedded::persist::decode_record(version, payload)?;
         if let Err(e) = r.record(rec) {
             error = Some(e.clone());
-            return Err(e);
+            return Err(e.into());
         }
         let events = r.events;
         progress.tick(|secs| {

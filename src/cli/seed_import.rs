@@ -617,7 +617,9 @@ fn fingerprint(records: &[Record]) -> Result<BTreeMap<ArticleId, String>, String
             ..
         } = r
         {
-            let uv = hll_from_b64(&lifetime.uv)?.count();
+            let uv = hll_from_b64(&lifetime.uv)
+                .map_err(|e| e.to_string())?
+                .count();
             let mut voters = votes.voters.clone();
             voters.sort();
             out.insert(

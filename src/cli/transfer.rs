@@ -43,12 +43,15 @@ pub fn load_records(
     match config.store {
         StoreKind::Embedded => {
             EmbeddedStore::import_into(&Durability::from_config(config), &settings, records)
+                .map_err(|e| e.to_string())
         }
         StoreKind::Redis => {
             let _in_runtime = rt.enter();
             let store = open_redis(config)?;
             rt.block_on(async {
-                let n = load_redis(&store, records, &settings, SystemClock.now()).await?;
+                let n = load_redis(&store, records, &settings, SystemClock.now())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 // A Redis that lost its data holds it again: API nodes of the
                 // direct store serve it from now (marker.rs). With a journal
                 // only `archive restore --replay` may.

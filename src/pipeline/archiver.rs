@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::error::PipelineError;
 use super::ingest::IngestPipeline;
 use super::position::PartitionPosition;
 use super::worker::crash_point;
@@ -90,22 +91,17 @@ impl ArchiveWriter {
     }
 
     /// One flush, if no other node holds the lock.
-    pub async fn flush(&self, archive: &Archive) -> Result<Flushed, String> {
+    pub async fn flush(&self, archive: &Archive) -> Result<Flushed, PipelineError> {
         // Restores (ingest, reads, this flush) need the archive too.
         self.store.set_archive(archive.clone());
-        if !self
-            .store
-            .archive_lock(&self.token, self.lock_ms())
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        if !self.store.archive_lock(&self.token, self.lock_ms()).await? {
             return Ok(Flushed::Locked);
         }
         let mut r = self.flush_locked(archive).await;
         if r.is_ok()
             && let Err(e) = self.evict_locked(archive).await
         {
-            r = Err(format!("eviction: {e}"));
+            r = Err(PipelineError::Eviction(Box::new(e)));
         }
         if let Err(e) = self.store.archive_unlock(&self.token).await {
             tracing::warn!(error = %e, "archive: cannot release the flush lock (it expires)");
@@ -113,7 +109,7 @@ impl ArchiveWriter {
         r.map(Flushed::Articles)
     }
 
-    async fn flush_locked(&self, archive: &Archive) -> Result<u64, String> {
+    async fn flush_locked(&self, archive: &Archive) -> Result<u64, PipelineError> {
         let started = Instant::now();
         let epoch = self.journal_epoch(archive).await?;
         // Where the pipeline stands before the take: every article not
@@ -124,22 +120,17 @@ impl ArchiveWriter {
         // "Disaster recovery").
         let floor = match &self.pipe {
             Some(p) if epoch.is_some() => Some((
-                p.position_with_totals(self.clock.now())
-                    .await
-                    .map_err(|e| e.to_string())?,
-                p.ops_floor().await.map_err(|e| e.to_string())?,
+                p.position_with_totals(self.clock.now()).await?,
+                p.ops_floor().await?,
             )),
             _ => None,
         };
-        let ids = self.store.archive_take().await.map_err(|e| e.to_string())?;
+        let ids = self.store.archive_take().await?;
         let now = self.clock.now();
         let written = async {
             // A PUT or delete changes only the meta an eviction keeps:
             // such an article is brought back whole before it is read.
-            self.store
-                .restore_if_evicted(&ids, now)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.store.restore_if_evicted(&ids, now).await?;
             let (records, at) = self.read(&ids, now, false).await?;
             crash_point("archive_before_upsert");
             // Boxed as Send here: otherwise the compiler cannot prove
@@ -147,7 +138,7 @@ impl ArchiveWriter {
             let upsert: std::pin::Pin<
                 Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));
-            upsert.await.map_err(|e| e.to_string())
+            Ok(upsert.await?)
         }
         .await;
         if let Err(e) = written {
@@ -159,21 +150,15 @@ impl ArchiveWriter {
             return Err(e);
         }
         let done = unix_now();
-        self.store
-            .archive_written(&ids, now)
-            .await
-            .map_err(|e| e.to_string())?;
-        self.store
-            .archive_taken(done)
-            .await
-            .map_err(|e| e.to_string())?;
+        self.store.archive_written(&ids, now).await?;
+        self.store.archive_taken(done).await?;
         self.last_ok.store(done, Ordering::Relaxed);
         if let (Some(epoch), Some(((floor, totals), ops_floor))) = (epoch, floor) {
             let totals = PipelineTotals {
                 counted: totals.counted,
                 quarantine: totals.quarantine,
                 by_hour: totals.by_hour,
-                position: serde_json::to_string(&floor).map_err(|e| e.to_string())?,
+                position: serde_json::to_string(&floor)?,
             };
             self.journal_floor(archive, epoch, &floor, &totals, &ops_floor, done)
                 .await?;
@@ -193,25 +178,16 @@ impl ArchiveWriter {
         ids: &[crate::model::ArticleId],
         now: crate::model::Timestamp,
         whole: bool,
-    ) -> Result<(Vec<crate::store::dump::Record>, SourcePosition), String> {
+    ) -> Result<(Vec<crate::store::dump::Record>, SourcePosition), PipelineError> {
         let mut at = SourcePosition::at(now);
         let records = match &self.pipe {
             Some(p) => {
-                let (records, per_article) = p
-                    .positioned_records(ids, now, whole)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let (records, per_article) = p.positioned_records(ids, now, whole).await?;
                 at.per_article = per_article;
                 records
             }
-            None if whole => self
-                .store
-                .eviction_records(ids, now)
-                .await
-                .map_err(|e| e.to_string())?,
-            None => article_records(&self.store, ids, now)
-                .await
-                .map_err(|e| e.to_string())?,
+            None if whole => self.store.eviction_records(ids, now).await?,
+            None => article_records(&self.store, ids, now).await?,
         };
         Ok((records, at))
     }
@@ -219,24 +195,24 @@ impl ArchiveWriter {
     /// With a journal: the pipeline epoch Redis holds, which must be the
     /// archive's (docs/design.md, "Disaster recovery"). A Redis without
     /// one lost its data and awaits a restore: nothing is flushed.
-    async fn journal_epoch(&self, archive: &Archive) -> Result<Option<String>, String> {
+    async fn journal_epoch(&self, archive: &Archive) -> Result<Option<String>, PipelineError> {
         let Some(pipe) = self.pipe.as_ref().filter(|p| p.journal().is_some()) else {
             return Ok(None);
         };
         // A Redis that lost its data (and its epoch) is refused here:
         // nothing is archived until a restore.
-        let Some(epoch) = pipe.epoch().await.map_err(|e| e.to_string())? else {
+        let Some(epoch) = pipe.epoch().await? else {
             return Ok(None);
         };
         let row: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
             Box::pin(archive.pipeline());
-        if let Some(row) = row.await.map_err(|e| e.to_string())?
+        if let Some(row) = row.await?
             && row.epoch != epoch
         {
-            return Err(format!(
-                "Redis holds pipeline epoch {epoch}, the archive {}: not archiving another site's Redis",
-                row.epoch
-            ));
+            return Err(PipelineError::ArchiveOfOtherSite {
+                redis: epoch,
+                archive: row.epoch,
+            });
         }
         Ok(Some(epoch))
     }
@@ -252,7 +228,7 @@ impl ArchiveWriter {
         totals: &PipelineTotals,
         ops_floor: &str,
         done: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), PipelineError> {
         let Some(pipe) = &self.pipe else {
             return Ok(());
         };
@@ -262,10 +238,10 @@ impl ArchiveWriter {
         };
         let set: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
             Box::pin(archive.set_pipeline(&row, done));
-        set.await.map_err(|e| e.to_string())?;
+        set.await?;
         let set: std::pin::Pin<Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>> =
             Box::pin(archive.set_pipeline_totals(totals, done));
-        set.await.map_err(|e| e.to_string())?;
+        set.await?;
         if let Some(j) = pipe.journal()
             && let Err(e) = j
                 .trim(&row.floor, Some(ops_floor), pipe.config().journal_keep_secs)
@@ -281,7 +257,7 @@ impl ArchiveWriter {
     /// `evict_after` ago (data time) are read whole, written to the
     /// archive, then dropped by `evict.lua` if still unchanged. Returns
     /// how many went.
-    async fn evict_locked(&self, archive: &Archive) -> Result<u64, String> {
+    async fn evict_locked(&self, archive: &Archive) -> Result<u64, PipelineError> {
         if self.evict_after == 0 {
             return Ok(0);
         }
@@ -292,8 +268,7 @@ impl ArchiveWriter {
             let ids = self
                 .store
                 .evict_candidates(cutoff, kept, EVICT_BATCH)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             if ids.is_empty() {
                 break;
             }
@@ -306,20 +281,13 @@ impl ArchiveWriter {
                 })
                 .collect();
             let unknown: Vec<_> = ids.iter().filter(|i| !found.contains(i)).cloned().collect();
-            self.store
-                .unwritten(&unknown)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.store.unwritten(&unknown).await?;
             let upsert: std::pin::Pin<
                 Box<dyn Future<Output = Result<_, ArchiveError>> + Send + '_>,
             > = Box::pin(archive.upsert_articles(&records, &at));
-            upsert.await.map_err(|e| e.to_string())?;
+            upsert.await?;
             crash_point("evict_before_delete");
-            let gone = self
-                .store
-                .evict(&records, cutoff)
-                .await
-                .map_err(|e| e.to_string())?;
+            let gone = self.store.evict(&records, cutoff).await?;
             kept += found.len() - gone.len();
             evicted += gone.len() as u64;
             metrics::counter!("hotrank_archive_evicted_total").increment(gone.len() as u64);

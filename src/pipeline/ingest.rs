@@ -99,7 +99,7 @@ impl IngestPipeline {
 
     /// Journals every queued entry on the Redis at `url` too
     /// ([`Journal`]); an empty `url` keeps no journal.
-    pub fn with_journal(mut self, url: &str) -> Result<Self, String> {
+    pub fn with_journal(mut self, url: &str) -> Result<Self, super::PipelineError> {
         if !url.is_empty() {
             self.journal = Some(Journal::open(url, &self.store.keys().prefix)?);
         }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
+use super::error::PipelineError;
 use super::stream::{IDS, parse_entries};
 use crate::store::StoreError;
 use crate::store::redis::{
@@ -43,9 +44,11 @@ pub struct Journal {
 impl Journal {
     /// A lazy connection to the journal's Redis at `url`, for the keys of
     /// `prefix` (the main store's).
-    pub fn open(url: &str, prefix: &str) -> Result<Journal, String> {
-        let client = redis::Client::open(url)
-            .map_err(|e| format!("pipeline.log_url {url:?} is invalid: {e}"))?;
+    pub fn open(url: &str, prefix: &str) -> Result<Journal, PipelineError> {
+        let client = redis::Client::open(url).map_err(|source| PipelineError::LogUrl {
+            url: url.to_string(),
+            source,
+        })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(5)))
@@ -54,7 +57,7 @@ impl Journal {
             .set_max_delay(Duration::from_millis(500));
         Ok(Journal {
             con: ConnectionManager::new_lazy_with_config(client, config)
-                .map_err(|e| format!("journal connection manager: {e}"))?,
+                .map_err(PipelineError::JournalConnection)?,
             prefix: prefix.to_string(),
             append: Script::new(include_str!("pipe_journal.lua")),
             append_op: Script::new(include_str!("pipe_journal_op.lua")),

@@ -11,6 +11,7 @@
 //! scripts are the `pipe_*.lua` files of this folder.
 
 mod archiver;
+mod error;
 mod ingest;
 mod journal;
 mod position;
@@ -21,6 +22,7 @@ mod wait;
 mod worker;
 
 pub use archiver::{ArchiveTask, ArchiveWriter, Flushed, spawn_writer};
+pub use error::PipelineError;
 pub use ingest::IngestPipeline;
 pub use journal::{Journal, JournalEntry};
 pub use position::{ArticlePosition, MAX_FLIGHT, PartitionPosition, Totals};

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ingest::IngestPipeline;
 use super::stream::{IDS, stream_id};
+use crate::archive::ArticlePositions;
 use crate::model::{ArticleId, Timestamp};
 use crate::store::StoreError;
 use crate::store::dump::Record;
@@ -279,7 +280,7 @@ impl IngestPipeline {
         ids: &[ArticleId],
         now: Timestamp,
         whole: bool,
-    ) -> Result<(Vec<Record>, HashMap<ArticleId, String>), StoreError> {
+    ) -> Result<(Vec<Record>, ArticlePositions), StoreError> {
         self.load_position().await?;
         let head = self.position_cmd();
         let chunks = positioned_records(self.store(), ids, now, whole, &head).await?;

@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use super::error::PipelineError;
 use super::ingest::{GATE_ARGS, IngestPipeline};
 use super::journal::JournalEntry;
 use super::position::{ArticlePosition, PartitionPosition, PartitionsAt, Replay};
@@ -118,51 +119,39 @@ impl IngestPipeline {
         archive: &Archive,
         now: Timestamp,
         mut progress: impl FnMut(String),
-    ) -> Result<Replayed, String> {
-        let err = |e: StoreError| e.to_string();
-        let journal = self.journal().ok_or(
-            "no journal to replay: set [pipeline] log_url (--pipeline-log-url, HOTRANK_PIPELINE_LOG_URL)",
-        )?;
+    ) -> Result<Replayed, PipelineError> {
+        let journal = self.journal().ok_or(PipelineError::NoJournal)?;
         let store = self.store();
         if store.keys().shards > 1 {
-            return Err(
-                "a replay runs on one article shard only (redis.shards = 1) for now".into(),
-            );
+            return Err(PipelineError::Sharded);
         }
         let main_key = store.keys().epoch();
         let held: Option<String> = redis::cmd("GET")
             .arg(&main_key)
             .query_async(&mut store.con())
             .await
-            .map_err(|e| err(store_err(e)))?;
+            .map_err(store_err)?;
         if let Some(e) = held {
-            return Err(format!(
-                "this Redis holds pipeline epoch {e}: it did not lose its data, or was restored \
-                 already; restore only into a Redis that lost everything"
-            ));
+            return Err(PipelineError::NotLost(e));
         }
-        let epoch = journal.epoch().await.map_err(err)?.ok_or_else(|| {
-            format!(
-                "the journal holds no epoch ({}): it is empty or lost, and cannot be replayed",
-                journal.epoch_key()
-            )
-        })?;
-        if let Some(row) = archive.pipeline().await.map_err(|e| e.to_string())?
+        let epoch = journal
+            .epoch()
+            .await?
+            .ok_or_else(|| PipelineError::NoEpoch(journal.epoch_key()))?;
+        if let Some(row) = archive.pipeline().await?
             && row.epoch != epoch
         {
-            return Err(format!(
-                "the archive belongs to pipeline epoch {}, the journal to {epoch}: they are not the same site's",
-                row.epoch
-            ));
+            return Err(PipelineError::OtherSite {
+                archive: row.epoch,
+                journal: epoch,
+            });
         }
         let mut positions: HashMap<String, ArticlePosition> = HashMap::new();
-        for (id, pos) in archive.positions().await.map_err(|e| e.to_string())? {
-            let p: ArticlePosition = serde_json::from_str(&pos).map_err(|e| {
-                format!(
-                    "article {id}: its archived position {pos:?} is not a pipeline position ({e}); \
-                     it was written by an older hotrank, and a replay could count its events twice"
-                )
-            })?;
+        for (id, pos) in archive.positions().await? {
+            let p: ArticlePosition = match serde_json::from_str(&pos) {
+                Ok(p) => p,
+                Err(source) => return Err(PipelineError::ArchivedPosition { id, pos, source }),
+            };
             positions.insert(id, p);
         }
         // The position the archived totals were read at (none: an archive
@@ -170,18 +159,16 @@ impl IngestPipeline {
         // they add to their articles).
         let totals_at: Option<PartitionsAt> = archive
             .totals_position()
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .map(|p| {
                 serde_json::from_str::<Vec<PartitionPosition>>(&p)
                     .map(PartitionsAt::new)
-                    .map_err(|e| format!("the archived totals' position {p:?} is invalid: {e}"))
+                    .map_err(|source| PipelineError::TotalsPosition { pos: p, source })
             })
             .transpose()?;
         let records = archive
             .records(|n| progress(format!("read {n} articles from the archive")))
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let articles = load_redis(store, &records, &store.settings, now).await? as u64;
         let top_numeric = records
             .iter()
@@ -200,7 +187,7 @@ impl IngestPipeline {
         for n in 0..self.config().partitions {
             let mut after = "-".to_string();
             loop {
-                let page = journal.read(n, &after, PAGE).await.map_err(err)?;
+                let page = journal.read(n, &after, PAGE).await?;
                 let Some((last, _)) = page.last() else { break };
                 after = last.clone();
                 for (_, (x, values)) in page {
@@ -221,7 +208,7 @@ impl IngestPipeline {
 
         // New raw entries follow the replayed ones, and positions taken
         // from now on include them.
-        self.ensure_groups().await.map_err(err)?;
+        self.ensure_groups().await?;
         for (n, last) in last_of.iter().enumerate() {
             let Some(last) = last else { continue };
             let raw = self.raw_key(n as u32);
@@ -238,15 +225,16 @@ impl IngestPipeline {
                 .ignore()
                 .query_async::<()>(&mut store.con())
                 .await
-                .map_err(|e| {
-                    format!("partition {n}: cannot move the raw stream past the journal: {e}")
+                .map_err(|source| PipelineError::MoveRaw {
+                    partition: n as u32,
+                    source,
                 })?;
         }
 
         // Article operations past their article's archived number, in
         // time order but each article's in its own order; and each
         // restored article numbered as archived, so that they continue it.
-        let ops = journal.read_ops().await.map_err(err)?;
+        let ops = journal.read_ops().await?;
         let archived_ops = |a: &str| positions.get(a).map_or(0, |p| p.ops);
         let ops_total = ops.len() as u64;
         let ops = in_article_order(
@@ -266,7 +254,7 @@ impl IngestPipeline {
             numbered
                 .query_async::<()>(&mut store.con())
                 .await
-                .map_err(|e| err(store_err(e)))?;
+                .map_err(store_err)?;
         }
         progress(format!(
             "read {ops_total} journaled article operations ({} to run again)",
@@ -287,9 +275,7 @@ impl IngestPipeline {
             let upto = next_op
                 + ops[next_op..]
                     .partition_point(|o| stream_id(&o.x) <= stream_id(&entries[from].0));
-            self.replay_ops(&ops[next_op..upto], &mut done)
-                .await
-                .map_err(err)?;
+            self.replay_ops(&ops[next_op..upto], &mut done).await?;
             next_op = upto;
             let limit = ops.get(next_op).map_or(entries.len(), |o| {
                 from + entries[from..].partition_point(|(x, _)| stream_id(x) < stream_id(&o.x))
@@ -322,10 +308,8 @@ impl IngestPipeline {
                     inv.arg(&v[..]);
                 }
             }
-            let (applied, counted): (u64, u64) = inv
-                .invoke_async(&mut con)
-                .await
-                .map_err(|e| err(store_err(e)))?;
+            let (applied, counted): (u64, u64) =
+                inv.invoke_async(&mut con).await.map_err(store_err)?;
             let before = done.entries;
             done.entries += batch.len() as u64;
             done.applied += applied;
@@ -341,9 +325,7 @@ impl IngestPipeline {
                 ));
             }
         }
-        self.replay_ops(&ops[next_op..], &mut done)
-            .await
-            .map_err(err)?;
+        self.replay_ops(&ops[next_op..], &mut done).await?;
         if done.ops > 0 || done.ops_included > 0 {
             progress(format!(
                 "ran {} article operations again ({} out of step with the journal)",
@@ -363,23 +345,19 @@ impl IngestPipeline {
                 .arg(store.keys().post_counter())
                 .query_async(&mut store.con())
                 .await
-                .map_err(|e| err(store_err(e)))?;
+                .map_err(store_err)?;
             if cur.is_none_or(|c| c < top) {
                 redis::cmd("SET")
                     .arg(store.keys().post_counter())
                     .arg(top)
                     .query_async::<()>(&mut store.con())
                     .await
-                    .map_err(|e| err(store_err(e)))?;
+                    .map_err(store_err)?;
             }
         }
-        let set = set_nx_get(&mut store.con(), &main_key, &epoch)
-            .await
-            .map_err(err)?;
+        let set = set_nx_get(&mut store.con(), &main_key, &epoch).await?;
         if set != epoch {
-            return Err(format!(
-                "another process set pipeline epoch {set} during the restore"
-            ));
+            return Err(PipelineError::EpochTaken(set));
         }
         progress(format!(
             "Redis holds pipeline epoch {epoch} again: API nodes queue events"

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{ArticleId, ArticleMeta, Timestamp};
 use crate::sketch::Hll;
+use crate::store::StoreError;
 
 /// Format version of the first line.
 pub const DUMP_VERSION: u32 = 2;
@@ -27,14 +28,11 @@ pub const DUMP_VERSION: u32 = 2;
 /// The oldest version [`read_records`] still reads.
 pub const OLDEST_DUMP_VERSION: u32 = 1;
 
-/// What [`ArticleSource::articles`] answers.
-pub type ArticleRecords<'a> = std::pin::Pin<
-    Box<
-        dyn Future<Output = Result<Vec<Record>, Box<dyn std::error::Error + Send + Sync>>>
-            + Send
-            + 'a,
-    >,
->;
+/// What [`ArticleSource::articles`] answers: a source that cannot be
+/// read is [`StoreError::Unavailable`] (the store serves the article again
+/// once it can).
+pub type ArticleRecords<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Vec<Record>, StoreError>> + Send + 'a>>;
 
 /// Where a store brings evicted articles back from: the archive
 /// ([`crate::archive`]), which keeps their state as records of this
@@ -149,71 +147,102 @@ pub fn hll_to_b64(h: &Hll) -> String {
     STANDARD.encode(h.as_bytes())
 }
 
-pub fn hll_from_b64(s: &str) -> Result<Hll, String> {
+/// Why a dump cannot be written, read, or turned back into state.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error("writing the dump: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("writing the dump: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("reading the dump: {0}")]
+    Read(#[source] std::io::Error),
+    /// A line that is not a record.
+    #[error("dump line {line}: {source}")]
+    Line {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("line 1 must be a header of version {OLDEST_DUMP_VERSION} to {DUMP_VERSION}")]
+    NoHeader,
+    #[error("the dump is empty")]
+    Empty,
+    #[error("sketch is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    #[error("sketch is not a HyperLogLog: {0}")]
+    NotHll(#[source] crate::sketch::HllError),
+    #[error("{0:?} is not a hex identity")]
+    NotHex(String),
+    #[error("article {0} appears twice")]
+    Duplicate(ArticleId),
+    #[error("article {article}: voter {voter:?} is not 32 hex digits")]
+    BadVoter { article: ArticleId, voter: String },
+    #[error("unknown event kind in a dedupe entry")]
+    UnknownKind,
+    #[error("bucket {hour}: count too large")]
+    CountTooLarge { hour: i64 },
+    #[error("bucket {hour}: hour out of range")]
+    HourOutOfRange { hour: i64 },
+}
+
+pub fn hll_from_b64(s: &str) -> Result<Hll, DumpError> {
     if s.is_empty() {
         return Ok(Hll::new());
     }
-    let bytes = STANDARD
-        .decode(s)
-        .map_err(|e| format!("sketch is not base64: {e}"))?;
-    Hll::from_bytes(&bytes).map_err(|e| format!("sketch is not a HyperLogLog: {e}"))
+    let bytes = bytes_from_b64(s)?;
+    Hll::from_bytes(&bytes).map_err(DumpError::NotHll)
 }
 
-pub fn bytes_from_b64(s: &str) -> Result<Vec<u8>, String> {
-    STANDARD
-        .decode(s)
-        .map_err(|e| format!("sketch is not base64: {e}"))
+pub fn bytes_from_b64(s: &str) -> Result<Vec<u8>, DumpError> {
+    STANDARD.decode(s).map_err(DumpError::NotBase64)
 }
 
-pub fn parse_u128(s: &str) -> Result<u128, String> {
-    u128::from_str_radix(s, 16).map_err(|_| format!("{s:?} is not a hex identity"))
+pub fn parse_u128(s: &str) -> Result<u128, DumpError> {
+    u128::from_str_radix(s, 16).map_err(|_| DumpError::NotHex(s.to_string()))
 }
 
-pub fn parse_u64(s: &str) -> Result<u64, String> {
-    u64::from_str_radix(s, 16).map_err(|_| format!("{s:?} is not a hex identity"))
+pub fn parse_u64(s: &str) -> Result<u64, DumpError> {
+    u64::from_str_radix(s, 16).map_err(|_| DumpError::NotHex(s.to_string()))
 }
 
 /// Writes records as JSON lines.
 pub fn write_records(
     out: &mut impl Write,
     records: impl IntoIterator<Item = Record>,
-) -> Result<u64, String> {
+) -> Result<u64, DumpError> {
     let mut n = 0;
     for r in records {
-        serde_json::to_writer(&mut *out, &r).map_err(|e| format!("writing the dump: {e}"))?;
-        out.write_all(b"\n")
-            .map_err(|e| format!("writing the dump: {e}"))?;
+        serde_json::to_writer(&mut *out, &r).map_err(DumpError::Encode)?;
+        out.write_all(b"\n").map_err(DumpError::Write)?;
         n += 1;
     }
-    out.flush().map_err(|e| format!("writing the dump: {e}"))?;
+    out.flush().map_err(DumpError::Write)?;
     Ok(n)
 }
 
 /// Reads JSON lines; the first must be a header of a known version.
-pub fn read_records(input: impl BufRead) -> Result<Vec<Record>, String> {
+pub fn read_records(input: impl BufRead) -> Result<Vec<Record>, DumpError> {
     let mut out = Vec::new();
     for (i, line) in input.lines().enumerate() {
-        let line = line.map_err(|e| format!("reading the dump: {e}"))?;
+        let line = line.map_err(DumpError::Read)?;
         if line.trim().is_empty() {
             continue;
         }
-        let r: Record =
-            serde_json::from_str(&line).map_err(|e| format!("dump line {}: {e}", i + 1))?;
+        let r: Record = serde_json::from_str(&line).map_err(|source| DumpError::Line {
+            line: i + 1,
+            source,
+        })?;
         if out.is_empty() {
             match &r {
                 Record::Header { version, .. }
                     if (OLDEST_DUMP_VERSION..=DUMP_VERSION).contains(version) => {}
-                _ => {
-                    return Err(format!(
-                        "line 1 must be a header of version {OLDEST_DUMP_VERSION} to {DUMP_VERSION}"
-                    ));
-                }
+                _ => return Err(DumpError::NoHeader),
             }
         }
         out.push(r);
     }
     if out.is_empty() {
-        return Err("the dump is empty".into());
+        return Err(DumpError::Empty);
     }
     Ok(out)
 }

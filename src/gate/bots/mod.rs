@@ -14,7 +14,26 @@ use std::sync::{Arc, LazyLock};
 
 use parking_lot::{Mutex, RwLock};
 
-pub use patterns::{PatternSet, parse_lines};
+pub use patterns::{PatternError, PatternSet, parse_lines};
+
+/// Why the operator's bot patterns cannot be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum BotsError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bot patterns ({}): {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: PatternError,
+    },
+    #[error("bot patterns: {0}")]
+    Inline(#[source] PatternError),
+}
 
 use crate::gate::config::GateConfig;
 
@@ -41,10 +60,13 @@ pub fn builtin() -> &'static PatternSet {
 }
 
 /// The patterns of an operator list file (see [`parse_lines`]).
-pub fn read_pattern_file(path: &Path) -> Result<Vec<String>, String> {
+pub fn read_pattern_file(path: &Path) -> Result<Vec<String>, BotsError> {
     std::fs::read_to_string(path)
         .map(|t| parse_lines(&t))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .map_err(|e| BotsError::Read {
+            path: path.to_path_buf(),
+            source: e,
+        })
 }
 
 pub struct BotDetector {
@@ -68,12 +90,12 @@ impl std::fmt::Debug for BotDetector {
 impl BotDetector {
     /// `extra` are regular expressions matched case-insensitively, on top
     /// of the built-in list.
-    pub fn new(extra: &[String], empty_is_bot: bool) -> Result<Self, String> {
+    pub fn new(extra: &[String], empty_is_bot: bool) -> Result<Self, BotsError> {
         Self::with_file(extra, None, empty_is_bot)
     }
 
     /// The detector `[gate]` describes.
-    pub fn from_config(gate: &GateConfig) -> Result<Self, String> {
+    pub fn from_config(gate: &GateConfig) -> Result<Self, BotsError> {
         Self::with_file(
             &gate.bot_patterns,
             gate.bot_patterns_file.as_deref(),
@@ -87,7 +109,7 @@ impl BotDetector {
         extra: &[String],
         file: Option<&Path>,
         empty_is_bot: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BotsError> {
         let d = BotDetector {
             inline: extra.to_vec(),
             file: file.map(Path::to_path_buf),
@@ -101,21 +123,24 @@ impl BotDetector {
         Ok(d)
     }
 
-    fn compile_operator(&self) -> Result<PatternSet, String> {
+    fn compile_operator(&self) -> Result<PatternSet, BotsError> {
         let mut all = self.inline.clone();
         if let Some(path) = &self.file {
             all.extend(read_pattern_file(path)?);
         }
-        PatternSet::compile(&all).map_err(|e| match &self.file {
-            Some(path) => format!("bot patterns ({}): {e}", path.display()),
-            None => format!("bot patterns: {e}"),
+        PatternSet::compile(&all).map_err(|source| match &self.file {
+            Some(path) => BotsError::File {
+                path: path.clone(),
+                source,
+            },
+            None => BotsError::Inline(source),
         })
     }
 
     /// Re-reads the operator's list file and swaps it in; cached verdicts
     /// are dropped. On `Err` (unreadable file, bad pattern) the list in use
     /// stays. Returns how many operator patterns are in force.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub fn reload(&self) -> Result<usize, BotsError> {
         match self.compile_operator() {
             Ok(set) => {
                 let n = set.len();
@@ -245,13 +270,14 @@ mod tests {
         assert!(d.is_bot(&first));
         assert!(!d.is_bot(&second));
         std::fs::write(&file, "zqxsecond/\n").unwrap();
-        assert_eq!(d.reload(), Ok(2));
+        assert_eq!(d.reload().unwrap(), 2);
         assert!(!d.is_bot(&first), "old verdict not served from the cache");
         assert!(d.is_bot(&second));
         assert!(d.is_bot(&format!("{FIREFOX} zqxinline/2")));
         std::fs::write(&file, "(\n").unwrap();
         let e = d.reload().unwrap_err();
-        assert!(e.contains("bots.txt"), "{e}");
+        assert!(matches!(e, BotsError::File { .. }), "{e}");
+        assert!(e.to_string().contains("bots.txt"), "{e}");
         assert!(d.is_bot(&second), "a bad file keeps the old list");
         std::fs::remove_file(&file).unwrap();
         assert!(d.reload().is_err());

@@ -38,6 +38,21 @@ pub struct PatternSet {
     len: usize,
 }
 
+/// Why a list of patterns does not compile.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PatternError {
+    #[error("{pattern:?} is not a valid regex: {source}")]
+    Invalid {
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
+    #[error("the patterns together are too large: {0}")]
+    TooLarge(#[source] regex::Error),
+    #[error("the look-around patterns are too large: {0}")]
+    LookaroundTooLarge(#[source] regex::Error),
+}
+
 fn plain_builder(pattern: &str) -> RegexBuilder {
     let mut b = RegexBuilder::new(pattern);
     b.unicode(false)
@@ -60,7 +75,7 @@ impl PatternSet {
     }
 
     /// `Err` names the first pattern that is not a valid regular expression.
-    pub fn compile(patterns: &[String]) -> Result<Self, String> {
+    pub fn compile(patterns: &[String]) -> Result<Self, PatternError> {
         let mut plain = Vec::new();
         let mut lookaround = Vec::new();
         let mut prefilter = Vec::new();
@@ -70,8 +85,12 @@ impl PatternSet {
                 Err(plain_err) => {
                     // Look-around is the one extension worth supporting;
                     // anything else reports the plain regex error.
-                    let fancy = fancy_regex::Regex::new(&format!("(?i){p}"))
-                        .map_err(|_| format!("{p:?} is not a valid regex: {plain_err}"))?;
+                    let fancy = fancy_regex::Regex::new(&format!("(?i){p}")).map_err(|_| {
+                        PatternError::Invalid {
+                            pattern: p.clone(),
+                            source: plain_err,
+                        }
+                    })?;
                     let necessary = strip_lookaround(p);
                     // The stripped form only has to be a superset; if it
                     // does not compile, match everything and let the full
@@ -86,14 +105,14 @@ impl PatternSet {
                 }
             }
         }
-        let alternation = |parts: &[String]| -> Result<Option<Regex>, String> {
+        let alternation = |parts: &[String]| -> Result<Option<Regex>, PatternError> {
             if parts.is_empty() {
                 return Ok(None);
             }
             plain_builder(&parts.join("|"))
                 .build()
                 .map(Some)
-                .map_err(|e| format!("the patterns together are too large: {e}"))
+                .map_err(PatternError::TooLarge)
         };
         let mut all = plain.clone();
         all.extend(prefilter.iter().map(|p| format!("(?:{p})")));
@@ -109,7 +128,7 @@ impl PatternSet {
                     .size_limit(SIZE_LIMIT)
                     .dfa_size_limit(SIZE_LIMIT)
                     .build()
-                    .map_err(|e| format!("the look-around patterns are too large: {e}"))?,
+                    .map_err(PatternError::LookaroundTooLarge)?,
             )
         };
         Ok(PatternSet {
@@ -251,7 +270,8 @@ mod tests {
     #[test]
     fn invalid_pattern_is_named() {
         let e = PatternSet::compile(&["ok".into(), "(".into()]).unwrap_err();
-        assert!(e.contains("\"(\""), "{e}");
+        assert!(matches!(&e, PatternError::Invalid { pattern, .. } if pattern == "("));
+        assert!(e.to_string().contains("\"(\""), "{e}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::store::snapshot::{list_snapshots, open_snapshot, read_latest_snapshot
 use crate::store::storage::{DirLock, Disk, Storage};
 use crate::store::wal::{FsyncPolicy, read_records};
 
+use super::error::OpenError;
 use super::persist;
 use super::phase::{PhaseGauge, SnapshotPhase};
 use super::state::Data;
@@ -57,20 +58,25 @@ impl Durability {
     }
 
     /// Creates the data directory and takes its lock, or says who has it.
-    pub(super) fn lock(&self) -> Result<DirLock, String> {
+    pub(super) fn lock(&self) -> Result<DirLock, OpenError> {
         self.storage
             .create_dir_all(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
+            .map_err(|source| OpenError::CreateDir {
+                path: self.dir.clone(),
+                source,
+            })?;
         let path = self.dir.join("lock");
-        self.storage.lock(&path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                format!(
-                    "data directory {} is in use by another hotrank process (it holds the lock on {}); stop that process or use another --data-dir",
-                    self.dir.display(),
-                    path.display()
-                )
+        self.storage.lock(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::WouldBlock {
+                OpenError::Locked {
+                    dir: self.dir.clone(),
+                    lock: path.clone(),
+                }
             } else {
-                format!("cannot lock {}: {e}", path.display())
+                OpenError::Lock {
+                    path: path.clone(),
+                    source,
+                }
             }
         })
     }
@@ -81,21 +87,32 @@ impl Durability {
         &self,
         settings: &StoreSettings,
         parallel: bool,
-    ) -> Result<(Option<u64>, Data), String> {
+    ) -> Result<(Option<u64>, Data), OpenError> {
         let snap_dir = self.snapshot_dir();
         self.storage
             .create_dir_all(&snap_dir)
-            .map_err(|e| format!("cannot create {}: {e}", snap_dir.display()))?;
-        let (seq, mut data) = match read_latest_snapshot(&*self.storage, &snap_dir)
-            .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?
-        {
-            Some(snap) => {
-                let data = persist::decode_state(snap.version, &snap.payload, parallel)
-                    .map_err(|e| format!("snapshot {} in {}: {e}", snap.seq, snap_dir.display()))?;
-                (Some(snap.seq), data)
-            }
-            None => (None, Data::new(settings)),
-        };
+            .map_err(|source| OpenError::CreateDir {
+                path: snap_dir.clone(),
+                source,
+            })?;
+        let (seq, mut data) =
+            match read_latest_snapshot(&*self.storage, &snap_dir).map_err(|source| {
+                OpenError::ReadSnapshots {
+                    dir: snap_dir.clone(),
+                    source,
+                }
+            })? {
+                Some(snap) => {
+                    let data = persist::decode_state(snap.version, &snap.payload, parallel)
+                        .map_err(|source| OpenError::DecodeSnapshot {
+                            seq: snap.seq,
+                            dir: snap_dir.clone(),
+                            source,
+                        })?;
+                    (Some(snap.seq), data)
+                }
+                None => (None, Data::new(settings)),
+            };
         data.restore(settings);
         Ok((seq, data))
     }
@@ -107,10 +124,14 @@ impl Durability {
     pub(super) fn read_streamed(
         &self,
         settings: &StoreSettings,
-    ) -> Result<(u64, Data, Option<persist::OldSection>), String> {
+    ) -> Result<(u64, Data, Option<persist::OldSection>), OpenError> {
         let snap_dir = self.snapshot_dir();
-        let listed = list_snapshots(&*self.storage, &snap_dir)
-            .map_err(|e| format!("reading snapshots in {}: {e}", snap_dir.display()))?;
+        let listed = list_snapshots(&*self.storage, &snap_dir).map_err(|source| {
+            OpenError::ReadSnapshots {
+                dir: snap_dir.clone(),
+                source,
+            }
+        })?;
         for (seq, path) in listed {
             let read = open_snapshot(&*self.storage, &path)
                 .and_then(|r| persist::read_state_streamed(r, &path));
@@ -127,7 +148,7 @@ impl Durability {
                 {
                     tracing::warn!(file = %path.display(), seq, error = %e, "snapshot: skipping invalid snapshot, trying an older one");
                 }
-                Err(e) => return Err(format!("snapshot {}: {e}", path.display())),
+                Err(source) => return Err(OpenError::Snapshot { path, source }),
             }
         }
         let mut data = Data::new(settings);
@@ -147,11 +168,11 @@ impl Durability {
         settings: &StoreSettings,
         seq: u64,
         phase: &PhaseGauge,
-    ) -> Result<(Data, Option<persist::OldSection>), String> {
+    ) -> Result<(Data, Option<persist::OldSection>), OpenError> {
         phase.set(SnapshotPhase::Read);
         let (from, mut data, old) = self.read_streamed(settings)?;
         if from > seq {
-            return Err(format!("the newest snapshot ({from}) is past seq {seq}"));
+            return Err(OpenError::SnapshotPast { from, seq });
         }
         phase.set(SnapshotPhase::Replay);
         let mut next = from + 1;
@@ -162,16 +183,23 @@ impl Durability {
                 return Ok(());
             }
             if at != next {
-                return Err(format!("log record {at} where {next} was expected"));
+                return Err(OpenError::OutOfOrder { at, next }.into());
             }
             data.apply(&persist::decode_record(version, payload)?);
             next += 1;
             Ok(())
         };
-        read_records(&*self.storage, &self.wal_dir(), from, each)
-            .map_err(|e| format!("reading the log in {}: {e}", self.wal_dir().display()))?;
+        read_records(&*self.storage, &self.wal_dir(), from, each).map_err(|source| {
+            OpenError::ReadLog {
+                wal_dir: self.wal_dir(),
+                source,
+            }
+        })?;
         if next != seq + 1 {
-            return Err(format!("the log ends at record {} before {seq}", next - 1));
+            return Err(OpenError::LogEnds {
+                last: next - 1,
+                seq,
+            });
         }
         Ok((data, old))
     }

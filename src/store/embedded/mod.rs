@@ -36,6 +36,7 @@
 
 mod builds;
 mod durability;
+mod error;
 mod ingest;
 mod inner;
 mod maintain;
@@ -53,6 +54,7 @@ mod warm;
 
 pub use builds::{BuildHook, BuildPhase};
 pub use durability::Durability;
+pub use error::OpenError;
 pub use inner::RankingSizes;
 pub use open::{RecoveryReport, RepairReport};
 pub use phase::SnapshotPhase;

@@ -11,6 +11,7 @@ use crate::store::snapshot::write_snapshot;
 use crate::store::wal::{SalvageReport, Wal, WalConfig, WalError, salvage};
 
 use super::durability::{Durability, SNAPSHOTS_KEPT, pipelined};
+use super::error::OpenError;
 use super::persist;
 use super::state::Data;
 use super::store::EmbeddedStore;
@@ -45,7 +46,10 @@ impl EmbeddedStore {
     /// valid snapshot, then every log record after it. Refuses (naming the
     /// file and byte offset) a log that is damaged anywhere but in a torn
     /// tail; see [`EmbeddedStore::repair`].
-    pub fn open(d: Durability, settings: StoreSettings) -> Result<(Self, RecoveryReport), String> {
+    pub fn open(
+        d: Durability,
+        settings: StoreSettings,
+    ) -> Result<(Self, RecoveryReport), OpenError> {
         let started = Instant::now();
         let lock = d.lock()?;
         let (seq, mut data) = d.load_snapshot(&settings, true)?;
@@ -62,13 +66,16 @@ impl EmbeddedStore {
                 Ok(())
             })
         })
-        .map_err(|e| match e {
-            WalError::Corrupt { .. } => format!(
-                "the log in {} is damaged: {e}. To start anyway, run `hotrank repair --data-dir {}` (it keeps every intact record and reports what it skips)",
-                d.wal_dir().display(),
-                d.dir.display()
-            ),
-            e => format!("opening the log in {}: {e}", d.wal_dir().display()),
+        .map_err(|source| match source {
+            WalError::Corrupt { .. } => OpenError::Damaged {
+                wal_dir: d.wal_dir(),
+                dir: d.dir.clone(),
+                source,
+            },
+            source => OpenError::OpenLog {
+                wal_dir: d.wal_dir(),
+                source,
+            },
         })?;
         let mut report = RecoveryReport {
             snapshot_seq: seq,
@@ -91,19 +98,25 @@ impl EmbeddedStore {
     /// `wal-damaged-<unix time>/` (nothing is deleted). A log that is not
     /// damaged is left alone. Takes the directory's lock: stop the server
     /// first.
-    pub fn repair(d: &Durability, settings: &StoreSettings) -> Result<RepairReport, String> {
+    pub fn repair(d: &Durability, settings: &StoreSettings) -> Result<RepairReport, OpenError> {
         let _lock = d.lock()?;
         let (seq, mut data) = d.load_snapshot(settings, true)?;
         let wal_dir = d.wal_dir();
         d.storage
             .create_dir_all(&wal_dir)
-            .map_err(|e| format!("cannot create {}: {e}", wal_dir.display()))?;
+            .map_err(|source| OpenError::CreateDir {
+                path: wal_dir.clone(),
+                source,
+            })?;
         let after = seq.unwrap_or(0);
         let log = salvage(&*d.storage, &wal_dir, after, |_, version, payload| {
             data.apply(&persist::decode_record(version, payload)?);
             Ok(())
         })
-        .map_err(|e| format!("reading the log in {}: {e}", wal_dir.display()))?;
+        .map_err(|source| OpenError::ReadLog {
+            wal_dir: wal_dir.clone(),
+            source,
+        })?;
         let mut report = RepairReport {
             snapshot_seq: seq,
             log,
@@ -124,12 +137,18 @@ impl EmbeddedStore {
             &bytes,
             SNAPSHOTS_KEPT,
         )
-        .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
+        .map_err(|source| OpenError::WriteSnapshot {
+            dir: snap_dir.clone(),
+            source,
+        })?;
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |t| t.as_secs());
         let aside = d.dir.join(format!("wal-damaged-{stamp}"));
-        let io = |e: std::io::Error| format!("moving the damaged log to {}: {e}", aside.display());
+        let io = |source| OpenError::MoveAside {
+            to: aside.clone(),
+            source,
+        };
         d.storage.create_dir_all(&aside).map_err(io)?;
         for name in d.storage.list(&wal_dir).map_err(io)? {
             d.storage
@@ -149,16 +168,13 @@ impl EmbeddedStore {
         d: &Durability,
         settings: &StoreSettings,
         records: &[crate::store::dump::Record],
-    ) -> Result<u64, String> {
+    ) -> Result<u64, OpenError> {
         let _lock = d.lock()?;
         let snap_dir = d.snapshot_dir();
         let wal_dir = d.wal_dir();
         for dir in [&snap_dir, &wal_dir] {
             if d.storage.list(dir).is_ok_and(|names| !names.is_empty()) {
-                return Err(format!(
-                    "{} is not empty: import only into a new data directory",
-                    dir.display()
-                ));
+                return Err(OpenError::NotEmpty { dir: dir.clone() });
             }
         }
         let data = Data::import(records, settings)?;
@@ -172,7 +188,10 @@ impl EmbeddedStore {
             &bytes,
             SNAPSHOTS_KEPT,
         )
-        .map_err(|e| format!("writing the snapshot in {}: {e}", snap_dir.display()))?;
+        .map_err(|source| OpenError::WriteSnapshot {
+            dir: snap_dir.clone(),
+            source,
+        })?;
         Ok(n)
     }
 }

@@ -91,16 +91,33 @@ impl From<DataV1> for Data {
     }
 }
 
-fn newer(what: &str, version: u32) -> String {
-    format!(
+/// Why a snapshot's state or a log record cannot be decoded or encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state does not decode: {0}")]
+    Decode(#[source] postcard::Error),
+    #[error("state is cut short in its dedupe section")]
+    CutShort,
+    #[error("a dedupe entry names an article the state does not hold")]
+    UnknownArticle,
+    #[error(
         "{what} was written by a newer hotrank (state version {version}; this build reads up to {STATE_VERSION}): upgrade hotrank"
-    )
+    )]
+    Newer { what: &'static str, version: u32 },
+    #[error("log record does not decode: {0}")]
+    Record(#[source] postcard::Error),
+    #[error("state encoding: {0}")]
+    Encode(#[source] io::Error),
+}
+
+fn newer(what: &'static str, version: u32) -> StateError {
+    StateError::Newer { what, version }
 }
 
 /// Decodes a snapshot's state written with payload `version`; with
 /// `parallel`, its dedupe section on a second thread.
-pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, String> {
-    let bad = |e: postcard::Error| format!("state does not decode: {e}");
+pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, StateError> {
+    let bad = StateError::Decode;
     match version {
         0 | 1 => postcard::from_bytes::<DataV1>(bytes)
             .map(Data::from)
@@ -124,7 +141,7 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
             };
             let (mut data, (dedupe, top)) = (data.map_err(bad)?, dedupe);
             if top.is_some_and(|i| i as usize >= data.articles.len()) {
-                return Err("a dedupe entry names an article the state does not hold".into());
+                return Err(StateError::UnknownArticle);
             }
             data.dedupe = dedupe;
             Ok(data)
@@ -134,10 +151,9 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
 }
 
 /// A version 2 state's dedupe seed, dedupe entries and the rest.
-fn split_v2(bytes: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
-    let short = || "state is cut short in its dedupe section".to_string();
-    let word = |at: usize| -> Result<u64, String> {
-        let b = bytes.get(at..at + 8).ok_or_else(short)?;
+fn split_v2(bytes: &[u8]) -> Result<(u64, &[u8], &[u8]), StateError> {
+    let word = |at: usize| -> Result<u64, StateError> {
+        let b = bytes.get(at..at + 8).ok_or(StateError::CutShort)?;
         Ok(u64::from_le_bytes(b.try_into().unwrap()))
     };
     let (seed, n) = (word(0)?, word(8)?);
@@ -145,7 +161,7 @@ fn split_v2(bytes: &[u8]) -> Result<(u64, &[u8], &[u8]), String> {
         .ok()
         .and_then(|n| n.checked_mul(DEDUPE_ENTRY))
         .filter(|&len| len <= bytes.len() - 16)
-        .ok_or_else(short)?;
+        .ok_or(StateError::CutShort)?;
     let (section, rest) = bytes[16..].split_at(len);
     Ok((seed, section, rest))
 }
@@ -286,11 +302,15 @@ pub fn read_state_streamed(
         let mut bytes = Vec::new();
         r.read_to_end(&mut bytes)?;
         r.finish()?;
-        let data = decode_state(version, &bytes, false).map_err(invalid_data)?;
+        let data = decode_state(version, &bytes, false)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         return Ok((data, None));
     }
     if version > STATE_VERSION {
-        return Err(invalid_data(newer("the snapshot", version)));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            newer("the snapshot", version),
+        ));
     }
     let len = r.len();
     let (seed, n) = read_head(&mut r, len)?;
@@ -389,18 +409,16 @@ pub fn write_state_merged(
 }
 
 /// Decodes a log record written with payload `version`.
-pub fn decode_record(version: u32, bytes: &[u8]) -> Result<LogRecord, String> {
+pub fn decode_record(version: u32, bytes: &[u8]) -> Result<LogRecord, StateError> {
     match version {
-        0..=2 => {
-            postcard::from_bytes(bytes).map_err(|e| format!("log record does not decode: {e}"))
-        }
+        0..=2 => postcard::from_bytes(bytes).map_err(StateError::Record),
         v => Err(newer("the log", v)),
     }
 }
 
-pub fn encode_state(data: &Data) -> Result<Vec<u8>, String> {
+pub fn encode_state(data: &Data) -> Result<Vec<u8>, StateError> {
     let mut out = Vec::new();
-    write_state(data, &mut out).map_err(|e| format!("state encoding: {e}"))?;
+    write_state(data, &mut out).map_err(StateError::Encode)?;
     Ok(out)
 }
 
@@ -486,10 +504,11 @@ mod tests {
         let err = decode_state(STATE_VERSION + 1, &bytes, false)
             .err()
             .unwrap();
-        assert!(err.contains("newer hotrank"), "{err}");
+        assert!(err.to_string().contains("newer hotrank"), "{err}");
         let err = decode_record(STATE_VERSION + 1, &[]).err().unwrap();
         assert!(
-            err.contains("the log was written by a newer hotrank"),
+            err.to_string()
+                .contains("the log was written by a newer hotrank"),
             "{err}"
         );
     }
@@ -642,11 +661,11 @@ mod tests {
         let mut long = bytes.clone();
         long[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
         let err = decode_state(STATE_VERSION, &long, true).err().unwrap();
-        assert!(err.contains("cut short"), "{err}");
+        assert!(err.to_string().contains("cut short"), "{err}");
         assert!(decode_state(STATE_VERSION, &bytes[..12], false).is_err());
         // An entry naming an article past the last.
         bytes[16..20].copy_from_slice(&10u32.to_le_bytes());
         let err = decode_state(STATE_VERSION, &bytes, true).err().unwrap();
-        assert!(err.contains("names an article"), "{err}");
+        assert!(err.to_string().contains("names an article"), "{err}");
     }
 }

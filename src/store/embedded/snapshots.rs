@@ -115,7 +115,7 @@ impl EmbeddedStore {
                     .map_err(|e| StoreError::Unavailable(format!("writing snapshot: {e}")))?;
                 self.snapshot_written(wal, seq, kept, started).await
             }
-            Err::<_, String>(e) => {
+            Err::<_, super::OpenError>(e) => {
                 tracing::warn!(seq, error = %e, "snapshot: rebuilding from the log failed; snapshotting under the state lock instead");
                 metrics::counter!("hotrank_snapshot_fallbacks_total").increment(1);
                 (self.snapshot_fallbacks).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -150,7 +150,8 @@ impl EmbeddedStore {
             if *self.snapshot_seq.lock() == Some(seq) {
                 return Ok(());
             }
-            let bytes = persist::encode_state(&inner.data).map_err(StoreError::Internal)?;
+            let bytes = persist::encode_state(&inner.data)
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
             (seq, bytes)
         };
         // Everything up to `seq` is in `bytes`; it must be durable in the

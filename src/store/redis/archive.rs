@@ -409,10 +409,7 @@ impl RedisStore {
         let mut restored = 0;
         for part in ids.chunks(200) {
             let started = std::time::Instant::now();
-            let records = archive
-                .articles(part)
-                .await
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let records = archive.articles(part).await?;
             if records.len() != part.len() {
                 return Err(StoreError::Internal(format!(
                     "evicted articles missing from the archive among {part:?}"
@@ -446,7 +443,7 @@ impl RedisStore {
         };
         let mut pipe = redis::pipe();
         super::dump::article_writes(&mut pipe, self, record, &self.settings, now, false)
-            .map_err(StoreError::Internal)?;
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
         let k = self.keys();
         let mut keys = vec![
             k.ledger(id, "archive:evicted").into_bytes(),

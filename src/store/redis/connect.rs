@@ -14,27 +14,42 @@ use super::scripts::{Scripts, ingest_script_with};
 use super::{Con, Keys, RedisOptions, RedisStore, keys, seed, valid_prefix, warm};
 use crate::store::StoreSettings;
 
+/// Why [`RedisStore::connect`] refused its options.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("redis.prefix {0:?} is invalid: use at most 64 of [A-Za-z0-9_:.-]")]
+    Prefix(String),
+    #[error("redis.layout = \"seed\" needs one Redis, not a cluster")]
+    SeedCluster,
+    #[error(
+        "redis.shards = {0} is invalid here: more than one shard needs the hotrank layout (the seeds' keys have no shards)"
+    )]
+    Shards(u32),
+    #[error("redis.url {url:?} is invalid: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("redis connection manager: {0}")]
+    Manager(#[source] redis::RedisError),
+}
+
 impl RedisStore {
     /// A store on `opts.url`. Connects lazily: a Redis that is down now is
     /// reported by `ready()` and reached as soon as it is up. Call it
     /// inside a Tokio runtime (the connection task is spawned on it).
-    pub fn connect(opts: RedisOptions, settings: StoreSettings) -> Result<Self, String> {
+    pub fn connect(opts: RedisOptions, settings: StoreSettings) -> Result<Self, ConnectError> {
         if !valid_prefix(&opts.prefix) {
-            return Err(format!(
-                "redis.prefix {:?} is invalid: use at most 64 of [A-Za-z0-9_:.-]",
-                opts.prefix
-            ));
+            return Err(ConnectError::Prefix(opts.prefix));
         }
         let connect = Duration::from_millis(opts.connect_timeout_ms);
         let respond = Duration::from_millis(opts.response_timeout_ms);
         if opts.seed_layout && (opts.cluster || opts.cluster_names) {
-            return Err("redis.layout = \"seed\" needs one Redis, not a cluster".into());
+            return Err(ConnectError::SeedCluster);
         }
         if opts.shards == 0 || (opts.shards > 1 && opts.seed_layout) {
-            return Err(format!(
-                "redis.shards = {} is invalid here: more than one shard needs the hotrank layout (the seeds' keys have no shards)",
-                opts.shards
-            ));
+            return Err(ConnectError::Shards(opts.shards));
         }
         let con = if opts.cluster {
             let seeds: Vec<&str> = opts.url.split(',').map(str::trim).collect();
@@ -48,14 +63,20 @@ impl RedisStore {
                 .min_retry_wait(50)
                 .max_retry_wait(500)
                 .build()
-                .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
+                .map_err(|source| ConnectError::Url {
+                    url: opts.url.clone(),
+                    source,
+                })?;
             Con::Cluster(Arc::new(LazyCluster {
                 client,
                 con: tokio::sync::OnceCell::new(),
             }))
         } else {
-            let client = redis::Client::open(opts.url.as_str())
-                .map_err(|e| format!("redis.url {:?} is invalid: {e}", opts.url))?;
+            let client =
+                redis::Client::open(opts.url.as_str()).map_err(|source| ConnectError::Url {
+                    url: opts.url.clone(),
+                    source,
+                })?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(connect))
                 .set_response_timeout(Some(respond))
@@ -64,7 +85,7 @@ impl RedisStore {
                 .set_max_delay(Duration::from_millis(500));
             Con::One(
                 ConnectionManager::new_lazy_with_config(client, config)
-                    .map_err(|e| format!("redis connection manager: {e}"))?,
+                    .map_err(ConnectError::Manager)?,
                 opts.cluster_names.then(Default::default),
             )
         };

@@ -12,9 +12,20 @@ use super::{Keys, RedisStore, meta_pairs, store_err};
 use crate::model::{ArticleId, ArticleMeta, Timestamp};
 use crate::sketch::Hll;
 use crate::store::dump::{
-    DumpBucket, DumpCounters, RateScope, Record, bytes_from_b64, hll_from_b64,
+    DumpBucket, DumpCounters, DumpError, RateScope, Record, bytes_from_b64, hll_from_b64,
 };
 use crate::store::{StoreError, StoreSettings};
+
+/// Why an import into Redis failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("this Redis prefix already holds articles: import only into an empty one")]
+    NotEmpty,
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Writes dump records under the store's prefix, which must hold no
 /// article yet. Returns the number of articles written.
@@ -23,13 +34,10 @@ pub async fn load_redis(
     records: &[Record],
     settings: &StoreSettings,
     now: Timestamp,
-) -> Result<u64, String> {
+) -> Result<u64, LoadError> {
     let keys = store.keys();
-    let err = |e: StoreError| e.to_string();
     if holds_articles(store).await? {
-        return Err(
-            "this Redis prefix already holds articles: import only into an empty one".into(),
-        );
+        return Err(LoadError::NotEmpty);
     }
     let gate = GateSlots::at(store, settings, now).await?;
     let mut articles = 0u64;
@@ -56,10 +64,7 @@ pub async fn load_redis(
         queued += 1;
         if queued >= CHUNK {
             // (One pipeline per slot when the site spans slots.)
-            store
-                .query_pipe::<()>(&pipe)
-                .await
-                .map_err(|e| err(store_err(e)))?;
+            store.query_pipe::<()>(&pipe).await.map_err(store_err)?;
             pipe = redis::pipe();
             queued = 0;
         }
@@ -71,17 +76,13 @@ pub async fn load_redis(
     for (key, n) in registered {
         pipe.set(key, n);
     }
-    store
-        .query_pipe::<()>(&pipe)
-        .await
-        .map_err(|e| err(store_err(e)))?;
+    store.query_pipe::<()>(&pipe).await.map_err(store_err)?;
     Ok(articles)
 }
 
 /// Whether the store's prefix holds any article (`meta:article:*`).
-async fn holds_articles(store: &RedisStore) -> Result<bool, String> {
+async fn holds_articles(store: &RedisStore) -> Result<bool, StoreError> {
     let mut con = store.con();
-    let err = |e: StoreError| e.to_string();
     let mut existing = false;
     for (route, prefix) in store.keys().scan_prefixes() {
         let (_, found): (u64, Vec<String>) = con
@@ -92,7 +93,7 @@ async fn holds_articles(store: &RedisStore) -> Result<bool, String> {
                 100_000,
             )
             .await
-            .map_err(|e| err(store_err(e)))?;
+            .map_err(store_err)?;
         existing |= !found.is_empty();
     }
     Ok(existing)
@@ -111,10 +112,8 @@ impl GateSlots {
         store: &RedisStore,
         settings: &StoreSettings,
         now: Timestamp,
-    ) -> Result<Self, String> {
-        let err = |e: StoreError| e.to_string();
-        let gate_now =
-            (store.gate_clock_ms().await.map_err(err)?).map_or(now, |ms| ms.div_euclid(1000));
+    ) -> Result<Self, StoreError> {
+        let gate_now = (store.gate_clock_ms().await?).map_or(now, |ms| ms.div_euclid(1000));
         let slot_secs = |f: GateFamily| f.slot_secs(settings);
         let mut gate_keys: BTreeMap<GateFamily, (String, i64)> = BTreeMap::new();
         for f in GateFamily::ALL {
@@ -143,7 +142,7 @@ fn site_writes(
     settings: &StoreSettings,
     gate: &GateSlots,
     now: Timestamp,
-) -> Result<(), String> {
+) -> Result<(), DumpError> {
     let dkeep = settings.retention_secs + DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
     match r {
@@ -224,7 +223,7 @@ pub(super) fn article_writes(
     settings: &StoreSettings,
     now: Timestamp,
     with_meta: bool,
-) -> Result<(), String> {
+) -> Result<(), DumpError> {
     let Record::Article {
         id,
         meta,
@@ -310,7 +309,7 @@ fn hour_writes(
     days: &[DumpBucket],
     settings: &StoreSettings,
     now: Timestamp,
-) -> Result<BTreeMap<i64, (DumpCounters, Hll)>, String> {
+) -> Result<BTreeMap<i64, (DumpCounters, Hll)>, DumpError> {
     let keys = store.keys();
     let hkeep = (i64::from(store.options().hourly_days) + 1) * DAY;
     let dkeep = settings.retention_secs + DAY;
@@ -368,7 +367,7 @@ fn day_writes(
     derived: BTreeMap<i64, (DumpCounters, Hll)>,
     settings: &StoreSettings,
     now: Timestamp,
-) -> Result<(), String> {
+) -> Result<(), DumpError> {
     let dkeep = settings.retention_secs + DAY;
     let ttl = |expires_at: i64| (expires_at - now).max(60);
     let mut day_buckets: Vec<(i64, DumpCounters, Option<Vec<u8>>)> = days
@@ -379,7 +378,7 @@ fn day_writes(
                 .transpose()?;
             Ok((b.at, b.c.clone(), img))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, DumpError>>()?;
     for (d, (c, h)) in derived {
         let img = (c.pv > 0).then(|| h.to_bytes());
         day_buckets.push((d, c, img));

@@ -51,6 +51,7 @@ mod changes;
 mod claim;
 mod conn;
 mod connect;
+pub use connect::ConnectError;
 mod dump;
 mod errors;
 mod ingest;
@@ -82,7 +83,7 @@ pub use key_table::{KEY_TABLE, key_spec_of, render_key_table};
 pub use keys::{
     Keys, ShardKeys, day_of, oldest_hour, shard_chunk, shard_chunk_tagged, shard_of, window_plan,
 };
-pub use load::load_redis;
+pub use load::{LoadError, load_redis};
 pub(crate) use marker::{Reconciled, fresh, reconcile, set_nx_get};
 pub use meta::MetaRec;
 pub use ops::{OpEntry, OpKind};

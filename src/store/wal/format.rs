@@ -97,32 +97,57 @@ pub(crate) struct Parsed<'a> {
     pub size: usize,
 }
 
+/// Why bytes of a segment are not a valid record or segment header.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Defect {
+    #[error("partial record header ({0} bytes)")]
+    PartialHeader(usize),
+    #[error("zero-filled bytes instead of a record")]
+    ZeroFilled,
+    #[error("record length {0} exceeds the maximum")]
+    TooLong(usize),
+    #[error("record length {len} runs past the end of the file ({left} bytes left)")]
+    PastEnd { len: usize, left: usize },
+    #[error("checksum mismatch in record seq {0}")]
+    Checksum(u64),
+    #[error("segment file is only {0} bytes long")]
+    ShortSegment(usize),
+    #[error("bad segment magic")]
+    BadMagic,
+    #[error("segment header checksum mismatch")]
+    HeaderChecksum,
+    #[error(
+        "segment format version {0} is newer than this build's ({SEGMENT_VERSION}); upgrade hotrank"
+    )]
+    NewerVersion(u32),
+    #[error("segment header says first seq {header}, file name says {name}")]
+    SeqMismatch { header: u64, name: u64 },
+}
+
 /// Parses the record at the start of `bytes`; `Err` says why it is not a
 /// valid record. Lengths are checked before anything is read beyond the
 /// header, so an absurd length costs nothing.
-pub(crate) fn parse_record(bytes: &[u8]) -> Result<Parsed<'_>, String> {
+pub(crate) fn parse_record(bytes: &[u8]) -> Result<Parsed<'_>, Defect> {
     if bytes.len() < RECORD_HEADER_LEN {
-        return Err(format!("partial record header ({} bytes)", bytes.len()));
+        return Err(Defect::PartialHeader(bytes.len()));
     }
     let rh = &bytes[..RECORD_HEADER_LEN];
     if rh.iter().all(|&b| b == 0) {
-        return Err("zero-filled bytes instead of a record".into());
+        return Err(Defect::ZeroFilled);
     }
     let len = u32::from_le_bytes(rh[0..4].try_into().unwrap()) as usize;
     let crc = u32::from_le_bytes(rh[4..8].try_into().unwrap());
     let seq = record_seq(rh);
     if len > MAX_RECORD_BYTES {
-        return Err(format!("record length {len} exceeds the maximum"));
+        return Err(Defect::TooLong(len));
     }
     let left = bytes.len() - RECORD_HEADER_LEN;
     if len > left {
-        return Err(format!(
-            "record length {len} runs past the end of the file ({left} bytes left)"
-        ));
+        return Err(Defect::PastEnd { len, left });
     }
     let payload = &bytes[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len];
     if record_crc(&rh[0..4], &rh[8..16], payload) != crc {
-        return Err(format!("checksum mismatch in record seq {seq}"));
+        return Err(Defect::Checksum(seq));
     }
     Ok(Parsed {
         seq,
@@ -159,28 +184,27 @@ pub fn segment_header(first_seq: u64, payload_version: u32) -> [u8; SEGMENT_HEAD
 }
 
 /// Checks a segment header; returns its payload version.
-pub(crate) fn check_segment_header(h: &[u8], first_seq: u64) -> Result<u32, String> {
+pub(crate) fn check_segment_header(h: &[u8], first_seq: u64) -> Result<u32, Defect> {
     if h.len() < SEGMENT_HEADER_LEN {
-        return Err(format!("segment file is only {} bytes long", h.len()));
+        return Err(Defect::ShortSegment(h.len()));
     }
     if h[0..8] != SEGMENT_MAGIC {
-        return Err("bad segment magic".into());
+        return Err(Defect::BadMagic);
     }
     let crc = u32::from_le_bytes(h[24..28].try_into().unwrap());
     if crc != crc32fast::hash(&h[0..24]) {
-        return Err("segment header checksum mismatch".into());
+        return Err(Defect::HeaderChecksum);
     }
     let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
     if version > SEGMENT_VERSION {
-        return Err(format!(
-            "segment format version {version} is newer than this build's ({SEGMENT_VERSION}); upgrade hotrank"
-        ));
+        return Err(Defect::NewerVersion(version));
     }
     let seq = u64::from_le_bytes(h[16..24].try_into().unwrap());
     if seq != first_seq {
-        return Err(format!(
-            "segment header says first seq {seq}, file name says {first_seq}"
-        ));
+        return Err(Defect::SeqMismatch {
+            header: seq,
+            name: first_seq,
+        });
     }
     Ok(u32::from_le_bytes(h[12..16].try_into().unwrap()))
 }
@@ -235,6 +259,7 @@ mod tests {
         assert!(
             check_segment_header(&h, 43)
                 .unwrap_err()
+                .to_string()
                 .contains("file name")
         );
         let mut bad = h;
@@ -242,6 +267,7 @@ mod tests {
         assert!(
             check_segment_header(&bad, 42)
                 .unwrap_err()
+                .to_string()
                 .contains("checksum")
         );
         assert!(check_segment_header(&[0; SEGMENT_HEADER_LEN], 42).is_err());
@@ -265,7 +291,12 @@ mod tests {
         h[8..12].copy_from_slice(&(SEGMENT_VERSION + 1).to_le_bytes());
         let crc = crc32fast::hash(&h[0..24]);
         h[24..28].copy_from_slice(&crc.to_le_bytes());
-        assert!(check_segment_header(&h, 1).unwrap_err().contains("newer"));
+        assert!(
+            check_segment_header(&h, 1)
+                .unwrap_err()
+                .to_string()
+                .contains("newer")
+        );
     }
 
     #[test]

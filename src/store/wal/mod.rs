@@ -110,7 +110,7 @@ pub use format::{
     MAX_RECORD_BYTES, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN, SEGMENT_MAGIC, SEGMENT_VERSION,
     encode_record, segment_file_name, segment_header,
 };
-pub use reader::{ReadStats, SalvageReport, Skipped, read_records, salvage};
+pub use reader::{ReadStats, ReplayError, SalvageReport, Skipped, read_records, salvage};
 
 use std::future::Future;
 use std::io;
@@ -206,8 +206,12 @@ pub enum WalError {
         reason: String,
     },
     /// The replay callback of [`Wal::open`] returned an error.
-    #[error("wal replay callback failed at seq {seq}: {message}")]
-    Replay { seq: u64, message: String },
+    #[error("wal replay callback failed at seq {seq}: {source}")]
+    Replay {
+        seq: u64,
+        #[source]
+        source: ReplayError,
+    },
     /// Payload larger than [`MAX_RECORD_BYTES`] (only from [`Wal::try_append`]).
     #[error("wal record of {len} bytes exceeds the maximum of {max} bytes")]
     TooLarge { len: usize, max: usize },
@@ -284,7 +288,7 @@ impl Wal {
     pub fn open(
         cfg: WalConfig,
         after_seq: u64,
-        mut replay: impl FnMut(u64, u32, &[u8]) -> Result<(), String>,
+        mut replay: impl FnMut(u64, u32, &[u8]) -> Result<(), ReplayError>,
     ) -> Result<(Wal, ReplayStats), WalError> {
         cfg.storage.create_dir_all(&cfg.dir)?;
         let rec = recovery::recover(&cfg, after_seq, &mut replay)?;

@@ -13,7 +13,11 @@ use super::{SegmentMeta, WalError};
 use crate::store::storage::{Storage, read_all};
 
 /// The replay callback: (seq, payload version, payload).
-pub(crate) type ReplayFn<'a> = dyn FnMut(u64, u32, &[u8]) -> Result<(), String> + 'a;
+pub(crate) type ReplayFn<'a> = dyn FnMut(u64, u32, &[u8]) -> Result<(), ReplayError> + 'a;
+
+/// Why a replay callback refused a record: its own error, kept as the
+/// source of [`WalError::Replay`].
+pub type ReplayError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What to do with a record that fails validation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,7 +199,8 @@ pub(crate) fn walk(
         out.total_bytes += len;
         let version = match check_segment_header(&bytes, first_seq) {
             Ok(v) => v,
-            Err(reason) => {
+            Err(defect) => {
+                let reason = defect.to_string();
                 match mode {
                     Mode::Salvage => skip_file(&mut out, len, reason),
                     _ if !(is_last && header_is_torn(&bytes)) => return Err(corrupt(0, reason)),
@@ -218,10 +223,10 @@ pub(crate) fn walk(
             let reason = match parse_record(&bytes[off..]) {
                 Ok(rec) if rec.seq == expected => {
                     if rec.seq > after_seq {
-                        replay(rec.seq, version, rec.payload).map_err(|message| {
+                        replay(rec.seq, version, rec.payload).map_err(|source| {
                             WalError::Replay {
                                 seq: rec.seq,
-                                message,
+                                source,
                             }
                         })?;
                         out.records += 1;
@@ -232,7 +237,7 @@ pub(crate) fn walk(
                     continue;
                 }
                 Ok(rec) => format!("expected seq {expected}, found {}", rec.seq),
-                Err(reason) => reason,
+                Err(defect) => defect.to_string(),
             };
             let intact = intact_after(&bytes, off + 1, expected);
             match mode {
@@ -343,7 +348,7 @@ pub fn read_records(
     storage: &dyn Storage,
     dir: &Path,
     after_seq: u64,
-    mut f: impl FnMut(u64, u32, &[u8]) -> Result<(), String>,
+    mut f: impl FnMut(u64, u32, &[u8]) -> Result<(), ReplayError>,
 ) -> Result<ReadStats, WalError> {
     let w = walk(storage, dir, after_seq, Mode::Read, &mut f)?;
     Ok(ReadStats {
@@ -376,7 +381,7 @@ pub fn salvage(
     storage: &dyn Storage,
     dir: &Path,
     after_seq: u64,
-    mut f: impl FnMut(u64, u32, &[u8]) -> Result<(), String>,
+    mut f: impl FnMut(u64, u32, &[u8]) -> Result<(), ReplayError>,
 ) -> Result<SalvageReport, WalError> {
     let mut last = 0;
     let w = walk(storage, dir, after_seq, Mode::Salvage, &mut |seq, v, p| {

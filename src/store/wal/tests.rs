@@ -256,7 +256,7 @@ fn replay_callback_error_aborts_open() {
     .err()
     .unwrap();
     assert!(
-        matches!(err, WalError::Replay { seq: 2, ref message } if message == "boom"),
+        matches!(err, WalError::Replay { seq: 2, ref source } if source.to_string() == "boom"),
         "{err}"
     );
 }

@@ -8,8 +8,8 @@ use super::dedupe::DedupeKey;
 use crate::model::{Counters, EventType, Quarantine};
 use crate::store::StoreSettings;
 use crate::store::dump::{
-    DumpBucket, DumpCounters, DumpVotes, RateScope, Record, hll_from_b64, hll_to_b64, parse_u64,
-    parse_u128,
+    DumpBucket, DumpCounters, DumpError, DumpVotes, RateScope, Record, hll_from_b64, hll_to_b64,
+    parse_u64, parse_u128,
 };
 
 fn kind_of(c: char) -> Option<EventType> {
@@ -32,10 +32,10 @@ fn bucket_counters(b: &Bucket) -> DumpCounters {
     }
 }
 
-fn bucket_from(hour: i64, c: &DumpCounters) -> Result<Bucket, String> {
-    let n = |v: u64| u32::try_from(v).map_err(|_| format!("bucket {hour}: count too large"));
+fn bucket_from(hour: i64, c: &DumpCounters) -> Result<Bucket, DumpError> {
+    let n = |v: u64| u32::try_from(v).map_err(|_| DumpError::CountTooLarge { hour });
     Ok(Bucket {
-        hour: i32::try_from(hour).map_err(|_| format!("bucket {hour}: hour out of range"))?,
+        hour: i32::try_from(hour).map_err(|_| DumpError::HourOutOfRange { hour })?,
         pv: n(c.pv)?,
         likes: n(c.likes)?,
         comments: n(c.comments)?,
@@ -135,7 +135,7 @@ impl Data {
 
     /// State rebuilt from dump records. Daily buckets (from Redis, for
     /// days past its hourly horizon) become the first hour of their day.
-    pub fn import(records: &[Record], s: &StoreSettings) -> Result<Data, String> {
+    pub fn import(records: &[Record], s: &StoreSettings) -> Result<Data, DumpError> {
         let mut d = Data::new(s);
         let mut pending = Vec::new();
         for r in records {
@@ -152,7 +152,7 @@ impl Data {
                     votes,
                 } => {
                     if d.lookup(id).is_some() {
-                        return Err(format!("article {id} appears twice"));
+                        return Err(DumpError::Duplicate(id.clone()));
                     }
                     let mut a = Article::new(id.clone(), meta.clone().into(), *known);
                     a.deleted = *deleted;
@@ -169,9 +169,11 @@ impl Data {
                         ..Counters::default()
                     });
                     for v in &votes.voters {
-                        let user = u128::from_str_radix(v, 16).map_err(|_| {
-                            format!("article {id}: voter {v:?} is not 32 hex digits")
-                        })?;
+                        let user =
+                            u128::from_str_radix(v, 16).map_err(|_| DumpError::BadVoter {
+                                article: id.clone(),
+                                voter: v.clone(),
+                            })?;
                         a.voters.get_mut().insert(user);
                     }
                     a.lifetime_uv = hll_from_b64(&lifetime.uv)?;
@@ -210,7 +212,7 @@ impl Data {
                     visitor,
                     last,
                 } => {
-                    let kind = kind_of(*kind).ok_or("unknown event kind in a dedupe entry")?;
+                    let kind = kind_of(*kind).ok_or(DumpError::UnknownKind)?;
                     if let Some(idx) = d.lookup(article) {
                         d.dedupe
                             .insert(DedupeKey::new(idx, parse_u128(visitor)?, kind as u8), *last);
