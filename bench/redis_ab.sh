@@ -44,7 +44,7 @@ rcpu() {
 run() {
   redis-cli -p "$RPORT" flushall >/dev/null
   rm -rf "$TMP/data"
-  RUST_LOG=warn "$1" serve --config "$TMP/bench.toml" & HPID=$!
+  RUST_LOG=warn "$1" serve --config "$TMP/bench.toml" >>"$TMP/serve.log" 2>&1 & HPID=$!
   until curl -sf "localhost:$HPORT/readyz" >/dev/null; do sleep 0.1; done
   local c0 c1 line ev
   c0=$(rcpu)

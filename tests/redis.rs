@@ -2361,3 +2361,31 @@ async fn sharded_walk(low_spread: i64) {
         "the old articles never led: the walk was not tested"
     );
 }
+
+/// Calls of two nodes (their upkeep's readiness checks and first requests
+/// alike) learn a new site's epoch at the same time as one of them
+/// creates it: none may take a read made before the creation for a Redis
+/// that lost the site's data (each call judges its read by what its node
+/// knew when it read, marker.rs). Before, a call that read no marker
+/// while another call of its node created it called the site lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_creating_a_site_together_never_call_it_lost() {
+    use hotrank::store::Lifecycle;
+    let server = Backend::One(RedisServer::start());
+    for round in 0..300 {
+        let prefix = format!("race{round}:");
+        let nodes: Vec<Arc<RedisStore>> = (0..2)
+            .map(|_| Arc::new(redis_store(&server, &prefix, StoreSettings::default())))
+            .collect();
+        let calls: Vec<_> = nodes
+            .iter()
+            .flat_map(|n| std::iter::repeat_n(n.clone(), 6))
+            .map(|n| tokio::spawn(async move { n.ready().await }))
+            .collect();
+        for c in calls {
+            if let Err(e) = c.await.unwrap() {
+                panic!("round {round}: {e}");
+            }
+        }
+    }
+}

@@ -106,6 +106,7 @@ impl TestServer {
         queue: Option<Arc<dyn hotrank::store::Queue>>,
         now: i64,
     ) -> Self {
+        init_logs();
         // A fixed identity key unless the test brought one: visitor hashes,
         // and so every HyperLogLog estimate, are then the same in every run
         // (a random key lets two of a test's readers share a register about
@@ -284,4 +285,16 @@ pub async fn expect_error(resp: reqwest::Response, status: StatusCode, code: &st
             .is_some_and(|m| !m.is_empty())
     );
     body
+}
+
+/// Logs of in-process servers into the test's captured output, shown when
+/// it fails: warnings, and why a request got 503 (the answer's body says
+/// only "the store is unavailable"). `RUST_LOG` overrides.
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,hotrank::api::error=debug"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
 }

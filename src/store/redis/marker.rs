@@ -158,13 +158,18 @@ impl RedisStore {
     /// logged), a new site (created), or a lost one (refused, logged once).
     pub(super) async fn attach_epoch(&self) -> Result<String, StoreError> {
         let keys = self.keys.epochs();
+        // What this node knew when it read: another call of this node may
+        // learn or create the epoch while this one reads, and a read taken
+        // before that (none or some markers, during the creation) must be
+        // judged as the read of a node that knew nothing, not as a loss.
+        let before = self.marker.state.lock().clone();
         let mut got = self.read_epochs(&keys).await?;
         // A site over several slots gets its markers one slot at a time
         // ([`Self::set_epochs`]): a node that never learnt the epoch and
         // finds some of them may be watching another node create the
         // site. It waits for the rest (a creation takes a few round
         // trips); markers still missing after that were lost.
-        if *self.marker.state.lock() == State::Unknown {
+        if before == State::Unknown {
             for _ in 0..PARTIAL_RETRIES {
                 let some = got.iter().filter(|e| e.is_some()).count();
                 if some == 0 || some == got.len() {
@@ -182,7 +187,6 @@ impl RedisStore {
             )));
         }
         let main = (held.len() == keys.len()).then(|| held[0].clone());
-        let before = self.marker.state.lock().clone();
         let known = match &before {
             State::Held(e) | State::Lost(e) => Some(e.clone()),
             // A slot that kept the marker while another lost it.
