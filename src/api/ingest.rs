@@ -433,7 +433,7 @@ async fn post_events(
     }
     let now = ctx.now_ms.div_euclid(1000);
     if let Some(queue) = &state.queue {
-        // Verdicts come later, from the workers (README, "Pipeline").
+        // Verdicts come later, from the workers (README, "The ingest pipeline").
         let queued = events.len();
         if queued > 0 {
             queue.enqueue(events, now).await?;

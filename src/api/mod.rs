@@ -1,4 +1,4 @@
-//! The HTTP API (contract: `shared/API.md`, served as `/openapi.json`).
+//! The HTTP API (reference: docs/api.md, served as `/openapi.json`).
 //!
 //! One router per area, merged by [`router`]; one shared [`AppState`]; one
 //! error type, [`ApiError`], whose every variant maps to a status and a

@@ -256,7 +256,7 @@ impl Ranking {
     /// sorted run sorted (the cost ratio is reasoned, not measured). It
     /// also packs the tree: one kept from an empty store through a bulk
     /// load has nodes 55–70 % full, 64–68 bytes an entry at 200,000
-    /// articles (heaptrack, BENCHMARKS.md, branch mem2).
+    /// articles (heaptrack, bench/HISTORY.md, branch mem2).
     fn reindex(&mut self, rescored: Vec<(Entry, Option<f64>)>) {
         let mut rescored = rescored.into_iter().peekable();
         let mut entries = Vec::with_capacity(self.order.len());
@@ -320,7 +320,7 @@ impl Ranking {
         // a bulk load whose bounds all tie (each article's, computed while
         // it arrived, above its score now) that is every indexed article,
         // and the page cache held the grown buffer (47 bytes an article
-        // at 200,000 one-view articles: BENCHMARKS.md, branch mem2).
+        // at 200,000 one-view articles: bench/HISTORY.md, branch mem2).
         items.shrink_to_fit();
         items
     }
@@ -328,7 +328,7 @@ impl Ranking {
 
 /// Bytes an index entry takes in its tree: the entry in nodes 55–70 %
 /// full after incremental inserts (64–68 bytes an entry measured at
-/// 200,000 articles, BENCHMARKS.md, branch mem2), counted as 2/3 full.
+/// 200,000 articles, bench/HISTORY.md, branch mem2), counted as 2/3 full.
 const ENTRY_BYTES: usize = std::mem::size_of::<Entry>() * 3 / 2;
 
 /// About the longest a build's catch-up or the retention sweep holds the
