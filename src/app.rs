@@ -110,7 +110,8 @@ impl Parts {
             let k = config.pipeline.workers;
             let workers =
                 spawn_workers(&pipe, if filter { k } else { 0 }, if count { k } else { 0 });
-            // The archive writer runs where events are counted.
+            // The archive writer runs on API nodes, as with the direct
+            // store, and on nodes that count.
             let archiver = if api || count {
                 spawn_writer(config, pipe.store().clone(), Some(pipe.clone()))
             } else {
