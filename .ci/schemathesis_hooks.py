@@ -7,6 +7,10 @@ in words. Generated non-negative integers are moved to "now" here, so that
 a valid request stays valid; negative or non-integer values (the invalid
 ones) are left as generated.
 
+Ids of people (`visitorId`, `userId`, `poster`) are 1-128 bytes of UTF-8,
+which JSON Schema's `maxLength` (code points) cannot state either:
+longer generated strings are cut to 128 bytes at a character boundary.
+
 A `cursor` is valid only if this server issued it (it names a ranking
 snapshot), which no pattern can state either: generated positive cases
 drop it; the stateful phase passes real ones from `RankingPage.cursor`.
@@ -24,6 +28,30 @@ def _now_if_plain_integer(value):
     return int(time.time())
 
 
+_BYTE_LIMITED = ("visitorId", "userId", "poster")
+
+
+def _cut_to_128_bytes(value):
+    if not isinstance(value, str):
+        return value
+    raw = value.encode("utf-8", "surrogatepass")
+    if len(raw) <= 128:
+        return value
+    return raw[:128].decode("utf-8", "ignore") or "x"
+
+
+def _cut_ids(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _BYTE_LIMITED:
+                node[key] = _cut_to_128_bytes(value)
+            else:
+                _cut_ids(value)
+    elif isinstance(node, list):
+        for item in node:
+            _cut_ids(item)
+
+
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     meta = case.meta
@@ -31,6 +59,9 @@ def before_call(ctx, case, **kwargs):
     if positive and meta.phase.name.value != "stateful" and case.query:
         case.query.pop("cursor", None)
     body = case.body
+    # Safe in every mode: no schema bounds these ids' length, so a cut
+    # turns no invalid case into a valid one.
+    _cut_ids(body)
     if isinstance(body, dict):
         for key in ("ts", "publishedAt"):
             if key in body:
