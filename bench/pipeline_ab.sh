@@ -18,20 +18,14 @@ RPORT=${RPORT:-6394}
 HPORT=${HPORT:-18094}
 TMP=$(mktemp -d)
 PIDS=()
-stop_all() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
+. bench/lib.sh
 cleanup() {
-  stop_all
-  redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
+  bench_stop_all
+  bench_redis_stop "$RPORT"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-  --daemonize yes --dir "$TMP" --logfile "$TMP/redis.log"
-until redis-cli -p "$RPORT" ping >/dev/null 2>&1; do sleep 0.1; done
+bench_redis "$RPORT"
 cat > "$TMP/bench.toml" <<TOML
 listen = "127.0.0.1:$HPORT"
 data_dir = "$TMP/data"
@@ -62,7 +56,7 @@ run() {
   RUST_LOG=warn "$bin" worker count >>"$TMP/serve.log" 2>&1 & PIDS+=($!)
   until [ "$(stat "d['pipeline']['backlog']")" = 0 ]; do sleep 0.05; done
   t1=$(date +%s.%N)
-  stop_all
+  bench_stop_all
   echo "$ev $(python3 -c "print(int($backlog/($t1-$t0)))")"
 }
 a_in=(); b_in=(); a_out=(); b_out=()

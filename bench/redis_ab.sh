@@ -17,16 +17,15 @@ RUNS=${RUNS:-3}
 RPORT=${RPORT:-6393}
 HPORT=${HPORT:-18093}
 TMP=$(mktemp -d)
-HPID=""
+PIDS=()
+. bench/lib.sh
 cleanup() {
-  [ -n "$HPID" ] && kill "$HPID" 2>/dev/null && wait "$HPID" 2>/dev/null
-  redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
+  bench_stop_all
+  bench_redis_stop "$RPORT"
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
-  --daemonize yes --dir "$TMP" --logfile "$TMP/redis.log"
-until redis-cli -p "$RPORT" ping >/dev/null 2>&1; do sleep 0.1; done
+bench_redis "$RPORT"
 cat > "$TMP/bench.toml" <<TOML
 listen = "127.0.0.1:$HPORT"
 data_dir = "$TMP/data"
@@ -44,14 +43,14 @@ rcpu() {
 run() {
   redis-cli -p "$RPORT" flushall >/dev/null
   rm -rf "$TMP/data"
-  RUST_LOG=warn "$1" serve --config "$TMP/bench.toml" >>"$TMP/serve.log" 2>&1 & HPID=$!
+  RUST_LOG=warn "$1" serve --config "$TMP/bench.toml" >>"$TMP/serve.log" 2>&1 & PIDS+=($!)
   until curl -sf "localhost:$HPORT/readyz" >/dev/null; do sleep 0.1; done
   local c0 c1 line ev
   c0=$(rcpu)
   line=$(BATCH=1000 wrk -t1 -c4 -d"${DUR}s" -s bench/wrk/redis_batch.lua "http://127.0.0.1:$HPORT/" | grep RESULT)
   c1=$(rcpu)
   ev=$(sed -E 's/.*events_per_s=([0-9]+).*/\1/' <<<"$line")
-  kill "$HPID"; wait "$HPID" 2>/dev/null || true; HPID=""
+  bench_stop_all
   echo "$ev $(awk "BEGIN {printf \"%.2f\", ($c1 - $c0) * 1e6 / ($ev * $DUR)}")"
 }
 a_ev=(); b_ev=(); a_us=(); b_us=()
