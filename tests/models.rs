@@ -787,7 +787,14 @@ fn bad_model_parameters_are_refused_naming_the_key() {
     };
     assert!(
         Models::default()
-            .score(ModelKind::Weighted, &c, &ArticleMeta::default(), 0)
+            .score(
+                ModelKind::Weighted,
+                &Default::default(),
+                &c,
+                &ArticleMeta::default(),
+                None,
+                0
+            )
             .is_finite()
     );
 }
