@@ -44,6 +44,11 @@ const PARAMS: &[&str] = &[
     "group",
     "perAuthor",
     "explain",
+    "window",
+    "baseline",
+    "min",
+    "decay",
+    "halfLife",
     "top",
 ];
 
