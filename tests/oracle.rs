@@ -34,6 +34,22 @@ use hotrank::store::embedded::EmbeddedStore;
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 
+thread_local! {
+    /// Answers checked of rising rankings and of half-life ones by this
+    /// test's thread (cases run on it: `Runtime::block_on`), for the
+    /// summary line.
+    static CHECKED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Tallies one checked answer of `q` by the model options it exercised.
+fn tally(q: &HotQuery) {
+    let (rising, half) = CHECKED.get();
+    CHECKED.set((
+        rising + usize::from(q.model == ModelKind::Rising),
+        half + usize::from(q.params.decay != Decay::Model),
+    ));
+}
+
 /// A Sunday 23:00 UTC: midnight and hour turns come early in every case.
 const START: Timestamp = 1_763_852_400;
 const ARTICLES: usize = 10;
@@ -526,6 +542,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                         &want,
                         hq.offset + 1,
                     )?;
+                    tally(&hq);
                     checks += 1;
                 }
             }
@@ -581,6 +598,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                 // Nothing the snapshot time ranks is lost in paging: when
                 // the list ended, every article ranked then was listed or
                 // only entered later.
+                tally(&hq);
                 checks += 1;
             }
         }
@@ -648,7 +666,14 @@ where
     }
     let cases = case.into_inner();
     let checks = total.into_inner();
-    eprintln!("{name}: {cases} cases, {checks} answers checked");
+    let (rising, half) = CHECKED.take();
+    eprintln!(
+        "{name}: {cases} cases, {checks} answers checked ({rising} rising, {half} with a half-life)"
+    );
+    assert!(
+        rising > 0 && half > 0,
+        "the oracle checked no rising or half-life answer"
+    );
     assert!(checks > cases as usize, "the oracle checked too little");
 }
 
