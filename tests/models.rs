@@ -982,7 +982,7 @@ async fn model_parameters_are_checked() {
         ("model=rising&min=0", "min"),
         ("model=rising&min=x", "min"),
         ("model=rising&min=1000001", "min"),
-        ("model=rising&range=24h", "range"),
+        ("model=rising&range=0h", "range"),
         // Redis keeps 3 days hour by hour here: 72 h at most.
         ("model=rising&window=1h&baseline=72h", "72 h"),
         ("model=gravity&window=1h", "window"),
@@ -1012,6 +1012,7 @@ async fn model_parameters_are_checked() {
         "model=rising&window=1d&baseline=2d",
         "model=weighted&decay=halflife&halfLife=2d",
         "model=gravity&decay=default",
+        "model=rising&range=all",
     ] {
         let (status, body) = s.get(&format!("/api/hot?{good}")).await;
         assert_eq!(status, StatusCode::OK, "{good}: {body}");

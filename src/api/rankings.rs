@@ -138,13 +138,9 @@ pub(super) fn query_from(p: &Params, limits: Limits) -> Result<(HotQuery, String
     };
     let params = model_params(p, model, limits)?;
     let (range, range_text) = match model {
+        // Rising ranks over its window: `range` does not apply (as with
+        // the vote models, it is checked and left aside).
         ModelKind::Rising => {
-            if p.get("range").is_some() {
-                return Err(ApiError::bad(
-                    "invalid_parameter",
-                    "model=rising ranks over its window: give window (and baseline), not range",
-                ));
-            }
             let w = params.rising.window;
             (RangeSpec::Hours(w), RangeSpec::Hours(w).to_string())
         }
