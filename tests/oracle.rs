@@ -130,7 +130,12 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
         .chain([RangeSpec::All])
         .collect();
     let q = (
-        prop::sample::select(ModelKind::ALL.to_vec()),
+        // Rising three times as often: its bounds change at hour turns.
+        prop::sample::select(
+            (ModelKind::ALL.iter().copied())
+                .chain([ModelKind::Rising; 2])
+                .collect::<Vec<_>>(),
+        ),
         prop::sample::select(ranges),
         prop::option::weighted(0.3, 0..2usize),
         prop::option::weighted(0.2, 0..2usize),
