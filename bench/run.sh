@@ -2,7 +2,7 @@
 # hotrank against seed 000's own Redis design, on this machine, in one run.
 # Every scenario prints its figures and a ratio; results (JSON) go to
 # $OUT (default target/bench). Needs: redis-server, redis-benchmark, gcc
-# (for shared/bench/seqbench.c), curl. Not part of CI.
+# (for bench/seed/seqbench.c), curl. Not part of CI.
 #
 #   bench/run.sh              # all scenarios (about 12 minutes on 2 cores)
 #   bench/run.sh 1 3          # only scenarios 1 and 3
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SHARED=${SHARED:-$ROOT/../shared/bench}
+SEED=${SEED:-$ROOT/bench/seed}
 OUT=${OUT:-$ROOT/target/bench}
 SCALE=${SCALE:-1}
 DUR=${DUR:-8}
@@ -37,7 +37,7 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet
   BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/hotrank
 fi
-gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
+gcc -O2 -o "$TMP/seqbench" "$SEED/seqbench.c" -lm
 
 start_redis() { # port [extra redis-server args] -> pid in PIDS
   local port=$1; shift
@@ -68,7 +68,7 @@ echo "# hotrank benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(re
 if want 1; then
   echo; echo "## 1. Ingest, embedded store, vs seed 000's script on redis-server"
   RP=$(free_port); start_redis "$RP"
-  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
   SEED=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | tee "$OUT/seed-dedupe-p16.txt"
@@ -80,7 +80,7 @@ if want 1; then
   # per round trip from 50 connections (as hotrank's single views), on a
   # Redis that fsyncs its append-only file before every reply.
   RP=$(free_port); start_redis "$RP" --appendonly yes --appendfsync always --dir "$TMP"
-  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 1 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-aof-always-c50.txt"
   SEEDAOF=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-aof-always-c50.txt" | cut -d= -f2)
   stop_redis "$RP"
@@ -201,7 +201,7 @@ if want 6; then
     stop_hotrank "$HPID"
     rp=$(free_port); start_redis "$rp"
     m0=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
-    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SHARED/seed_view.lua" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
+    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SEED/seed_view.lua" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
     m1=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
     stop_redis "$rp"
     h=$(python3 -c "print(round(($r1-$r0)*1024/$art))"); s=$(python3 -c "print(round(($m1-$m0)/$art))")
