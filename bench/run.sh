@@ -259,3 +259,30 @@ if want 8; then
   python3 -c "import json; d=json.load(open('$OUT/s8-updates.json')); print('ingest (batches of 100) while %s snapshot(s) took %s s in all: p50 %s us, p99 %s us, max %s us (goal: never waits > 10 ms)' % ('${SNAPS:-0}', '${SNAPS_S:-?}', d['p50_us'], d['p99_us'], d['max_us']))"
   python3 -c "import json; d=json.load(open('$OUT/s8-baseline.json')); print('the same load afterwards, no snapshot: p50 %s us, p99 %s us, max %s us' % (d['p50_us'], d['p99_us'], d['max_us']))"
 fi
+
+if want 9; then
+  ART=$(n 1000000)
+  echo; echo "## 9. model=rising beside gravity: $ART articles with 25 hours of history, 10,000 updates/s"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s9" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
+  # Every article gets its views spread over the last 25 hours: a baseline
+  # for rising to compare the last hour with.
+  bench --target "127.0.0.1:$HP" --preload --preload-visitors 3 --articles "$ART" --spread-secs $((25 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 900 >/dev/null
+  QUERIES=("gravity:model=gravity&range=24h&limit=20" "rising:model=rising&limit=20" "rising-3h:model=rising&window=3h&limit=20")
+  bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $(( ${#QUERIES[@]} * (DUR + 1) + 4 )) --token bench-ingest-token --json "$OUT/s9-updates.json" --label updates >/dev/null &
+  UPD=$!
+  sleep 2
+  for q in "${QUERIES[@]}"; do
+    label=${q%%:*}
+    curl -s "127.0.0.1:$HP/api/hot?${q#*:}" >/dev/null  # the ranking's index is built before it is timed
+    bench --target "127.0.0.1:$HP" --query "/api/hot?${q#*:}" --connections 1 --duration-secs "$DUR" --json "$OUT/s9-$label.json" --label "$label"
+  done
+  wait "$UPD"
+  for q in "${QUERIES[@]}"; do
+    label=${q%%:*}
+    echo "$label (/api/hot?${q#*:}): p50 $(field "$OUT/s9-$label.json" p50_us) us, p99 $(field "$OUT/s9-$label.json" p99_us) us, $(field "$OUT/s9-$label.json" events_per_sec) queries/s"
+  done
+  echo "p99 rising / gravity: $(ratio "$(field "$OUT/s9-rising.json" p99_us)" "$(field "$OUT/s9-gravity.json" p99_us)") (goal <= 1000 us each)"
+  python3 -c "import json; d=json.load(open('$OUT/s9-updates.json')); print('updates kept at %s events/s; ingest meanwhile (batches of 100): p50 %s us, p99 %s us, max %s us' % (d['events_per_sec'], d['p50_us'], d['p99_us'], d['max_us']))"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  stop_hotrank "$HPID"
+fi

@@ -187,7 +187,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_lock_hold_seconds",
         Histogram,
         SECONDS,
-        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; upkeep: the background re-scoring of changed articles; query_catch_up: a query re-scoring many changed articles before its walk; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables).",
+        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; upkeep: the background re-scoring of changed articles; query_catch_up: a query re-scoring many changed articles before its walk; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables; ranked_at: a chunk of the scan that computes an earlier ranking for movement).",
+    ),
+    family(
+        "hotrank_movement_scan_seconds",
+        Histogram,
+        SECONDS,
+        "Time to compute one earlier ranking for movement (every candidate scored at the hour mark; once per ranking and hour).",
     ),
     family(
         "hotrank_ingest_lock_wait_seconds",

@@ -18,6 +18,7 @@ pub use extract::request_client;
 pub use guard::head_refusal;
 pub use ops::record as record_request;
 mod ingest;
+pub mod movement;
 mod ops;
 mod overview;
 mod rankings;
@@ -76,6 +77,8 @@ pub struct Shared {
     pub metrics: Option<PrometheusHandle>,
     pub budgets: Arc<budget::Budgets>,
     pub ingest_meters: IngestMeters,
+    /// Earlier rankings, for each item's movement.
+    pub movements: Arc<movement::Movements>,
 }
 
 impl Shared {
