@@ -19,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -74,6 +75,15 @@ impl Baseline {
     }
 }
 
+/// Counts a computation as finished when dropped (also if it panics).
+struct Done(Arc<AtomicUsize>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The mark a ranking generated at `at` is compared with.
 pub fn mark(at: Timestamp) -> Timestamp {
     (at - LOOKBACK).div_euclid(3600) * 3600
@@ -94,11 +104,18 @@ fn ranking_key(q: &HotQuery) -> String {
 
 type Slot = watch::Receiver<Option<Arc<Baseline>>>;
 
+/// Computations waiting or running at once, at most: a client asking for
+/// many distinct rankings (every category there is, say) queues no more
+/// scans than this; the rest get no movement until those are done.
+const QUEUED: usize = 4;
+
 /// Baselines computed or being computed, by ranking and mark.
 pub struct Movements {
     slots: Mutex<HashMap<(String, Timestamp), Slot>>,
     /// One computation at a time: each scans every article.
     scans: Arc<Semaphore>,
+    /// Computations started and not finished.
+    queued: Arc<AtomicUsize>,
 }
 
 impl Default for Movements {
@@ -106,6 +123,7 @@ impl Default for Movements {
         Movements {
             slots: Mutex::new(HashMap::new()),
             scans: Arc::new(Semaphore::new(1)),
+            queued: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -135,13 +153,19 @@ impl Movements {
         rx.borrow().clone()
     }
 
-    /// The slot of a ranking and mark, starting its computation if new.
+    /// The slot of a ranking and mark, starting its computation if new
+    /// and fewer than [`QUEUED`] are under way (else an empty slot, not
+    /// kept: a later answer tries again).
     fn slot(&self, store: &Arc<dyn Store>, q: &HotQuery, since: Timestamp) -> Slot {
         let key = (ranking_key(q), since);
         let mut slots = self.slots.lock();
         if let Some(rx) = slots.get(&key) {
             return rx.clone();
         }
+        if self.queued.load(Ordering::Acquire) >= QUEUED {
+            return watch::channel(None).1;
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
         if slots.len() >= CACHED {
             let oldest = slots.keys().min_by_key(|(_, t)| *t).cloned();
             if let Some(k) = oldest {
@@ -151,7 +175,7 @@ impl Movements {
         let (tx, rx) = watch::channel(None);
         slots.insert(key.clone(), rx.clone());
         drop(slots);
-        let (store, scans) = (store.clone(), self.scans.clone());
+        let (store, scans, queued) = (store.clone(), self.scans.clone(), self.queued.clone());
         let q = HotQuery {
             offset: 0,
             limit: DEPTH,
@@ -160,6 +184,7 @@ impl Movements {
             ..q.clone()
         };
         tokio::spawn(async move {
+            let _done = Done(queued);
             let Ok(_permit) = scans.acquire().await else {
                 return;
             };
@@ -217,6 +242,43 @@ mod tests {
 
     fn ids(xs: &[&str]) -> Vec<ArticleId> {
         xs.iter().map(|x| ArticleId::parse(x).unwrap()).collect()
+    }
+
+    /// A client asking for many distinct rankings queues at most
+    /// [`QUEUED`] scans; the others get no movement and are not kept.
+    #[tokio::test]
+    async fn scans_queued_are_bounded() {
+        use crate::config::Config;
+        use crate::store::StoreSettings;
+        use crate::store::embedded::{Durability, EmbeddedStore};
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            data_dir: dir.path().to_path_buf(),
+            ..Config::default()
+        };
+        let (store, _) = EmbeddedStore::open(
+            Durability::from_config(&config),
+            StoreSettings::from_config(&config),
+        )
+        .unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let m = Movements::default();
+        // A scan under way: the others wait behind it.
+        let busy = m.scans.clone().acquire_owned().await.unwrap();
+        let at = 1_763_856_000;
+        for i in 0..20 {
+            let mut q = HotQuery::default_page();
+            q.category = Some(format!("c{i}"));
+            let b = m.baseline(&store, &q, at, Duration::ZERO).await;
+            assert!(b.is_none());
+        }
+        assert_eq!(m.slots.lock().len(), QUEUED);
+        assert_eq!(m.queued.load(Ordering::Acquire), QUEUED);
+        drop(busy);
+        let mut q = HotQuery::default_page();
+        q.category = Some("c0".into());
+        let b = m.baseline(&store, &q, at, Duration::from_secs(10)).await;
+        assert_eq!(b.expect("computed once the scan is free").since, mark(at));
     }
 
     #[test]
