@@ -114,7 +114,7 @@ async fn answer(
 }
 
 /// A strong `ETag`: a 128-bit hash of the body and its length.
-fn etag_of(body: &[u8]) -> String {
+pub(super) fn etag_of(body: &[u8]) -> String {
     let mut h = siphasher::sip128::SipHasher13::new();
     h.write(body);
     let hash = siphasher::sip128::Hasher128::finish128(&h).as_u128();
@@ -406,7 +406,7 @@ fn xml_escape(o: &mut String, s: &str) {
 
 /// Plain text as HTML (for RSS's `description`): the markup characters as
 /// entities; the XML escaping comes on top.
-fn html_escape(s: &str) -> String {
+pub(super) fn html_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
