@@ -474,6 +474,22 @@ async fn a_flood_of_clicks_is_capped_by_the_budget_and_bad_events_change_nothing
     );
     assert_eq!(r["accepted"], 1, "the view alone: {r}");
     assert_eq!(model_row(&s, "gravity").await["clicks"], 50);
+    // `hotrank ctr` asks a running server.
+    let base = s.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(["ctr", "--url", &base, "--model", "gravity"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && table.contains("gravity               0      50"),
+        "{table} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Widget events never touch views: only the one real view did.
     let after = view_state(&s, &["f1"]).await;
     assert_eq!(after["f1"][0], before["f1"][0].as_u64().unwrap() + 1);
@@ -505,6 +521,36 @@ async fn counts_survive_a_restart_in_the_data_dir() {
     assert_eq!(r["accepted"], 4, "{r}");
     let dir = s.stop().await;
     assert!(dir.path().join("ctr.json").exists());
+    // The terminal reads the same file: `hotrank ctr` and `hotrank replay`.
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let d = dir.path().as_os_str();
+    let table = run(&["ctr".as_ref(), "--data-dir".as_ref(), d]);
+    assert!(
+        table.contains("weighted              3       1  33.33%") && table.contains("weighted:7d"),
+        "{table}"
+    );
+    let replay = run(&[
+        "replay".as_ref(),
+        "--data-dir".as_ref(),
+        d,
+        "--a".as_ref(),
+        "model=weighted".as_ref(),
+    ]);
+    assert!(
+        replay.contains("click-through of the widget's lists") && replay.contains("weighted:7d"),
+        "{replay}"
+    );
     let config = common::test_config(dir.path());
     let s = TestServer::start_in(dir, config, T0).await;
     let m = model_row(&s, "weighted").await;
@@ -567,4 +613,16 @@ async fn redis_sites_count_in_hash_tagged_keys_shared_by_nodes() {
         .unwrap();
     assert_eq!(fields["i1"], 2);
     assert_eq!(fields["c2"], 1);
+    // Every key is one docs/redis-keys.md documents, of its type.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("site1:ctr:*")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    for k in keys {
+        let spec = hotrank::store::redis::key_spec_of(k.strip_prefix("site1:").unwrap())
+            .unwrap_or_else(|| panic!("{k} is not in KEY_TABLE"));
+        let kind: String = redis::cmd("TYPE").arg(&k).query(&mut con).unwrap();
+        assert_eq!(kind, spec.kind, "{k}");
+    }
 }

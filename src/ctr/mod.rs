@@ -250,6 +250,12 @@ impl Ctr {
     }
 }
 
+/// The counts in `dir/ctr.json` (an embedded data directory), none if
+/// the widget never counted there.
+pub fn load_file(dir: &std::path::Path) -> Result<Counts, CtrError> {
+    file::load(&dir.join(file::NAME))
+}
+
 fn record_one(c: &mut Counts, h: &Hit, max_lists: usize) -> Result<(), Refused> {
     if !c.contains_key(&h.list) && c.len() >= max_lists {
         return Err(Refused::TooManyLists(max_lists));
