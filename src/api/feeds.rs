@@ -97,20 +97,41 @@ async fn answer(
         Format::Json => feed.json(),
     };
     let etag = etag_of(body.as_bytes());
-    let cache = format!("public, max-age={}", state.config.feeds.max_age_secs);
-    let common = [(header::ETAG, etag.clone()), (header::CACHE_CONTROL, cache)];
-    if if_none_match(headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, common).into_response());
+    Ok(cached(
+        headers,
+        &etag,
+        state.config.feeds.max_age_secs,
+        format.content_type(),
+        body,
+    ))
+}
+
+/// `body` with its `ETag` and `Cache-Control: public, max-age=<max_age>`,
+/// or `304` with those headers when `If-None-Match` names the tag.
+pub(super) fn cached(
+    headers: &HeaderMap,
+    etag: &str,
+    max_age: u32,
+    content_type: &'static str,
+    body: String,
+) -> Response {
+    let cache = format!("public, max-age={max_age}");
+    let common = [
+        (header::ETAG, etag.to_string()),
+        (header::CACHE_CONTROL, cache),
+    ];
+    if if_none_match(headers, etag) {
+        return (StatusCode::NOT_MODIFIED, common).into_response();
     }
-    Ok((
+    (
         common,
         [
-            (header::CONTENT_TYPE, format.content_type()),
+            (header::CONTENT_TYPE, content_type),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         body,
     )
-        .into_response())
+        .into_response()
 }
 
 /// A strong `ETag`: a 128-bit hash of the body and its length.

@@ -4,7 +4,7 @@
 //! `GET /embed?<ranking parameters>` (the list as a small page for an
 //! iframe, rendered here: no script at all, its own strict CSP).
 //!
-//! Every answer has an `ETag` ([`feeds::etag_of`]) and `Cache-Control`;
+//! Every answer has an `ETag` and `Cache-Control` ([`super::feeds::cached`]);
 //! `If-None-Match` gets `304`.
 
 use std::fmt::Write as _;
@@ -12,13 +12,13 @@ use std::sync::OnceLock;
 
 use axum::Router;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, HeaderName, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, header};
+use axum::response::Response;
 use axum::routing::get;
 
 use super::budget::QueryBudget;
 use super::extract::Params;
-use super::feeds::{etag_of, html_escape, if_none_match};
+use super::feeds::{cached as feeds_cached, etag_of, html_escape};
 use super::{ApiError, AppState, rankings};
 
 pub fn router() -> Router<AppState> {
@@ -63,8 +63,7 @@ fn css_etag() -> &'static str {
     TAG.get_or_init(|| etag_of(CSS.as_bytes()))
 }
 
-/// An answer with `ETag` and `Cache-Control`, or `304` when the client
-/// has it already.
+/// [`feeds_cached`], with `extra` headers.
 fn cached(
     headers: &HeaderMap,
     etag: &str,
@@ -73,23 +72,7 @@ fn cached(
     extra: &[(&'static str, &'static str)],
     body: String,
 ) -> Response {
-    let common = [
-        (header::ETAG, etag.to_string()),
-        (header::CACHE_CONTROL, format!("public, max-age={max_age}")),
-    ];
-    let mut resp = if if_none_match(headers, etag) {
-        (StatusCode::NOT_MODIFIED, common).into_response()
-    } else {
-        (
-            common,
-            [
-                (header::CONTENT_TYPE, content_type),
-                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            ],
-            body,
-        )
-            .into_response()
-    };
+    let mut resp = feeds_cached(headers, etag, max_age, content_type, body);
     for (name, value) in extra {
         resp.headers_mut().insert(
             HeaderName::from_static(name),
