@@ -260,6 +260,23 @@ async fn widget_renders_on_a_strict_csp_host_and_counts_impressions_and_clicks()
 
     let violations = b.js("return window.__violations").await;
     assert_eq!(violations, json!([]), "the host page's CSP was violated");
+    // Nothing asked of any server but hotrank (and the host's own spy).
+    let fetched = b
+        .js("return performance.getEntriesByType('resource').map(function (e) { return e.name; })")
+        .await;
+    let fetched: Vec<&str> = fetched
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(fetched.len() >= 3, "{fetched:?}");
+    for url in &fetched {
+        assert!(
+            url.starts_with(&format!("{}/", s.base)) || *url == format!("{host}/spy.js"),
+            "the widget fetched {url}"
+        );
+    }
 
     click_first_link(&b).await;
     wait_for("one click at position 1", async || {
