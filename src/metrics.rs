@@ -480,7 +480,7 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_cors_refused_total",
         Counter,
         COUNT,
-        "Requests to the ingest endpoints from a browser origin not in cors_origins (answered without CORS headers).",
+        "Requests to the ingest endpoints from a browser origin not in cors_origins (answered without CORS headers); text/plain beacons, whose answer is never read, are not counted.",
     ),
     // The widget (src/ctr, src/api/ctr.rs)
     family(

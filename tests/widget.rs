@@ -293,6 +293,19 @@ async fn widget_renders_on_a_strict_csp_host_and_counts_impressions_and_clicks()
 
     // Views, visitors and scores: untouched by impressions and clicks.
     assert_eq!(view_state(&s, &["a1", "a2", "a3"]).await, before);
+    // Beacons from a foreign origin are no CORS refusal (their sender
+    // never reads the answer): nothing counted, nothing logged.
+    let metrics = s.text("/metrics").await;
+    assert!(
+        metrics.contains("hotrank_cors_refused_total 0\n"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("cors"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(metrics.contains("hotrank_widget_events_total{type=\"click\"} 1\n"));
 }
 
 #[tokio::test]
