@@ -825,9 +825,11 @@ async fn views_now(s: &TestServer, article: &str, n: u32, visitor: &mut u32) {
 /// and min change the answer; the counters are the window's.
 async fn rising_over_http(s: &TestServer) {
     let mut visitor = 0;
-    for _ in 0..24 {
+    for hour in 0..24 {
         views_now(s, "up", 4, &mut visitor).await;
-        views_now(s, "flat", 5, &mut visitor).await;
+        // 8 hours back, flat had 12 more.
+        let flat = if hour == 16 { 17 } else { 5 };
+        views_now(s, "flat", flat, &mut visitor).await;
         s.clock.advance(3600);
     }
     views_now(s, "up", 26, &mut visitor).await;
@@ -870,7 +872,7 @@ async fn rising_over_http(s: &TestServer) {
         up["why"],
         "26 views in the last 1 h, 6.5× its usual rate (95 %: 4.2–9.5×, from the 24 h before)"
     );
-    assert_eq!(items[1]["score"], 0.0);
+    assert_eq!(items[1]["explain"]["expected"], 5.5, "(24 · 5 + 12) / 24");
     // A lower min lists `few` (no baseline: "none in the 24 h before").
     let (_, page) = s.get("/api/hot?model=rising&min=4&explain=true").await;
     let few = (page["items"].as_array().unwrap().iter())
@@ -892,6 +894,32 @@ async fn rising_over_http(s: &TestServer) {
         (Some("up"), Some(30))
     );
     assert_eq!(up["explain"]["expected"], 8.0);
+    // Movement against the ranking at the last hour mark before an hour
+    // ago (scored at its last second, from the buckets up to then): up
+    // scored 0 there (8 views against 8), flat less (10 against 14: its
+    // 12 extra views were in that baseline, not in today's 6 hours); few
+    // was not listed.
+    let (_, o) = s
+        .get("/api/overview?model=rising&window=2h&baseline=6h&min=1&limit=10")
+        .await;
+    let moves: Vec<(&str, &Value, &Value)> = (o["items"].as_array().unwrap().iter())
+        .map(|it| {
+            (
+                it["articleId"].as_str().unwrap(),
+                &it["movement"],
+                &it["previousRank"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            ("up", &json!("same"), &json!(1)),
+            ("few", &json!("new"), &Value::Null),
+            ("flat", &json!("down"), &json!(2)),
+        ],
+        "{o}"
+    );
     // The article's scores carry rising at its defaults.
     let (_, art) = s.get("/api/articles/up").await;
     assert_eq!(art["scores"]["rising"].as_f64(), Some(22.0 / 5f64.sqrt()));
