@@ -9,6 +9,8 @@ mod access;
 mod around;
 mod articles;
 pub mod budget;
+mod curated;
+mod curation;
 mod error;
 mod event_json;
 mod extract;
@@ -61,6 +63,8 @@ impl std::ops::Deref for AppState {
 /// What [`AppState`] points to.
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// Pins, exclusions and review, applied to every public ranking.
+    pub curation: Arc<crate::curation::Curator>,
     /// The queue ingest goes through instead of the store, if any (the
     /// Redis pipeline): events are answered `queued`.
     pub queue: Option<Arc<dyn crate::store::Queue>>,
@@ -157,6 +161,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
+        .merge(curation::router())
         .merge(rankings::router())
         .merge(feeds::router())
         .merge(stream::router(&state))

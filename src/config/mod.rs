@@ -8,6 +8,7 @@ mod http;
 mod pipeline;
 mod rankings;
 mod redact;
+mod review;
 mod store;
 mod validate;
 
@@ -23,6 +24,7 @@ pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
 pub use rankings::{RankingsConfig, RetentionConfig};
+pub use review::{ReviewConfig, ReviewMode};
 pub use store::{
     EmbeddedConfig, FsyncMode, MAX_REDIS_SHARDS, RedisConfig, RedisLayout, StoreKind,
     valid_redis_prefix,
@@ -74,6 +76,7 @@ pub struct Config {
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
+    pub review: ReviewConfig,
     pub models: Models,
 }
 
@@ -104,6 +107,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
+            review: ReviewConfig::default(),
             models: Models::default(),
         }
     }
