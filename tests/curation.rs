@@ -384,3 +384,270 @@ async fn oracle_redis_new_entries() {
     .await;
     run(&s, true, 4, 60).await;
 }
+
+/// Under `new_entries` the public list reads the ranking as deep as it
+/// takes: with only the last article allowed, it is the whole list, and
+/// every article above it is held, with the rank it would have had.
+#[tokio::test]
+async fn new_entries_reads_as_deep_as_it_takes() {
+    let s = TestServer::start_with(review_mode(true)).await;
+    seed(&s).await;
+    let last = art(N - 1);
+    let (st, _) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/api/review/{last}"),
+        Some(json!({"decision": "allow"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, page) = s.get("/api/hot?limit=1").await;
+    assert_eq!(page_ids(&page), [last.as_str()]);
+    assert_eq!(page["items"][0]["rank"], 1);
+    assert!(page["cursor"].is_null(), "{page}");
+    let (_, v) = admin(&s, reqwest::Method::GET, "/api/review", None).await;
+    let held: Vec<&str> = page_ids(&v);
+    // Each would have been first (nothing shown above it).
+    assert_eq!(held, (0..N - 1).map(art).collect::<Vec<_>>(), "{v}");
+    for i in v["items"].as_array().unwrap() {
+        assert_eq!(i["evidence"]["rank"], 1, "{i}");
+        assert_eq!(i["evidence"]["query"]["model"], "gravity", "{i}");
+        assert_eq!(i["heldAt"], T0, "{i}");
+    }
+    // Deny one, allow another: the allowed one shows, the denied never.
+    admin(
+        &s,
+        reqwest::Method::POST,
+        "/api/review/a03",
+        Some(json!({"decision": "deny"})),
+    )
+    .await;
+    admin(
+        &s,
+        reqwest::Method::POST,
+        "/api/review/a05",
+        Some(json!({"decision": "allow"})),
+    )
+    .await;
+    let (_, page) = s.get("/api/hot").await;
+    assert_eq!(page_ids(&page), ["a05", last.as_str()]);
+    let (_, v) = admin(&s, reqwest::Method::GET, "/api/review?status=denied", None).await;
+    assert_eq!(page_ids(&v), ["a03"]);
+    assert_eq!(v["items"][0]["evidence"]["rank"], 1, "evidence kept: {v}");
+}
+
+/// `until` ends a pin and an exclusion at that second of the server's
+/// clock; they are also gone from the feeds and `/api/new`.
+#[tokio::test]
+async fn until_expires_pins_and_exclusions() {
+    let s = TestServer::start().await;
+    seed(&s).await;
+    let put = |path: String, body: Value| {
+        let s = &s;
+        async move {
+            let (st, v) = admin(s, reqwest::Method::PUT, &path, Some(body)).await;
+            assert_eq!(st, StatusCode::OK, "{v}");
+            v
+        }
+    };
+    let v = put(
+        "/api/articles/a09/pin".into(),
+        json!({"position": 1, "until": T0 + 100}),
+    )
+    .await;
+    assert_eq!(v["position"], 1);
+    assert_eq!(v["pinnedAt"], T0);
+    put(
+        "/api/articles/a00/exclude".into(),
+        json!({"reason": "spam", "until": T0 + 200}),
+    )
+    .await;
+    assert_eq!(top3(&s).await, ["a09", "a01", "a02"]);
+    let (_, p) = s.get("/api/hot?limit=1").await;
+    assert_eq!(p["items"][0]["pinned"], true);
+    let (_, p) = s.get("/api/new?limit=20").await;
+    assert_eq!(page_ids(&p)[0], "a09", "pinned in /api/new too");
+    assert!(!page_ids(&p).contains(&"a00"), "excluded from /api/new");
+    let feed = s.text("/feeds/hot.json?limit=3").await;
+    let feed: Value = serde_json::from_str(&feed).unwrap();
+    let ids: Vec<&str> = feed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids[0].contains("a09") && !ids.iter().any(|i| i.contains("a00")),
+        "{ids:?}"
+    );
+    s.clock.advance(99);
+    assert_eq!(top3(&s).await, ["a09", "a01", "a02"]);
+    s.clock.advance(1);
+    assert_eq!(
+        top3(&s).await,
+        ["a01", "a02", "a03"],
+        "the pin ended at until"
+    );
+    s.clock.advance(100);
+    assert_eq!(
+        top3(&s).await,
+        ["a00", "a01", "a02"],
+        "the exclusion ended at until"
+    );
+    // Still counted while excluded: the editor's view had it all along.
+    let (_, o) = s.get("/api/overview?limit=1").await;
+    assert_eq!(page_ids(&o), ["a00"]);
+}
+
+/// Bad input: 400 with a JSON error, and nothing changes; no token: 401;
+/// an unknown article: 404.
+#[tokio::test]
+async fn bad_input_changes_nothing() {
+    let s = TestServer::start().await;
+    seed(&s).await;
+    let (_, before) = s.get("/api/hot").await;
+    for (method, path, body) in [
+        ("PUT", "/api/articles/a01/pin", json!({"position": 0})),
+        ("PUT", "/api/articles/a01/pin", json!({"position": 100000})),
+        ("PUT", "/api/articles/a01/pin", json!({"position": "1"})),
+        ("PUT", "/api/articles/a01/pin", json!({})),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "until": T0}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "until": T0 + 20 * 366 * 86400}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "query": {"model": "nope"}}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "query": {"range": "5y"}}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "query": {"group": "a b"}}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "query": {"color": "red"}}),
+        ),
+        (
+            "PUT",
+            "/api/articles/a01/pin",
+            json!({"position": 1, "extra": 1}),
+        ),
+        ("PUT", "/api/articles/a01/pin", json!([1])),
+        (
+            "PUT",
+            "/api/articles/a01/exclude",
+            json!({"reason": "x".repeat(513)}),
+        ),
+        ("PUT", "/api/articles/a01/exclude", json!({"until": "soon"})),
+        ("PUT", "/api/articles/a01/exclude", json!({"until": T0 - 1})),
+        ("POST", "/api/review/a01", json!({"decision": "maybe"})),
+        ("POST", "/api/review/a01", json!({})),
+        ("PUT", "/api/articles/bad%20id/pin", json!({"position": 1})),
+    ] {
+        let (st, v) = admin(&s, method.parse().unwrap(), path, Some(body.clone())).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{method} {path} {body}: {v}");
+        assert!(v["error"]["code"].is_string(), "{v}");
+    }
+    let (st, v) = admin(&s, reqwest::Method::GET, "/api/review?status=maybe", None).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{v}");
+    for (method, path) in [
+        ("PUT", "/api/articles/nope/pin"),
+        ("DELETE", "/api/articles/nope/pin"),
+        ("PUT", "/api/articles/nope/exclude"),
+        ("DELETE", "/api/articles/nope/exclude"),
+        ("POST", "/api/review/nope"),
+    ] {
+        let body = if path.contains("review") {
+            json!({"decision": "allow"})
+        } else if path.contains("pin") {
+            json!({"position": 1})
+        } else {
+            json!({})
+        };
+        let (st, v) = admin(&s, method.parse().unwrap(), path, Some(body)).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], "not_found");
+    }
+    for path in ["/api/articles/a01/pin", "/api/articles/a01/exclude"] {
+        let r = s
+            .client
+            .put(s.url(path))
+            .json(&json!({"position": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    }
+    let r = s.client.get(s.url("/api/review")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let (_, after) = s.get("/api/hot").await;
+    assert_eq!(before["items"], after["items"], "nothing changed");
+    let (_, v) = admin(&s, reqwest::Method::GET, "/api/review?status=all", None).await;
+    assert_eq!(v["items"], json!([]));
+    assert!(
+        !s.dir.path().join("curation.json").exists(),
+        "nothing written"
+    );
+}
+
+/// `[review] mode = "suspicious"` is refused at start-up, saying why.
+#[test]
+fn suspicious_mode_is_refused() {
+    let c: Config = toml::from_str("[review]\nmode = \"suspicious\"\n").unwrap();
+    let e = c.validate().unwrap_err();
+    assert!(e.contains("not available yet"), "{e}");
+}
+
+/// Two nodes on one Redis agree: a pin made on one shows on the other
+/// within the documented cache bound (1 s).
+#[tokio::test]
+async fn redis_nodes_agree() {
+    let r = RedisServer::start();
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let a = TestServer::start_redis(dir.clone(), &r.url(), |_| {}).await;
+    let b = TestServer::start_redis(dir, &r.url(), |_| {}).await;
+    seed(&a).await;
+    let (_, p) = b.get("/api/hot?limit=1").await;
+    assert_eq!(page_ids(&p), ["a00"]);
+    let (st, _) = admin(
+        &a,
+        reqwest::Method::PUT,
+        "/api/articles/a07/pin",
+        Some(json!({"position": 1})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, p) = a.get("/api/hot?limit=1").await;
+    assert_eq!(page_ids(&p), ["a07"], "at once on the node that pinned");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, p) = b.get("/api/hot?limit=1").await;
+        if page_ids(&p) == ["a07"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node b never saw the pin"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+async fn top3(s: &TestServer) -> Vec<String> {
+    let (_, p) = s.get("/api/hot?limit=3").await;
+    page_ids(&p).iter().map(|x| x.to_string()).collect()
+}

@@ -49,7 +49,7 @@ pub trait CurationStore: Send + Sync {
 /// ranking query gives it; `model` and `range`, when set, narrow the pin
 /// to that model and range.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PinQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
