@@ -52,6 +52,9 @@ enum Command {
     Top(hotrank::cli::top::TopArgs),
     /// Print a running server's totals and quarantine by reason.
     Stats(hotrank::cli::top::StatsArgs),
+    /// List a running server's articles held for review, with their
+    /// evidence; `--allow ID` / `--deny ID` decide on one.
+    Review(hotrank::cli::review::ReviewArgs),
     /// Write all state of the configured store as JSON lines (stop an
     /// embedded server first; Redis can be exported live).
     Export(DumpArgs),
@@ -673,6 +676,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => hotrank::cli::replay::run(args),
         Command::Top(args) => hotrank::cli::top::run_top(args),
         Command::Stats(args) => hotrank::cli::top::run_stats(args),
+        Command::Review(args) => hotrank::cli::review::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -651,3 +651,72 @@ async fn top3(s: &TestServer) -> Vec<String> {
     let (_, p) = s.get("/api/hot?limit=3").await;
     page_ids(&p).iter().map(|x| x.to_string()).collect()
 }
+
+/// `hotrank review`, the real binary against a real server: the queue
+/// with its evidence, `--allow` and `--deny`, and a wrong token refused.
+#[tokio::test]
+async fn cli_review_lists_and_decides() {
+    let s = TestServer::start_with(review_mode(true)).await;
+    seed(&s).await;
+    let (_, p) = s.get("/api/hot?limit=2&category=x").await;
+    assert_eq!(page_ids(&p), Vec::<&str>::new(), "all held");
+    let run = |extra: &[&str], token: &str| {
+        let mut args: Vec<String> = vec!["review".into(), "--url".into(), s.base.clone()];
+        args.extend(extra.iter().map(|x| x.to_string()));
+        let token = token.to_string();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+                .args(&args)
+                .env("HOTRANK_ADMIN_TOKEN", token)
+                .env_remove("HOTRANK_URL")
+                .output()
+                .expect("run hotrank")
+        })
+    };
+    let out = run(&[], ADMIN).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("review mode: new_entries; 8 article(s)"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("a00 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    for part in [
+        "held",
+        "2025-11-21 21:20:00",
+        "hot gravity 72h category=x",
+        "20",
+        "Article 0",
+    ] {
+        assert!(row.contains(part), "{part:?} in {row:?}");
+    }
+    let out = run(&["--allow", "a02"], ADMIN).await.unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a02: allowed\n");
+    let out = run(&["--deny", "a00"], ADMIN).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a00: denied\n");
+    let (_, p) = s.get("/api/hot?limit=2&category=x").await;
+    assert_eq!(page_ids(&p), ["a02"]);
+    let out = run(&["--status", "denied"], ADMIN).await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("1 article(s)") && text.contains("a00 "),
+        "{text}"
+    );
+    let out = run(&[], "wrong").await.unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("401 unauthorized"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["--allow", "no such"], ADMIN).await.unwrap();
+    assert!(!out.status.success());
+}

@@ -9,9 +9,12 @@
 //! - [`metrics`]: the pure list comparisons both use (and `/api/compare`).
 //! - [`top`]: `hotrank top` and `hotrank stats`, a running server's hot
 //!   list and totals in the terminal.
+//! - [`review`]: `hotrank review`, the review queue and an editor's
+//!   decisions in the terminal.
 
 pub mod metrics;
 pub mod replay;
+pub mod review;
 pub mod seed_import;
 pub mod simulate;
 pub mod top;
