@@ -7,6 +7,7 @@
 //! ranks are contiguous, nothing repeats, and pages agree.
 
 mod common;
+mod webdriver;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -719,4 +720,110 @@ async fn cli_review_lists_and_decides() {
     );
     let out = run(&["--allow", "no such"], ADMIN).await.unwrap();
     assert!(!out.status.success());
+}
+
+/// The element a CSS selector finds, by its WebDriver id.
+async fn element(b: &webdriver::Browser, css: &str) -> String {
+    let v = b
+        .cmd(
+            "POST",
+            "element",
+            json!({"using": "css selector", "value": css}),
+        )
+        .await;
+    v.as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+async fn click(b: &webdriver::Browser, css: &str) {
+    let e = element(b, css).await;
+    b.cmd("POST", &format!("element/{e}/click"), json!({}))
+        .await;
+}
+
+/// The review page in Chromium: the token typed in, the held articles
+/// listed with their evidence, one allowed and one denied by a click, and
+/// the public ranking following; screenshot in docs/review.png.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_page_allows_and_denies_by_click() {
+    let Some((chromium, driver)) = webdriver::tools() else {
+        return;
+    };
+    let _serial = webdriver::SERIAL.lock().await;
+    let s = TestServer::start_with(review_mode(true)).await;
+    seed(&s).await;
+    let (_, p) = s.get("/api/hot?limit=3&category=y").await;
+    assert_eq!(page_ids(&p), Vec::<&str>::new(), "all held");
+    let b = webdriver::Browser::start(&chromium, &driver).await;
+    b.resize(1100, 700).await;
+    b.goto(&format!("{}/", s.base)).await;
+    b.wait_js(
+        "return document.querySelector('nav a[href=review]') !== null",
+        "the dashboard's link",
+    )
+    .await;
+    click(&b, "nav a[href=review]").await;
+    b.wait_js("return location.pathname === '/review'", "the review page")
+        .await;
+    let token = element(&b, "#r-token input[name=token]").await;
+    b.cmd(
+        "POST",
+        &format!("element/{token}/value"),
+        json!({"text": ADMIN}),
+    )
+    .await;
+    click(&b, "#r-token button[type=submit]").await;
+    b.wait_js(
+        "return document.querySelectorAll('#r-items tr').length === 8",
+        "eight held rows",
+    )
+    .await;
+    let row = b
+        .js("return document.querySelector('#r-items tr[data-article-id=a01]').innerText")
+        .await;
+    let row = row.as_str().unwrap();
+    for part in ["Article 1", "held", "hot gravity 72h category=y", "19"] {
+        assert!(row.contains(part), "{part:?} in {row:?}");
+    }
+    b.assert_contrast("#r-items td").await;
+    let token_shown = b
+        .js("return document.getElementById('r-token').offsetParent !== null")
+        .await;
+    assert_eq!(
+        token_shown, false,
+        "the token form goes away once it worked"
+    );
+    b.screenshot(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/review.png"))
+        .await;
+    click(&b, "#r-items tr[data-article-id=a03] button.allow").await;
+    b.wait_js(
+        "return document.querySelectorAll('#r-items tr').length === 7",
+        "a03 gone from the held list",
+    )
+    .await;
+    click(&b, "#r-items tr[data-article-id=a01] button.deny").await;
+    b.wait_js(
+        "return document.querySelectorAll('#r-items tr').length === 6",
+        "a01 gone from the held list",
+    )
+    .await;
+    let msg = b
+        .js("return document.getElementById('r-msg').textContent")
+        .await;
+    assert!(msg.as_str().unwrap().contains("a01: denied"), "{msg}");
+    let (_, p) = s.get("/api/hot?limit=3&category=y").await;
+    assert_eq!(
+        page_ids(&p),
+        ["a03"],
+        "allowed by click, the denied one never"
+    );
+    let (_, v) = admin(&s, reqwest::Method::GET, "/api/review?status=denied", None).await;
+    assert_eq!(page_ids(&v), ["a01"]);
+    b.quit().await;
 }

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::budget::QueryBudget;
 use super::extract::{ArticlePath, JsonBody, Params, object, valid_label};
+use super::web::{Asset, html_page};
 use super::{ApiError, AppState};
 use crate::curation::{Exclusion, Pin, PinQuery, Review, ReviewStatus};
 use crate::model::{ArticleId, RangeSpec, Timestamp};
@@ -27,7 +28,36 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/review", get(get_review))
         .route("/api/review/{id}", post(post_review))
+        .route(
+            "/review",
+            get(|h: HeaderMap| async move { html_page(&REVIEW_HTML, &h) }),
+        )
+        .route(
+            "/review.js",
+            get(|h: HeaderMap| async move { REVIEW_JS.serve(&h) }),
+        )
+        .route(
+            "/review.css",
+            get(|h: HeaderMap| async move { REVIEW_CSS.serve(&h) }),
+        )
 }
+
+/// The review page (`/review`): the dashboard's style, its own script.
+static REVIEW_HTML: Asset = Asset::new(
+    include_str!("web/review.html"),
+    "text/html; charset=utf-8",
+    60,
+);
+static REVIEW_JS: Asset = Asset::new(
+    include_str!("web/review.js"),
+    "text/javascript; charset=utf-8",
+    60,
+);
+static REVIEW_CSS: Asset = Asset::new(
+    include_str!("web/review.css"),
+    "text/css; charset=utf-8",
+    60,
+);
 
 /// The latest `until` accepted: ten years ahead.
 const MAX_AHEAD_SECS: i64 = 10 * 366 * 86_400;
