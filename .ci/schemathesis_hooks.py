@@ -11,6 +11,9 @@ Ids of people (`visitorId`, `userId`, `poster`) are 1-128 bytes of UTF-8,
 which JSON Schema's `maxLength` (code points) cannot state either:
 longer generated strings are cut to 128 bytes at a character boundary.
 
+A curation `until` is valid only after the server's clock (and at most ten
+years ahead): a generated non-negative integer becomes an hour from now.
+
 A `cursor` is valid only if this server issued it (it names a ranking
 snapshot), which no pattern can state either: generated positive cases
 drop it; the stateful phase passes real ones from `RankingPage.cursor`.
@@ -66,3 +69,6 @@ def before_call(ctx, case, **kwargs):
         for key in ("ts", "publishedAt"):
             if key in body:
                 body[key] = _now_if_plain_integer(body[key])
+        until = body.get("until")
+        if isinstance(until, int) and not isinstance(until, bool) and until >= 0:
+            body["until"] = int(time.time()) + 3600
