@@ -827,3 +827,76 @@ async fn review_page_allows_and_denies_by_click() {
     assert_eq!(page_ids(&v), ["a01"]);
     b.quit().await;
 }
+
+/// `/api/new` and `/api/stream` are curated too: on `/api/new` a pin is at
+/// its place on the first page and nowhere after it, cursor pages leave
+/// out what is hidden and repeat nothing; a live stream's list carries the
+/// pin and leaves out the excluded.
+#[tokio::test]
+async fn new_and_stream_are_curated() {
+    let s = TestServer::start_with(|c| c.feeds.stream_poll_ms = 50).await;
+    seed(&s).await;
+    let (_, all) = s.get("/api/new?limit=100").await;
+    let all: Vec<String> = page_ids(&all).iter().map(|x| x.to_string()).collect();
+    assert_eq!(all.len(), N);
+    let (st, _) = admin(
+        &s,
+        reqwest::Method::PUT,
+        "/api/articles/a09/pin",
+        Some(json!({"position": 1})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK);
+    for id in ["a00", "a01"] {
+        let (st, _) = admin(
+            &s,
+            reqwest::Method::PUT,
+            &format!("/api/articles/{id}/exclude"),
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK);
+    }
+    let mut want = vec!["a09".to_string()];
+    want.extend(
+        all.iter()
+            .filter(|id| !["a00", "a01", "a09"].contains(&id.as_str()))
+            .cloned(),
+    );
+    let (_, mut page) = s.get("/api/new?limit=4").await;
+    assert_eq!(page["items"][0]["pinned"], true, "{page}");
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        seen.extend(page_ids(&page).iter().map(|x| x.to_string()));
+        let Some(c) = page["cursor"].as_str() else {
+            break;
+        };
+        page = s.get(&format!("/api/new?limit=4&cursor={c}")).await.1;
+    }
+    assert_eq!(seen, want);
+
+    let mut r = s
+        .client
+        .get(s.url("/api/stream?top=3"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let data = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(at) = buf.find("event: ranking\n")
+                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
+                && buf[at..].contains("\n\n")
+            {
+                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("a ranking event");
+    assert_eq!(page_ids(&data), ["a09", "a02", "a03"], "{data}");
+    assert_eq!(data["items"][0]["pinned"], true);
+}

@@ -69,10 +69,12 @@ struct Walked {
     unreviewed: Vec<(RankedItem, usize)>,
 }
 
+/// Sorts one read of the ranking: `pins` are the pins in force (left out
+/// of the natural order), `placed` those this page places.
 fn walk(
     cur: &Curation,
     items: Vec<RankedItem>,
-    pins: &[(ArticleId, usize)],
+    (pins, placed): (&[(ArticleId, usize)], &[(ArticleId, usize)]),
     want: usize,
     now: Timestamp,
     mode: crate::config::ReviewMode,
@@ -95,7 +97,7 @@ fn walk(
                 // Where it would have gone: after the shown ones so far,
                 // pushed down by each pin at or above that place.
                 let mut rank = w.natural.len() + 1;
-                for (_, p) in pins {
+                for (_, p) in placed {
                     if *p <= rank {
                         rank += 1;
                     }
@@ -136,11 +138,12 @@ pub(super) async fn page(
         }
         (Some(_), List::New) => Start::After,
     };
+    let pins = cur.pins_for(q, now, mode);
     // A `/api/new` cursor does not know its place in the list: pins go
-    // on the pages that start at the top.
-    let pins = match start {
-        Start::After => Vec::new(),
-        _ => cur.pins_for(q, now, mode),
+    // on the pages that start at the top (and on none after them).
+    let placed = match start {
+        Start::After => &[][..],
+        _ => &pins[..],
     };
     if pins.is_empty() && !cur.hides_any(now, mode) {
         return Ok(CuratedPage::plain(read(state, q, list, now).await?));
@@ -164,8 +167,9 @@ pub(super) async fn page(
         };
         let mut p = read(state, &deep, list, now).await?;
         let more = p.items.len() >= depth && depth < cap;
-        let w = walk(&cur, std::mem::take(&mut p.items), &pins, want, now, mode);
-        if w.natural.len() + pins.len() > want || !more {
+        let items = std::mem::take(&mut p.items);
+        let w = walk(&cur, items, (&pins, placed), want, now, mode);
+        if w.natural.len() + placed.len() > want || !more {
             break (p, w, more);
         }
         depth = (depth * 2).max(depth + want).min(cap);
@@ -176,8 +180,8 @@ pub(super) async fn page(
         mut pinned_seen,
         ..
     } = walked;
-    let mut pin_items = Vec::with_capacity(pins.len());
-    for (id, position) in &pins {
+    let mut pin_items = Vec::with_capacity(placed.len());
+    for (id, position) in placed {
         let item = match pinned_seen.remove(id) {
             Some(it) => Some(it),
             None => pinned_item(state, id, q, now).await?,
