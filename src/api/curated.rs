@@ -69,12 +69,15 @@ struct Walked {
     unreviewed: Vec<(RankedItem, usize)>,
 }
 
+/// Pins in placing order: (article, 1-based position).
+type Pins<'a> = &'a [(ArticleId, usize)];
+
 /// Sorts one read of the ranking: `pins` are the pins in force (left out
 /// of the natural order), `placed` those this page places.
 fn walk(
     cur: &Curation,
     items: Vec<RankedItem>,
-    (pins, placed): (&[(ArticleId, usize)], &[(ArticleId, usize)]),
+    (pins, placed): (Pins<'_>, Pins<'_>),
     want: usize,
     now: Timestamp,
     mode: crate::config::ReviewMode,
