@@ -23,12 +23,14 @@ import time
 import schemathesis
 
 
-def _now_if_plain_integer(value):
+def _plain_integer(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    if value < 0 or value != int(value):
-        return value
-    return int(time.time())
+        return False
+    return value >= 0 and value == int(value)
+
+
+def _now_if_plain_integer(value):
+    return int(time.time()) if _plain_integer(value) else value
 
 
 _BYTE_LIMITED = ("visitorId", "userId", "poster")
@@ -69,6 +71,5 @@ def before_call(ctx, case, **kwargs):
         for key in ("ts", "publishedAt"):
             if key in body:
                 body[key] = _now_if_plain_integer(body[key])
-        until = body.get("until")
-        if isinstance(until, int) and not isinstance(until, bool) and until >= 0:
+        if _plain_integer(body.get("until")):
             body["until"] = int(time.time()) + 3600

@@ -511,6 +511,9 @@ async fn bad_input_changes_nothing() {
         ("PUT", "/api/articles/a01/pin", json!({"position": 0})),
         ("PUT", "/api/articles/a01/pin", json!({"position": 100000})),
         ("PUT", "/api/articles/a01/pin", json!({"position": "1"})),
+        ("PUT", "/api/articles/a01/pin", json!({"position": null})),
+        ("PUT", "/api/articles/a01/pin", json!({"position": 1.5})),
+        ("PUT", "/api/articles/a01/pin", json!({"position": -1})),
         ("PUT", "/api/articles/a01/pin", json!({})),
         (
             "PUT",

@@ -91,11 +91,27 @@ async fn known(state: &AppState, id: &ArticleId, now: Timestamp) -> Result<(), A
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PinBody {
-    position: usize,
+    /// Required (a missing field is refused); `null` is refused below.
+    #[serde(deserialize_with = "crate::model::de_opt_integral")]
+    position: Option<i64>,
     #[serde(default, deserialize_with = "crate::model::de_opt_integral")]
     until: Option<i64>,
+    /// Absent or `null`: no filters; else an object ([`pin_query`]).
     #[serde(default)]
-    query: PinQuery,
+    query: Value,
+}
+
+/// A pin's `query`: an object (serde would also take a list for a
+/// struct), `null` or absent.
+fn pin_query(v: Value) -> Result<PinQuery, ApiError> {
+    match v {
+        Value::Null => Ok(PinQuery::default()),
+        Value::Object(_) => serde_json::from_value(v).map_err(|e| bad_json("pin", e)),
+        _ => Err(ApiError::bad(
+            "invalid_json",
+            "invalid pin body: query must be an object",
+        )),
+    }
 }
 
 /// The pin query's filters, checked as a ranking query checks them; its
@@ -147,18 +163,22 @@ async fn put_pin(
     state.is_admin(&headers)?;
     let b: PinBody = object(&body).map_err(|e| bad_json("pin", e))?;
     let cap = state.config.retention.ranking_cap;
-    if !(1..=cap).contains(&b.position) {
-        return Err(ApiError::bad(
-            "invalid_parameter",
-            format!("position must be 1..={cap} (retention.ranking_cap)"),
-        ));
-    }
+    let position = b
+        .position
+        .and_then(|p| usize::try_from(p).ok())
+        .filter(|p| (1..=cap).contains(p))
+        .ok_or_else(|| {
+            ApiError::bad(
+                "invalid_parameter",
+                format!("position must be 1..={cap} (retention.ranking_cap)"),
+            )
+        })?;
     let now = state.clock.now();
     check_until(b.until, now)?;
-    let query = check_query(b.query)?;
+    let query = check_query(pin_query(b.query)?)?;
     known(&state, &id, now).await?;
     let pin = Pin {
-        position: b.position,
+        position,
         until: b.until,
         query,
         pinned_at: now,
