@@ -289,8 +289,8 @@ async fn pinned_item(
 }
 
 /// Records each never-reviewed article a public list would have shown as
-/// held, with its evidence. A failure is logged: the article stays hidden
-/// either way, and the next answer tries again.
+/// held, with its evidence, in one write. A failure is logged: the
+/// articles stay hidden either way, and the next answer tries again.
 async fn hold(
     state: &AppState,
     q: &HotQuery,
@@ -298,11 +298,12 @@ async fn hold(
     found: &[(RankedItem, usize)],
     now: Timestamp,
 ) {
-    for (it, rank) in found {
-        let evidence = evidence(q, list, it, *rank, now);
-        if let Err(e) = state.curation.hold(&it.id, evidence, now).await {
-            tracing::warn!(article = %it.id, error = %e, "curation: could not record a hold");
-        }
+    let found = found
+        .iter()
+        .map(|(it, rank)| (it.id.clone(), evidence(q, list, it, *rank, now)))
+        .collect();
+    if let Err(e) = state.curation.hold(found, now).await {
+        tracing::warn!(error = %e, "curation: could not record holds");
     }
 }
 

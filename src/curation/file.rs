@@ -87,14 +87,19 @@ impl CurationStore for FileCuration {
         .map(drop)
     }
 
-    async fn set_new(&self, field: &str, value: &str) -> Result<bool, StoreError> {
+    async fn set_new(&self, entries: &[(String, String)]) -> Result<Vec<bool>, StoreError> {
+        let mut set = Vec::with_capacity(entries.len());
         self.change(|m| {
-            if m.contains_key(field) {
-                return false;
+            for (k, v) in entries {
+                let new = !m.contains_key(k);
+                if new {
+                    m.insert(k.clone(), v.clone());
+                }
+                set.push(new);
             }
-            m.insert(field.to_string(), value.to_string());
-            true
-        })
+            set.contains(&true)
+        })?;
+        Ok(set)
     }
 }
 
@@ -107,8 +112,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = FileCuration::open(dir.path()).unwrap();
         c.set("pin:a", Some("{}")).await.unwrap();
-        assert!(c.set_new("review:b", "1").await.unwrap());
-        assert!(!c.set_new("review:b", "2").await.unwrap());
+        let e = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(c.set_new(&[e("review:b", "1")]).await.unwrap(), [true]);
+        assert_eq!(
+            c.set_new(&[e("review:b", "2"), e("review:c", "3")])
+                .await
+                .unwrap(),
+            [false, true]
+        );
+        c.set("review:c", None).await.unwrap();
         c.set("pin:a", None).await.unwrap();
         let again = FileCuration::open(dir.path()).unwrap();
         let e = again.entries().await.unwrap();

@@ -41,8 +41,9 @@ pub trait CurationStore: Send + Sync {
     async fn entries(&self) -> Result<BTreeMap<String, String>, StoreError>;
     /// Sets (`Some`) or removes (`None`) one entry.
     async fn set(&self, field: &str, value: Option<&str>) -> Result<(), StoreError>;
-    /// Sets an entry only if it does not exist; whether it was set.
-    async fn set_new(&self, field: &str, value: &str) -> Result<bool, StoreError>;
+    /// Sets each entry only if it does not exist (in one write); which
+    /// were set.
+    async fn set_new(&self, entries: &[(String, String)]) -> Result<Vec<bool>, StoreError>;
 }
 
 /// Which list an article shows in a pin's query, each filter exactly as a
@@ -345,25 +346,38 @@ impl Curator {
         r
     }
 
-    /// Holds `id` for review with `evidence` unless it has a review entry
-    /// already; whether this call held it.
+    /// Holds each article for review with its evidence unless it has a
+    /// review entry already; the ones this call held.
     pub async fn hold(
         &self,
-        id: &ArticleId,
-        evidence: serde_json::Value,
+        found: Vec<(ArticleId, serde_json::Value)>,
         now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        let review = Review {
-            status: ReviewStatus::Held,
-            held_at: Some(now),
-            evidence: Some(evidence),
-            decided_at: None,
-        };
-        let json = serde_json::to_string(&review).expect("serializable");
-        let held = self.backend.set_new(&field("review", id), &json).await?;
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries: Vec<(String, String)> = found
+            .iter()
+            .map(|(id, evidence)| {
+                let review = Review {
+                    status: ReviewStatus::Held,
+                    held_at: Some(now),
+                    evidence: Some(evidence.clone()),
+                    decided_at: None,
+                };
+                let json = serde_json::to_string(&review).expect("serializable");
+                (field("review", id), json)
+            })
+            .collect();
+        let set = self.backend.set_new(&entries).await;
         self.cache.lock().take();
-        if held {
-            metrics::counter!("hotrank_curation_held_total").increment(1);
+        let held: Vec<ArticleId> = found
+            .into_iter()
+            .zip(set?)
+            .filter_map(|((id, _), new)| new.then_some(id))
+            .collect();
+        metrics::counter!("hotrank_curation_held_total").increment(held.len() as u64);
+        for id in &held {
             tracing::info!(article = %id, "curation: held for review");
         }
         Ok(held)

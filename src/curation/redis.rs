@@ -62,15 +62,13 @@ impl CurationStore for RedisCuration {
             .map_err(unavailable)
     }
 
-    async fn set_new(&self, field: &str, value: &str) -> Result<bool, StoreError> {
+    async fn set_new(&self, entries: &[(String, String)]) -> Result<Vec<bool>, StoreError> {
         let mut con = self.con.clone();
-        redis::cmd("HSETNX")
-            .arg(&self.key)
-            .arg(field)
-            .arg(value)
-            .query_async::<i64>(&mut con)
-            .await
-            .map(|n| n == 1)
-            .map_err(unavailable)
+        let mut pipe = redis::pipe();
+        for (k, v) in entries {
+            pipe.cmd("HSETNX").arg(&self.key).arg(k).arg(v);
+        }
+        let set: Vec<i64> = pipe.query_async(&mut con).await.map_err(unavailable)?;
+        Ok(set.into_iter().map(|n| n == 1).collect())
     }
 }
