@@ -273,6 +273,16 @@ async fn run(s: &TestServer, mode_on: bool, seed_n: u64, steps: usize) {
             .await;
         assert_eq!(st, StatusCode::OK, "{page}");
         check_page(&page, &want, offset, limit, &what);
+        // With every article published at once, `/api/new` lists by id:
+        // the same order, so the same public list.
+        let (st, page) = s
+            .get(&format!(
+                "/api/new?limit={limit}&offset={offset}{}",
+                cat_query(cat)
+            ))
+            .await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        check_page(&page, &want, offset, limit, &format!("{what}, /api/new"));
         if mode_on {
             check_holds(s, &m, &unc[&cat], cat, now, offset + limit).await;
         }

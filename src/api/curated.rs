@@ -194,6 +194,13 @@ pub(super) async fn page(
     let mut public = arrange(natural, pin_items, want + 1);
     let follows = (public.len() > want || more) && want < cap;
     public.truncate(want);
+    // A `/api/new` cursor continues after the last item of the store's
+    // list up to this page's end (on it, or above it).
+    let after = public
+        .iter()
+        .rev()
+        .find(|(_, is_pin)| !is_pin)
+        .map(|(it, _)| cursor::newest(it.meta.published_at, &it.id));
     let mut pinned = HashSet::new();
     let mut items = Vec::with_capacity(limit);
     for (i, (mut it, is_pin)) in public.into_iter().enumerate().skip(offset) {
@@ -211,12 +218,7 @@ pub(super) async fn page(
             (List::Hot, _) => snapshot_id(state, q, store_page.cursor.as_deref(), now)
                 .await?
                 .map(|id| cursor::snapshot(id, want)),
-            // After the last item of the store's list on this page.
-            (List::New, _) => items
-                .iter()
-                .rev()
-                .find(|it| !pinned.contains(&it.id))
-                .map(|it| cursor::newest(it.meta.published_at, &it.id)),
+            (List::New, _) => after,
         }
     };
     Ok(CuratedPage {
