@@ -7,7 +7,6 @@
 //! ranks are contiguous, nothing repeats, and pages agree.
 
 mod common;
-mod webdriver;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -17,60 +16,11 @@ use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use common::curation::{CATS, N, admin, art, cat_query, review_mode, seed};
 use common::redis::RedisServer;
-use common::{ADMIN, T0, TestServer, page_ids};
+use common::{T0, TestServer, page_ids};
 use hotrank::clock::Clock;
-use hotrank::config::{Config, ReviewMode};
-
-const N: usize = 16;
-const CATS: [Option<&str>; 3] = [None, Some("x"), Some("y")];
-
-fn art(i: usize) -> String {
-    format!("a{i:02}")
-}
-
-/// `N` articles, categories `x` (even) and `y` (odd), article `i` with
-/// `N + 4 - i` views: the uncurated order is by `i`.
-async fn seed(s: &TestServer) {
-    for i in 0..N {
-        let cat = if i % 2 == 0 { "x" } else { "y" };
-        let (st, b) = s
-            .admin_put(
-                &format!("/api/articles/{}", art(i)),
-                &json!({"title": format!("Article {i}"), "category": cat, "publishedAt": T0 - 3600}),
-            )
-            .await;
-        assert!(st.is_success(), "{st} {b}");
-    }
-    let events: Vec<Value> = (0..N)
-        .flat_map(|i| {
-            (0..N + 4 - i).map(move |v| {
-                json!({"type": "view", "articleId": art(i), "visitorId": format!("v{i}-{v}")})
-            })
-        })
-        .collect();
-    let (st, b) = s.post("/api/events", &json!({ "events": events })).await;
-    assert_eq!(st, StatusCode::OK, "{b}");
-}
-
-async fn admin(
-    s: &TestServer,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut r = s.client.request(method, s.url(path)).bearer_auth(ADMIN);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let resp = r.send().await.expect("request");
-    let st = resp.status();
-    (st, resp.json().await.unwrap_or(Value::Null))
-}
-
-fn cat_query(cat: Option<&str>) -> String {
-    cat.map_or(String::new(), |c| format!("&category={c}"))
-}
+use hotrank::config::Config;
 
 /// What the test believes the curation is.
 #[derive(Default)]
@@ -348,14 +298,6 @@ async fn check_holds(
             assert_eq!(e["status"], "held", "{e}");
             assert!(e["evidence"]["rank"].as_u64().unwrap() >= 1, "{e}");
             assert!(e["evidence"]["counters"]["pv"].as_u64().unwrap() > 0, "{e}");
-        }
-    }
-}
-
-fn review_mode(on: bool) -> impl FnOnce(&mut Config) {
-    move |c: &mut Config| {
-        if on {
-            c.review.mode = ReviewMode::NewEntries;
         }
     }
 }
@@ -664,181 +606,6 @@ async fn redis_nodes_agree() {
 async fn top3(s: &TestServer) -> Vec<String> {
     let (_, p) = s.get("/api/hot?limit=3").await;
     page_ids(&p).iter().map(|x| x.to_string()).collect()
-}
-
-/// `hotrank review`, the real binary against a real server: the queue
-/// with its evidence, `--allow` and `--deny`, and a wrong token refused.
-#[tokio::test]
-async fn cli_review_lists_and_decides() {
-    let s = TestServer::start_with(review_mode(true)).await;
-    seed(&s).await;
-    let (_, p) = s.get("/api/hot?limit=2&category=x").await;
-    assert_eq!(page_ids(&p), Vec::<&str>::new(), "all held");
-    let run = |extra: &[&str], token: &str| {
-        let mut args: Vec<String> = vec!["review".into(), "--url".into(), s.base.clone()];
-        args.extend(extra.iter().map(|x| x.to_string()));
-        let token = token.to_string();
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
-                .args(&args)
-                .env("HOTRANK_ADMIN_TOKEN", token)
-                .env_remove("HOTRANK_URL")
-                .output()
-                .expect("run hotrank")
-        })
-    };
-    let out = run(&[], ADMIN).await.unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains("review mode: new_entries; 8 article(s)"),
-        "{text}"
-    );
-    let row = text
-        .lines()
-        .find(|l| l.starts_with("a00 "))
-        .unwrap_or_else(|| panic!("{text}"));
-    for part in [
-        "held",
-        "2025-11-21 21:20:00",
-        "hot gravity 72h category=x",
-        "20",
-        "Article 0",
-    ] {
-        assert!(row.contains(part), "{part:?} in {row:?}");
-    }
-    let out = run(&["--allow", "a02"], ADMIN).await.unwrap();
-    assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "a02: allowed\n");
-    let out = run(&["--deny", "a00"], ADMIN).await.unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "a00: denied\n");
-    let (_, p) = s.get("/api/hot?limit=2&category=x").await;
-    assert_eq!(page_ids(&p), ["a02"]);
-    let out = run(&["--status", "denied"], ADMIN).await.unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        text.contains("1 article(s)") && text.contains("a00 "),
-        "{text}"
-    );
-    let out = run(&[], "wrong").await.unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("401 unauthorized"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = run(&["--allow", "no such"], ADMIN).await.unwrap();
-    assert!(!out.status.success());
-}
-
-/// The element a CSS selector finds, by its WebDriver id.
-async fn element(b: &webdriver::Browser, css: &str) -> String {
-    let v = b
-        .cmd(
-            "POST",
-            "element",
-            json!({"using": "css selector", "value": css}),
-        )
-        .await;
-    v.as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-async fn click(b: &webdriver::Browser, css: &str) {
-    let e = element(b, css).await;
-    b.cmd("POST", &format!("element/{e}/click"), json!({}))
-        .await;
-}
-
-/// The review page in Chromium: the token typed in, the held articles
-/// listed with their evidence, one allowed and one denied by a click, and
-/// the public ranking following; screenshot in docs/review.png.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review_page_allows_and_denies_by_click() {
-    let Some((chromium, driver)) = webdriver::tools() else {
-        return;
-    };
-    let _serial = webdriver::SERIAL.lock().await;
-    let s = TestServer::start_with(review_mode(true)).await;
-    seed(&s).await;
-    let (_, p) = s.get("/api/hot?limit=3&category=y").await;
-    assert_eq!(page_ids(&p), Vec::<&str>::new(), "all held");
-    let b = webdriver::Browser::start(&chromium, &driver).await;
-    b.resize(1100, 700).await;
-    b.goto(&format!("{}/", s.base)).await;
-    b.wait_js(
-        "return document.querySelector('nav a[href=review]') !== null",
-        "the dashboard's link",
-    )
-    .await;
-    click(&b, "nav a[href=review]").await;
-    b.wait_js("return location.pathname === '/review'", "the review page")
-        .await;
-    let token = element(&b, "#r-token input[name=token]").await;
-    b.cmd(
-        "POST",
-        &format!("element/{token}/value"),
-        json!({"text": ADMIN}),
-    )
-    .await;
-    click(&b, "#r-token button[type=submit]").await;
-    b.wait_js(
-        "return document.querySelectorAll('#r-items tr').length === 8",
-        "eight held rows",
-    )
-    .await;
-    let row = b
-        .js("return document.querySelector('#r-items tr[data-article-id=a01]').innerText")
-        .await;
-    let row = row.as_str().unwrap();
-    for part in ["Article 1", "held", "hot gravity 72h category=y", "19"] {
-        assert!(row.contains(part), "{part:?} in {row:?}");
-    }
-    b.assert_contrast("#r-items td").await;
-    let token_shown = b
-        .js("return document.getElementById('r-token').offsetParent !== null")
-        .await;
-    assert_eq!(
-        token_shown, false,
-        "the token form goes away once it worked"
-    );
-    b.screenshot(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/review.png"))
-        .await;
-    click(&b, "#r-items tr[data-article-id=a03] button.allow").await;
-    b.wait_js(
-        "return document.querySelectorAll('#r-items tr').length === 7",
-        "a03 gone from the held list",
-    )
-    .await;
-    click(&b, "#r-items tr[data-article-id=a01] button.deny").await;
-    b.wait_js(
-        "return document.querySelectorAll('#r-items tr').length === 6",
-        "a01 gone from the held list",
-    )
-    .await;
-    let msg = b
-        .js("return document.getElementById('r-msg').textContent")
-        .await;
-    assert!(msg.as_str().unwrap().contains("a01: denied"), "{msg}");
-    let (_, p) = s.get("/api/hot?limit=3&category=y").await;
-    assert_eq!(
-        page_ids(&p),
-        ["a03"],
-        "allowed by click, the denied one never"
-    );
-    let (_, v) = admin(&s, reqwest::Method::GET, "/api/review?status=denied", None).await;
-    assert_eq!(page_ids(&v), ["a01"]);
-    b.quit().await;
 }
 
 /// `/api/new` and `/api/stream` are curated too: on `/api/new` a pin is at

@@ -180,17 +180,10 @@ pub(super) async fn page(
     hold(state, q, list, &walked.unreviewed, now).await;
     let Walked {
         natural,
-        mut pinned_seen,
+        pinned_seen,
         ..
     } = walked;
-    let mut pin_items = Vec::with_capacity(placed.len());
-    for (id, position) in placed {
-        let item = match pinned_seen.remove(id) {
-            Some(it) => Some(it),
-            None => pinned_item(state, id, q, now).await?,
-        };
-        pin_items.extend(item.map(|it| (*position, it)));
-    }
+    let pin_items = pin_items(state, q, placed, pinned_seen, now).await?;
     let mut public = arrange(natural, pin_items, want + 1);
     let follows = (public.len() > want || more) && want < cap;
     public.truncate(want);
@@ -210,16 +203,15 @@ pub(super) async fn page(
         }
         items.push(it);
     }
-    let cursor = if !follows {
-        None
-    } else {
-        match (list, start) {
-            (List::Hot, Start::Snapshot { id, .. }) => Some(cursor::snapshot(id, want)),
-            (List::Hot, _) => snapshot_id(state, q, store_page.cursor.as_deref(), now)
-                .await?
-                .map(|id| cursor::snapshot(id, want)),
-            (List::New, _) => after,
-        }
+    // The next page's: on `/api/hot` the snapshot's at public offset
+    // `want`, on `/api/new` after the last item of the store's list.
+    let cursor = match (follows, list, start) {
+        (false, ..) => None,
+        (true, List::New, _) => after,
+        (true, List::Hot, Start::Snapshot { id, .. }) => Some(cursor::snapshot(id, want)),
+        (true, List::Hot, _) => snapshot_id(state, q, store_page.cursor.as_deref(), now)
+            .await?
+            .map(|id| cursor::snapshot(id, want)),
     };
     Ok(CuratedPage {
         page: HotPage {
@@ -258,6 +250,26 @@ async fn snapshot_id(
         Some(c) => Some(cursor::parse_snapshot(&c, cap)?.0),
         None => None,
     })
+}
+
+/// The pinned articles with their data, at their positions: as the read
+/// met them, else as [`pinned_item`] finds them; gone ones left out.
+async fn pin_items(
+    state: &AppState,
+    q: &HotQuery,
+    placed: Pins<'_>,
+    mut seen: HashMap<ArticleId, RankedItem>,
+    now: Timestamp,
+) -> Result<Vec<(usize, RankedItem)>, ApiError> {
+    let mut out = Vec::with_capacity(placed.len());
+    for (id, position) in placed {
+        let item = match seen.remove(id) {
+            Some(it) => Some(it),
+            None => pinned_item(state, id, q, now).await?,
+        };
+        out.extend(item.map(|it| (*position, it)));
+    }
+    Ok(out)
 }
 
 /// A pinned article the read did not meet (deeper, or outside the
