@@ -680,3 +680,46 @@ async fn new_and_stream_are_curated() {
     assert_eq!(page_ids(&data), ["a09", "a02", "a03"], "{data}");
     assert_eq!(data["items"][0]["pinned"], true);
 }
+
+/// The embedded store's curation is in its data dir: a restarted server
+/// serves the same pins, exclusions and decisions.
+#[tokio::test]
+async fn embedded_curation_survives_a_restart() {
+    let s = TestServer::start_with(review_mode(true)).await;
+    seed(&s).await;
+    let put = |path: String, body: Value| {
+        let s = &s;
+        async move { admin(s, reqwest::Method::PUT, &path, Some(body)).await.0 }
+    };
+    assert_eq!(
+        put("/api/articles/a05/pin".into(), json!({"position": 1})).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        put("/api/articles/a01/exclude".into(), json!({})).await,
+        StatusCode::OK
+    );
+    for (id, d) in [("a01", "allow"), ("a02", "allow"), ("a03", "deny")] {
+        let (st, _) = admin(
+            &s,
+            reqwest::Method::POST,
+            &format!("/api/review/{id}"),
+            Some(json!({"decision": d})),
+        )
+        .await;
+        assert_eq!(st, StatusCode::OK);
+    }
+    let (_, before) = s.get("/api/hot").await;
+    assert_eq!(page_ids(&before), ["a05", "a02"]);
+    let (_, held_before) = admin(&s, reqwest::Method::GET, "/api/review?status=all", None).await;
+    let dir = s.dir.clone();
+    let mut config = common::test_config(dir.path());
+    review_mode(true)(&mut config);
+    s.stop().await;
+    let s = TestServer::start_in(dir, config, T0).await;
+    s.until_ready(10, "the restarted store").await;
+    let (_, after) = s.get("/api/hot").await;
+    assert_eq!(after["items"], before["items"]);
+    let (_, held_after) = admin(&s, reqwest::Method::GET, "/api/review?status=all", None).await;
+    assert_eq!(held_after, held_before);
+}
