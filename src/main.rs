@@ -55,6 +55,9 @@ enum Command {
     /// List a running server's articles held for review, with their
     /// evidence; `--allow ID` / `--deny ID` decide on one.
     Review(hotrank::cli::review::ReviewArgs),
+    /// Print the widget's click-through per model, raw and corrected for
+    /// position bias (`GET /api/ctr`), from a server or a data dir.
+    Ctr(hotrank::cli::ctr::CtrArgs),
     /// Write all state of the configured store as JSON lines (stop an
     /// embedded server first; Redis can be exported live).
     Export(DumpArgs),
@@ -677,6 +680,7 @@ fn main() -> ExitCode {
         Command::Top(args) => hotrank::cli::top::run_top(args),
         Command::Stats(args) => hotrank::cli::top::run_stats(args),
         Command::Review(args) => hotrank::cli::review::run(args),
+        Command::Ctr(args) => hotrank::cli::ctr::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,7 +11,9 @@
 //!   list and totals in the terminal.
 //! - [`review`]: `hotrank review`, the review queue and an editor's
 //!   decisions in the terminal.
+//! - [`ctr`]: `hotrank ctr`, the widget's click-through per model.
 
+pub mod ctr;
 pub mod metrics;
 pub mod replay;
 pub mod review;
