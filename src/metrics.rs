@@ -115,6 +115,13 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Ranking events sent on live streams (one per stream per change of its list).",
     ),
+    // Curation (src/curation)
+    family(
+        "hotrank_curation_held_total",
+        Counter,
+        COUNT,
+        "Articles held for review ([review] mode = new_entries) when a public ranking would first have served them.",
+    ),
     // Server upkeep
     family(
         "hotrank_store_up",

@@ -9,6 +9,7 @@ mod http;
 mod pipeline;
 mod rankings;
 mod redact;
+mod review;
 mod store;
 mod validate;
 
@@ -25,6 +26,7 @@ pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
 pub use rankings::{RankingsConfig, RetentionConfig};
+pub use review::{ReviewConfig, ReviewMode};
 pub use store::{
     EmbeddedConfig, FsyncMode, MAX_REDIS_SHARDS, RedisConfig, RedisLayout, StoreKind,
     valid_redis_prefix,
@@ -76,6 +78,7 @@ pub struct Config {
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
+    pub review: ReviewConfig,
     pub ctr: CtrConfig,
     pub models: Models,
 }
@@ -107,6 +110,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
+            review: ReviewConfig::default(),
             ctr: CtrConfig::default(),
             models: Models::default(),
         }
