@@ -200,13 +200,17 @@ async fn read(
 ) {
     let mut last: Option<Vec<Value>> = None;
     let mut id = 0u64;
+    let mut movement_wait = Duration::from_secs(1);
     loop {
         match rankings::hot(&state, &q).await {
             Ok(page) => {
                 let mut body = rankings::page_json(&page, &q, &range_text);
-                // Movement too (a new event once it is computed, and at
-                // each hour mark).
-                rankings::with_movement(&state, &q, &page, &mut body, Duration::ZERO).await;
+                // Movement too: the first read waits a little for it (a
+                // small site's is ready at once, so the first event has
+                // it); later, a new event once it is computed, and at each
+                // hour mark.
+                rankings::with_movement(&state, &q, &page, &mut body, movement_wait).await;
+                movement_wait = Duration::ZERO;
                 let seen = compared(&body);
                 if last.as_ref() != Some(&seen) {
                     last = Some(seen);
