@@ -46,6 +46,7 @@ pub mod archive;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod crawler;
 pub mod gate;
 pub mod loadgen;
 pub mod log_limit;

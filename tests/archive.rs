@@ -88,7 +88,7 @@ async fn feed(store: &dyn Store) {
                 arrival_ms: (ts + 60) * 1000 + e as i64,
                 event_id: (rnd(5) == 0).then(|| u128::from(rnd(300))),
                 seconds: if kind == EventType::Dwell { 40 } else { 0 },
-                bot: rnd(30) == 0,
+                bot: hotrank::crawler::Crawler::from_flag(rnd(30) == 0),
                 trusted: false,
             });
         }

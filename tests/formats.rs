@@ -206,7 +206,15 @@ async fn data_dirs_written_by_earlier_builds_answer_the_same() {
         let want: Value = serde_json::from_slice(&std::fs::read(&expected).unwrap()).unwrap();
         let got = answers(&dir.join("data")).await;
         for path in PATHS {
-            assert_eq!(got[path], want[path], "{}: {path}", dir.display());
+            // Fields added to an answer since the fixture was written are
+            // not compared (answers only grow).
+            let mut got = got[path].clone();
+            if let (Some(g), Some(w)) =
+                (got["body"].as_object_mut(), want[path]["body"].as_object())
+            {
+                g.retain(|k, _| w.contains_key(k));
+            }
+            assert_eq!(got, want[path], "{}: {path}", dir.display());
         }
         // The answers are not empty: the fixture holds real data.
         assert!(

@@ -98,6 +98,12 @@ async fn stats(
         "quarantined": quarantine_json(&s.quarantined),
         "quarantinedTotal": s.quarantined.total(),
         "quarantinedByHour": by_hour,
+        "byArticle": s.quarantine_by_article.iter()
+            .map(|(id, q)| json!({"id": id, "quarantined": quarantine_json(q), "total": q.total()}))
+            .collect::<Vec<_>>(),
+        "byCrawler": s.quarantine_by_crawler.iter()
+            .map(|(family, n)| json!({"family": family, "events": n}))
+            .collect::<Vec<_>>(),
     });
     // The Redis store's archive writer (direct or pipeline): how old the
     // archive is (README, "The archive: PostgreSQL").

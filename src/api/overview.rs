@@ -133,6 +133,13 @@ async fn get_overview(
             .sum();
         before.pv = both.saturating_sub(pv);
     }
+    // Site-wide visitors of the range: the stats above cover twice the
+    // range when it is compared, so the range's own union is read again.
+    let visitors = if compared {
+        state.store.stats(now, hours).await?.visitors
+    } else {
+        stats.visitors
+    };
     let quarantined = match q.range {
         RangeSpec::All => stats.quarantined,
         RangeSpec::Hours(h) => {
@@ -227,6 +234,7 @@ async fn get_overview(
         "totals": {
             "pv": pv,
             "uvSum": uv_sum,
+            "visitors": visitors,
             "counted": counted,
             "quarantined": quarantine_json(&quarantined),
             "quarantinedTotal": quarantined.total(),
@@ -247,9 +255,24 @@ async fn get_overview(
             "articles": covered,
             "points": series,
         },
+        "realtime": realtime_json(&stats.views_by_minute),
         "movementSince": baseline.as_ref().map(|b| b.at),
         "items": items,
     })))
+}
+
+/// Minutes the realtime panel's headline sums (`lastMinutes`).
+pub const REALTIME_HEADLINE_MINUTES: usize = 5;
+
+/// The realtime panel: counted views a minute over the last hour, oldest
+/// first, the current minute last, and the sum of the last five.
+fn realtime_json(minutes: &[u64]) -> Value {
+    let recent = minutes.len().saturating_sub(REALTIME_HEADLINE_MINUTES);
+    json!({
+        "minutes": minutes,
+        "lastMinutes": REALTIME_HEADLINE_MINUTES,
+        "lastMinutesViews": minutes[recent..].iter().sum::<u64>(),
+    })
 }
 
 /// Sums over the period before the range, for the change on each total.

@@ -131,7 +131,8 @@ impl Store for EmbeddedStore {
         let inner = self.inner.lock();
         let d = &inner.data;
         let first = *crate::time::last_hours(hour_of(now), hours).start();
-        Ok(Stats {
+        let site = d.site_figures(first, now);
+        Ok(site.into_stats(Stats {
             articles: d.live_articles() as u64,
             counted: d.counted,
             quarantined: d.quarantine,
@@ -140,7 +141,8 @@ impl Store for EmbeddedStore {
                 .range(first..)
                 .map(|(h, q)| (*h, *q))
                 .collect(),
-        })
+            ..Stats::default()
+        }))
     }
 
     async fn hourly(

@@ -159,12 +159,14 @@ impl Store for RedisStore {
             .iter()
             .map(|v| v_i64(v).unwrap_or(0).max(0))
             .sum();
-        Ok(Stats {
+        let site = self.site_figures(first, last, now).await?;
+        Ok(site.into_stats(Stats {
             articles: articles as u64,
             counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
             quarantined: q_of(&got[1]),
             quarantine_by_hour: by_hour,
-        })
+            ..Stats::default()
+        }))
     }
 
     async fn hourly(
