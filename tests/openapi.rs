@@ -46,6 +46,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("/metrics", "get"),
     ("/openapi.json", "get"),
     ("/api/stats", "get"),
+    ("/api/settings", "get"),
     // web.rs
     ("/", "get"),
     ("/dashboard.js", "get"),

@@ -26,6 +26,7 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(prometheus))
         .route("/openapi.json", get(openapi))
         .route("/api/stats", get(stats))
+        .route("/api/settings", get(settings))
 }
 
 /// The OpenAPI document, kept beside the code and checked against the
@@ -77,6 +78,13 @@ pub fn quarantine_json(q: &Quarantine) -> Value {
         }
     }
     Value::Object(m)
+}
+
+/// What the dashboard takes from the server's configuration: the site's
+/// time zone (`dashboard.time_zone`), its default when the browser has no
+/// choice of its own.
+async fn settings(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({"timeZone": state.config.dashboard.time_zone}))
 }
 
 async fn stats(

@@ -3,6 +3,7 @@
 //! README ("Configuration"); `Config::default()` is the source of truth.
 
 mod archive;
+mod dashboard;
 mod feeds;
 mod http;
 mod pipeline;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::gate::config::GateConfig;
 use crate::score::Models;
 pub use archive::{ArchiveConfig, valid_archive_schema};
+pub use dashboard::{DashboardConfig, valid_time_zone};
 pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
@@ -74,6 +76,7 @@ pub struct Config {
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
+    pub dashboard: DashboardConfig,
     pub models: Models,
 }
 
@@ -104,6 +107,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
+            dashboard: DashboardConfig::default(),
             models: Models::default(),
         }
     }

@@ -15,6 +15,12 @@ impl Config {
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = self.models.validate()?;
         feeds(&self.feeds)?;
+        if !super::valid_time_zone(&self.dashboard.time_zone) {
+            return Err(format!(
+                "dashboard.time_zone = {:?} is invalid: an IANA time zone name such as \"UTC\" or \"Europe/Paris\"",
+                self.dashboard.time_zone
+            ));
+        }
         gate(&self.gate, &mut warnings)?;
         retention(&self.retention)?;
         rankings(&self.rankings)?;
