@@ -117,7 +117,7 @@ where
     while ts <= now {
         let mut batch = Vec::new();
         n += 1;
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             // A crawler reading every article from one id: the behaviour rule.
             batch.extend(arts.iter().map(|a| view(a, 5_000_000 + n, ts)));
         }
