@@ -185,3 +185,56 @@ where
     assert_eq!(later.views_by_minute[..59], want[1..]);
     assert_eq!(later.views_by_minute[59], 0);
 }
+
+/// The embedded store keeps the site's figures over a restart: crawler
+/// tallies and visitor sketches in its snapshot, the articles of each
+/// hour rebuilt from theirs; the minutes hold what the log replays (the
+/// events after the snapshot), as docs/api.md says.
+#[tokio::test]
+async fn embedded_site_figures_survive_a_restart() {
+    use hotrank::store::embedded::{Durability, EmbeddedStore};
+    use hotrank::store::wal::FsyncPolicy;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = Durability {
+        dir: dir.path().to_path_buf(),
+        fsync: FsyncPolicy::Always,
+        segment_bytes: 1 << 20,
+        snapshot_interval_secs: 3600,
+        snapshot_every_records: 1 << 40,
+        storage: hotrank::store::storage::Disk::shared(),
+    };
+    let s = StoreSettings::default();
+    let (store, _) = EmbeddedStore::open(d.clone(), s.clone()).unwrap();
+    publish(&store, "a", T0 - 3600).await;
+    let google = Crawler::of_user_agent("Googlebot/2.1");
+    let batch = |from: u128, at: Timestamp| -> Vec<Event> {
+        (from..from + 300)
+            .flat_map(|v| {
+                let mut bot = view("a", v, at);
+                bot.bot = google;
+                [view("a", v, at), view("a", v, at), bot]
+            })
+            .collect()
+    };
+    // An hour before (its quarantine only in the snapshot), two minutes
+    // before, the snapshot, one minute before (replayed from the log).
+    verdicts(&store, batch(1, T0 - 3600), T0 - 3600).await;
+    verdicts(&store, batch(1000, T0 - 120), T0 - 120).await;
+    store.snapshot().await.unwrap();
+    verdicts(&store, batch(2000, T0 - 60), T0 - 60).await;
+    let before = store.stats(T0, 24).await.unwrap();
+    assert_eq!(before.quarantine_by_crawler, [("google", 900)]);
+    assert_eq!(before.quarantine_by_article[0].1.total(), 1800);
+    assert_eq!(before.views_by_minute[57..], [300, 300, 0]);
+    drop(store);
+    let (store, report) = EmbeddedStore::open(d, s).unwrap();
+    assert!(report.snapshot_seq.is_some());
+    let after = store.stats(T0, 24).await.unwrap();
+    assert_eq!(after.quarantine_by_article, before.quarantine_by_article);
+    assert_eq!(after.quarantine_by_crawler, before.quarantine_by_crawler);
+    assert_eq!(after.visitors, before.visitors);
+    assert!((880..=920).contains(&after.visitors), "{}", after.visitors);
+    // Before the snapshot: gone; after it: replayed.
+    assert_eq!(after.views_by_minute[57..], [0, 300, 0]);
+}
