@@ -599,11 +599,6 @@ pub struct Stats {
     /// The range's events quarantined as `bot` by crawler family
     /// (`src/crawler.rs`), most first, families with none left out.
     pub quarantine_by_crawler: Vec<(&'static str, u64)>,
-    /// Counted views a minute over the last 60 minutes, oldest first,
-    /// the current minute last.
-    pub views_by_minute: Vec<u64>,
-    /// Site-wide unique visitors of the range (a HyperLogLog union).
-    pub visitors: u64,
 }
 
 #[cfg(test)]

@@ -133,13 +133,9 @@ async fn get_overview(
             .sum();
         before.pv = both.saturating_sub(pv);
     }
-    // Site-wide visitors of the range: the stats above cover twice the
-    // range when it is compared, so the range's own union is read again.
-    let visitors = if compared {
-        state.store.stats(now, hours).await?.visitors
-    } else {
-        stats.visitors
-    };
+    // Site-wide visitors of the range (a union of hourly sketches) and
+    // the last hour's views by minute.
+    let traffic = state.store.site_traffic(now, hours).await?;
     let quarantined = match q.range {
         RangeSpec::All => stats.quarantined,
         RangeSpec::Hours(h) => {
@@ -234,7 +230,7 @@ async fn get_overview(
         "totals": {
             "pv": pv,
             "uvSum": uv_sum,
-            "visitors": visitors,
+            "visitors": traffic.visitors,
             "counted": counted,
             "quarantined": quarantine_json(&quarantined),
             "quarantinedTotal": quarantined.total(),
@@ -255,7 +251,7 @@ async fn get_overview(
             "articles": covered,
             "points": series,
         },
-        "realtime": realtime_json(&stats.views_by_minute),
+        "realtime": realtime_json(&traffic.views_by_minute),
         "movementSince": baseline.as_ref().map(|b| b.at),
         "items": items,
     })))

@@ -302,6 +302,10 @@ pub trait Store: Lifecycle {
     /// Totals and quarantine by reason, with the last `hours` hours by hour.
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError>;
 
+    /// The site's counted views by minute over the last hour and its unique
+    /// visitors over the last `hours` hours (the dashboard's overview).
+    async fn site_traffic(&self, now: Timestamp, hours: u32) -> Result<SiteTraffic, StoreError>;
+
     /// One article's last `hours` hourly buckets, oldest first.
     async fn hourly(
         &self,
@@ -455,9 +459,21 @@ pub fn crawler_counts(
 pub struct SiteFigures {
     pub by_article: Vec<(ArticleId, crate::model::Quarantine)>,
     pub by_crawler: Vec<(&'static str, u64)>,
+}
+
+/// The site's traffic for the overview ([`Store::site_traffic`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteTraffic {
+    /// Counted views a minute over the last [`TRAFFIC_MINUTES`] minutes
+    /// (by event time), oldest first, `now`'s minute last.
     pub views_by_minute: Vec<u64>,
+    /// Unique visitors of counted views in the last `hours` hours: the
+    /// union of one HyperLogLog sketch an hour.
     pub visitors: u64,
 }
+
+/// Minutes [`SiteTraffic::views_by_minute`] covers.
+pub const TRAFFIC_MINUTES: usize = 60;
 
 impl SiteFigures {
     /// `stats` with these figures.
@@ -465,8 +481,6 @@ impl SiteFigures {
         Stats {
             quarantine_by_article: self.by_article,
             quarantine_by_crawler: self.by_crawler,
-            views_by_minute: self.views_by_minute,
-            visitors: self.visitors,
             ..stats
         }
     }

@@ -8,13 +8,13 @@ use redis::Value;
 
 use super::{RedisStore, bad_reply, store_err, v_i64, v_str};
 use crate::crawler::Crawler;
-use crate::model::{ArticleId, Quarantine, Timestamp, Verdict};
-use crate::store::{SiteFigures, StoreError, crawler_counts, top_quarantined};
+use crate::model::{ArticleId, Quarantine, Timestamp, Verdict, hour_of};
+use crate::store::{
+    SiteFigures, SiteTraffic, StoreError, TRAFFIC_MINUTES, crawler_counts, top_quarantined,
+};
 
 /// Members read from each hour's most quarantined articles.
 const ARTICLES_PER_HOUR: isize = 100;
-/// Minutes of views read.
-const MINUTES: i64 = 60;
 
 /// The tally slot of a reason as totals.lua names it (`q_dup` ...).
 fn reason_slot(name: &str) -> Option<usize> {
@@ -56,12 +56,11 @@ fn pairs(v: &Value) -> Vec<(String, i64)> {
 }
 
 impl RedisStore {
-    /// The figures of hours `first..=last` and of the 60 minutes to `now`'s.
+    /// Quarantine by article and crawler family of hours `first..=last`.
     pub(crate) async fn site_figures(
         &self,
         first: i64,
         last: i64,
-        now: Timestamp,
     ) -> Result<SiteFigures, StoreError> {
         let k = &self.keys;
         let mut pipe = redis::pipe();
@@ -69,21 +68,13 @@ impl RedisStore {
             pipe.zrevrange_withscores(k.quarantine_articles_h(h), 0, ARTICLES_PER_HOUR - 1)
                 .hgetall(k.crawlers_h(h));
         }
-        let last_min = now.div_euclid(60);
-        let minutes: Vec<String> = (last_min - MINUTES + 1..=last_min)
-            .map(|m| k.views_m(m))
-            .collect();
-        pipe.mget(&minutes);
-        let sketches: Vec<String> = (first..=last).map(|h| k.visitors_h(h)).collect();
-        pipe.cmd("PFCOUNT").arg(&sketches);
         let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
-        let hours = (last - first + 1) as usize;
-        if got.len() != 2 * hours + 2 {
+        if got.len() != 2 * (last - first + 1) as usize {
             return Err(bad_reply("stats"));
         }
         let mut arts: crate::gate::KeyedMap<String, Quarantine> = Default::default();
         let mut fams: crate::gate::KeyedMap<&'static str, u64> = Default::default();
-        for pair in got[..2 * hours].chunks(2) {
+        for pair in got.chunks(2) {
             for (member, n) in pairs(&pair[0]) {
                 let Some((reason, id)) = member.split_once(':') else {
                     continue;
@@ -97,21 +88,46 @@ impl RedisStore {
                 *fams.entry(name).or_default() += n.max(0) as u64;
             }
         }
-        let views_by_minute = match &got[2 * hours] {
-            Value::Array(a) => a
-                .iter()
-                .map(|v| v_i64(v).unwrap_or(0).max(0) as u64)
-                .collect(),
-            _ => return Err(bad_reply("stats")),
-        };
         Ok(SiteFigures {
             by_article: top_quarantined(
                 arts.into_iter()
                     .filter_map(|(id, q)| Some((ArticleId::parse(&id).ok()?, q))),
             ),
             by_crawler: crawler_counts(fams),
+        })
+    }
+
+    /// Views by minute to `now`'s, and visitors of the last `hours` hours
+    /// (one multi-key `PFCOUNT`: one register merge per hour with a sketch).
+    pub(crate) async fn traffic(
+        &self,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<SiteTraffic, StoreError> {
+        let k = &self.keys;
+        let last = hour_of(now) + 1;
+        let first = *crate::time::last_hours(hour_of(now), hours).start();
+        let last_min = now.div_euclid(60);
+        let minutes: Vec<String> = (last_min - TRAFFIC_MINUTES as i64 + 1..=last_min)
+            .map(|m| k.views_m(m))
+            .collect();
+        let sketches: Vec<String> = (first..=last).map(|h| k.visitors_h(h)).collect();
+        let mut pipe = redis::pipe();
+        pipe.mget(&minutes).cmd("PFCOUNT").arg(&sketches);
+        let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let [views, visitors] = got.as_slice() else {
+            return Err(bad_reply("site traffic"));
+        };
+        let views_by_minute = match views {
+            Value::Array(a) => a
+                .iter()
+                .map(|v| v_i64(v).unwrap_or(0).max(0) as u64)
+                .collect(),
+            _ => return Err(bad_reply("site traffic")),
+        };
+        Ok(SiteTraffic {
             views_by_minute,
-            visitors: v_i64(&got[2 * hours + 1]).unwrap_or(0).max(0) as u64,
+            visitors: v_i64(visitors).unwrap_or(0).max(0) as u64,
         })
     }
 }

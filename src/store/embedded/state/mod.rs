@@ -162,12 +162,19 @@ impl Data {
         self.window_ranges = Some(hours);
     }
 
-    /// Quarantine by article and crawler family, views by minute and
-    /// visitors, of the hours from `first_hour` on (`GET /api/stats`).
-    pub fn site_figures(&self, first_hour: i64, now: Timestamp) -> crate::store::SiteFigures {
+    /// Quarantine by article and crawler family of the hours from
+    /// `first_hour` on (`GET /api/stats`).
+    pub fn site_figures(&self, first_hour: i64) -> crate::store::SiteFigures {
         crate::store::SiteFigures {
             by_article: self.site_live.top_articles(&self.articles, first_hour),
             by_crawler: self.site.crawlers_since(first_hour),
+        }
+    }
+
+    /// Views by minute to `now`'s and visitors of the hours from
+    /// `first_hour` on (the overview).
+    pub fn site_traffic(&self, first_hour: i64, now: Timestamp) -> crate::store::SiteTraffic {
+        crate::store::SiteTraffic {
             views_by_minute: self.site_live.views_by_minute(now),
             visitors: self.site.visitors_since(first_hour),
         }

@@ -26,7 +26,7 @@ use crate::model::{ArticleId, Event, EventType, Quarantine, Timestamp, Verdict, 
 use crate::sketch::Hll;
 
 /// Minutes the realtime panel covers.
-pub const MINUTES: usize = 60;
+pub const MINUTES: usize = crate::store::TRAFFIC_MINUTES;
 
 /// The snapshotted half: crawler tallies and visitor sketches by hour.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
