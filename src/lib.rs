@@ -28,6 +28,9 @@
 //!   archive writer the configuration asks for; `main.rs` and every tool
 //!   ask it.
 //! - [`server`]: state, upkeep, and `run(listener, state, shutdown)`.
+//! - [`ctr`]: the widget's impressions and clicks per list and position,
+//!   apart from views, and click-through per model corrected for position
+//!   bias.
 //! - [`secrets`]: the admin token and identity key in the data dir.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`metrics`]: every exported metric family with its HELP text.
@@ -47,6 +50,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod crawler;
+pub mod ctr;
 pub mod gate;
 pub mod loadgen;
 pub mod log_limit;

@@ -3,6 +3,7 @@
 //! README ("Configuration"); `Config::default()` is the source of truth.
 
 mod archive;
+mod ctr;
 mod dashboard;
 mod feeds;
 mod http;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::gate::config::GateConfig;
 use crate::score::Models;
 pub use archive::{ArchiveConfig, valid_archive_schema};
+pub use ctr::CtrConfig;
 pub use dashboard::{DashboardConfig, valid_time_zone};
 pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
@@ -77,6 +79,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
     pub dashboard: DashboardConfig,
+    pub ctr: CtrConfig,
     pub models: Models,
 }
 
@@ -108,6 +111,7 @@ impl Default for Config {
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
             dashboard: DashboardConfig::default(),
+            ctr: CtrConfig::default(),
             models: Models::default(),
         }
     }

@@ -316,7 +316,7 @@ function renderHot(body) {
 const ARROWS = { up: "▲", down: "▼", same: "=", new: "new" };
 function movementCell(it, since) {
   const m = it.movement;
-  if (!m) return el("td", { class: "move" }, el("span", { class: "muted", title: "no earlier ranking seen yet" }, "–"));
+  if (!m) return el("td", { class: "move" }, el("span", { class: "muted", title: "no earlier ranking to compare with" }, "–"));
   const places = it.previousRank ? Math.abs(it.previousRank - it.rank) : 0;
   const text = m === "new" ? "new" : m === "same" ? "=" : ARROWS[m] + " " + places;
   const said = m === "new" ? "new in the list since " + since
@@ -429,7 +429,7 @@ async function loadOverview() {
     $("o-cover").textContent = "· last " + o.series.hours + " h of the " + o.series.articles +
       " hottest articles" + (t.complete ? "" : " (totals: the " + fmt(t.articles) + " ranked)");
     const since = o.movementSince ? when(o.movementSince).slice(11) + " " + zone() : null;
-    $("o-since").textContent = since ? "· moves since " + since : "· moves show once an earlier list is seen";
+    $("o-since").textContent = since ? "· moves since " + since : "· no earlier ranking to compare with yet";
     const scale = Math.max(1, ...o.items.flatMap((it) => it.trend));
     const rows = o.items.flatMap((it) => {
       const id = it.articleId;
