@@ -14,6 +14,9 @@
 #   no-retry     no batch id (no retry record)
 #   no-daily     no daily bucket, daily sketch or daily activity set
 #   no-changes   no change log and no archive:dirty
+#   no-site      none of the site's figures (totals.lua: quarantine by
+#                article and crawler, views by minute, the site's hourly
+#                visitor sketch)
 #   gate-only    no counters at all (apply.lua left out)
 #   parse-only   returns once the events are parsed
 # Usage: bench/redis_ingest_costs.sh   (env: EVENTS (5000), PORT (6399),
@@ -24,7 +27,7 @@ cd "$(dirname "$0")/.."
 EVENTS=${EVENTS:-5000}
 PORT=${PORT:-6399}
 ARTICLES_LIST=${ARTICLES_LIST:-"10000 100"}
-VARIANTS=${VARIANTS:-"current no-behaviour no-rate no-retry no-daily no-changes gate-only parse-only"}
+VARIANTS=${VARIANTS:-"current no-behaviour no-rate no-retry no-daily no-changes no-site gate-only parse-only"}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 dirs=()
@@ -59,12 +62,15 @@ if v == 'no-daily':
 elif v == 'no-changes':
     edit('apply.lua', "      redis.call('ZADD', S .. 'changes', unpack(args))", '')
     edit('apply.lua', "      redis.call('SADD', LK(P, k) .. 'archive:dirty',", "      NOP(LK(P, k) .. 'archive:dirty',")
+elif v == 'no-site':
+    edit('totals.lua', "for i, e in ipairs(ev) do\n  local v = verdicts[i]\n  local slot = TSLOT[v]",
+         "for i, e in ipairs({}) do\n  local v = verdicts[i]\n  local slot = TSLOT[v]")
 elif v == 'gate-only':
     open(os.path.join(d, 'apply.lua'), 'w').write(NSTR)
 elif v == 'parse-only':
     edit('ingest.lua', '-- With declared keys (a cluster)',
          'do local o = {} for i = 1, 3 * n do o[i] = 0 end return o end\n-- With declared keys (a cluster)')
-elif v not in ('current', 'no-behaviour', 'no-rate', 'no-retry'):
+elif v not in ('current', 'no-behaviour', 'no-rate', 'no-retry', 'no-site'):
     sys.exit('unknown variant ' + v)
 PY
   dirs+=("$TMP/$v")

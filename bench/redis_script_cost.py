@@ -43,7 +43,7 @@ ARTS = int(os.environ.get('ARTICLES', '10000'))
 B = int(os.environ.get('BATCH', '250'))
 WARM = os.environ.get('WARM', '1') == '1'
 CG = os.environ.get('CG') == '1'
-CHUNKS = ['declared.lua', 'epoch.lua', 'ingest_epoch.lua', 'event.lua', 'ingest.lua', 'evicted.lua', 'common.lua', 'gate.lua',
+CHUNKS = ['declared.lua', 'epoch.lua', 'ingest_epoch.lua', 'event.lua', 'ingest.lua', 'evicted.lua', 'common.lua', 'gate_clock.lua', 'gate.lua',
           'apply.lua', 'totals.lua', 'reply.lua']
 
 

@@ -49,6 +49,7 @@ pub mod archive;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod crawler;
 pub mod ctr;
 pub mod curation;
 pub mod gate;

@@ -319,8 +319,9 @@ pub struct Event {
     pub event_id: Option<u128>,
     /// Dwell seconds for `dwell`, else 0.
     pub seconds: u32,
-    /// Classified as a bot by user agent.
-    pub bot: bool,
+    /// Classified as a bot by user agent: its crawler family, else
+    /// [`Crawler::NONE`] (`src/crawler.rs`).
+    pub bot: crate::crawler::Crawler,
     /// Sent by a trusted backend: rate limits follow `ts`.
     pub trusted: bool,
 }
@@ -339,7 +340,7 @@ impl Event {
             arrival_ms: ts * 1000,
             event_id: None,
             seconds: 0,
-            bot: false,
+            bot: crate::crawler::Crawler::NONE,
             trusted: false,
         }
     }
@@ -606,6 +607,12 @@ pub struct Stats {
     pub quarantined: Quarantine,
     /// Quarantine by hour bucket, oldest first, over the last `hours` hours.
     pub quarantine_by_hour: Vec<(i64, Quarantine)>,
+    /// The range's held-back events of the articles with the most, by
+    /// reason, most first (`crate::store::top_quarantined`).
+    pub quarantine_by_article: Vec<(ArticleId, Quarantine)>,
+    /// The range's events quarantined as `bot` by crawler family
+    /// (`src/crawler.rs`), most first, families with none left out.
+    pub quarantine_by_crawler: Vec<(&'static str, u64)>,
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! it per store). Time is an argument, so nothing sleeps.
 
 mod common;
+#[path = "contract/site.rs"]
+mod site;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -401,7 +403,7 @@ where
     let h = make(StoreSettings::default()).await;
     let s = &*h.store;
     let bot = Event {
-        bot: true,
+        bot: hotrank::crawler::Crawler::OTHER,
         ..view("a", 1, T0)
     };
     assert_eq!(verdicts(s, vec![bot], T0).await, [Verdict::Bot]);
@@ -699,7 +701,7 @@ where
                 n += 1;
                 let ev = match i % 3 {
                     0 => Event {
-                        bot: true,
+                        bot: hotrank::crawler::Crawler::OTHER,
                         ..view("a", 1_000_000 + n, T0 + 1)
                     },
                     1 => view("a", 1, T0 + 1),
@@ -887,6 +889,10 @@ macro_rules! contract_suite {
             #[tokio::test]
             async fn behaviour_bots() {
                 super::behaviour_bots($make).await
+            }
+            #[tokio::test]
+            async fn site_figures() {
+                super::site::site_figures($make).await
             }
         }
     };

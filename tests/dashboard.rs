@@ -100,7 +100,7 @@ window.fetch = async (path, opts) => {
   const r = await real(path, opts);
   if (!String(path).startsWith("/api/overview")) return r;
   const body = await r.json();
-  body.totals.uvSum = body.totals.pv + 5;
+  body.totals.visitors = body.totals.pv + 5;
   for (const it of body.items) it.uv = it.pv + 3;
   return new Response(JSON.stringify(body), { status: r.status, headers: { "Content-Type": "application/json" } });
 };
@@ -138,7 +138,7 @@ location.hash = "#/?range=24h&limit=9";
     let label = browser
         .js("return document.querySelector('#o-uv').parentElement.querySelector('.label').textContent")
         .await;
-    assert_eq!(label, "visitors, counted per article");
+    assert_eq!(label, "visitors");
     browser.quit().await;
 }
 

@@ -600,7 +600,7 @@ async fn two_snapshots_never_share_a_seq_and_the_older_one_keeps_its_log() {
         arrival_ms: T0 * 1000,
         event_id: None,
         seconds: 0,
-        bot: false,
+        bot: hotrank::crawler::Crawler::NONE,
         trusted: false,
     };
     let (store, _) = EmbeddedStore::open(d.clone(), settings.clone()).unwrap();
@@ -667,7 +667,7 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
         arrival_ms: (T0 + (i % 600) as i64) * 1000,
         event_id: i.is_multiple_of(7).then_some(u128::from(i)),
         seconds: 3,
-        bot: i.is_multiple_of(50),
+        bot: hotrank::crawler::Crawler::from_flag(i.is_multiple_of(50)),
         trusted: true,
     };
     let dump = |store: &EmbeddedStore| {

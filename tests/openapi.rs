@@ -56,6 +56,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("/metrics", "get"),
     ("/openapi.json", "get"),
     ("/api/stats", "get"),
+    ("/api/settings", "get"),
     // web.rs
     ("/", "get"),
     ("/dashboard.js", "get"),

@@ -412,7 +412,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                     } else {
                         0
                     },
-                    bot: false,
+                    bot: hotrank::crawler::Crawler::NONE,
                     trusted: false,
                 };
                 let out = nodes.a.ingest(vec![ev.clone()], now).await.unwrap();
@@ -792,7 +792,7 @@ mod scenarios {
             arrival_ms: now * 1000,
             event_id: None,
             seconds: 0,
-            bot: false,
+            bot: hotrank::crawler::Crawler::NONE,
             trusted: false,
         }
     }

@@ -235,7 +235,7 @@ fn events(seed: u64, n: usize) -> Vec<Event> {
                     ev.visitor = 10_000 + u128::from(k);
                     ev.event_id = Some(u128::from(k) + 1);
                 }
-                1 => ev.bot = true,
+                1 => ev.bot = hotrank::crawler::Crawler::OTHER,
                 2 => ev.kind = EventType::Like,
                 3 => {
                     ev.kind = EventType::Dwell;

@@ -91,6 +91,14 @@ impl Store for Flaky {
         self.check()?;
         self.inner.stats(now, hours).await
     }
+    async fn site_traffic(
+        &self,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<hotrank::store::SiteTraffic, StoreError> {
+        self.check()?;
+        self.inner.site_traffic(now, hours).await
+    }
     async fn hourly(
         &self,
         id: &ArticleId,

@@ -73,7 +73,7 @@ struct Ctx<'a> {
     /// `ip`'s rate-limit key and whether `user_agent` is a bot's, worked
     /// out once for the request's events rather than once an event.
     ip_key: u64,
-    bot: bool,
+    bot: crate::crawler::Crawler,
 }
 
 impl<'a> Ctx<'a> {
@@ -86,7 +86,7 @@ impl<'a> Ctx<'a> {
             user_agent,
             now_ms: state.clock.now_ms(),
             ip_key: state.ip_key(ip),
-            bot: state.bots.is_bot(user_agent),
+            bot: state.bots.classify(user_agent),
         }
     }
 }
@@ -222,36 +222,39 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
         )?)),
     };
     // A trusted backend speaks for its readers: their IP and user agent.
-    let (ip, ip_key, user_agent, bot): (IpAddr, u64, Option<&str>, bool) = if ctx.trusted {
-        let (ip, ip_key) = match &ev.ip {
-            None => (ctx.ip, ctx.ip_key),
-            Some(raw) => {
-                let ip = raw
-                    .as_str()
-                    .and_then(|s| s.trim().parse::<IpAddr>().ok())
-                    .ok_or_else(|| {
-                        ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address")
-                    })?;
-                (ip, ctx.state.ip_key(ip))
-            }
-        };
-        let ua = match &ev.user_agent {
-            None => None,
-            Some(raw) => match raw.as_str() {
-                Some(s) if s.len() <= 1024 => Some(s),
-                _ => {
-                    return Err(ApiError::bad(
-                        "invalid_user_agent",
-                        "userAgent must be a string of at most 1024 bytes",
-                    ));
+    let (ip, ip_key, user_agent, bot): (IpAddr, u64, Option<&str>, crate::crawler::Crawler) =
+        if ctx.trusted {
+            let (ip, ip_key) = match &ev.ip {
+                None => (ctx.ip, ctx.ip_key),
+                Some(raw) => {
+                    let ip = raw
+                        .as_str()
+                        .and_then(|s| s.trim().parse::<IpAddr>().ok())
+                        .ok_or_else(|| {
+                            ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address")
+                        })?;
+                    (ip, ctx.state.ip_key(ip))
                 }
-            },
+            };
+            let ua = match &ev.user_agent {
+                None => None,
+                Some(raw) => match raw.as_str() {
+                    Some(s) if s.len() <= 1024 => Some(s),
+                    _ => {
+                        return Err(ApiError::bad(
+                            "invalid_user_agent",
+                            "userAgent must be a string of at most 1024 bytes",
+                        ));
+                    }
+                },
+            };
+            let bot = ua.map_or(crate::crawler::Crawler::NONE, |ua| {
+                ctx.state.bots.classify(ua)
+            });
+            (ip, ip_key, ua, bot)
+        } else {
+            (ctx.ip, ctx.ip_key, Some(ctx.user_agent), ctx.bot)
         };
-        let bot = ua.is_some_and(|ua| ctx.state.bots.is_bot(ua));
-        (ip, ip_key, ua, bot)
-    } else {
-        (ctx.ip, ctx.ip_key, Some(ctx.user_agent), ctx.bot)
-    };
     // Both are validated when given; `visitorId` wins.
     let visitor_id = ev
         .visitor_id
@@ -448,7 +451,7 @@ async fn post_events(
     let sender = super::ctr::Sender {
         trusted,
         ip,
-        bot: ctx.bot,
+        bot: ctx.bot.is_bot(),
         now_ms: ctx.now_ms,
     };
     let (widget, widget_errors) = super::ctr::apply(&state, &sender, widget).await?;

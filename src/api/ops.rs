@@ -26,6 +26,7 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(prometheus))
         .route("/openapi.json", get(openapi))
         .route("/api/stats", get(stats))
+        .route("/api/settings", get(settings))
 }
 
 /// The OpenAPI document, kept beside the code and checked against the
@@ -79,6 +80,13 @@ pub fn quarantine_json(q: &Quarantine) -> Value {
     Value::Object(m)
 }
 
+/// What the dashboard takes from the server's configuration: the site's
+/// time zone (`dashboard.time_zone`), its default when the browser has no
+/// choice of its own.
+async fn settings(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({"timeZone": state.config.dashboard.time_zone}))
+}
+
 async fn stats(
     _: QueryBudget,
     State(state): State<AppState>,
@@ -98,6 +106,12 @@ async fn stats(
         "quarantined": quarantine_json(&s.quarantined),
         "quarantinedTotal": s.quarantined.total(),
         "quarantinedByHour": by_hour,
+        "byArticle": s.quarantine_by_article.iter()
+            .map(|(id, q)| json!({"id": id, "quarantined": quarantine_json(q), "total": q.total()}))
+            .collect::<Vec<_>>(),
+        "byCrawler": s.quarantine_by_crawler.iter()
+            .map(|(family, n)| json!({"family": family, "events": n}))
+            .collect::<Vec<_>>(),
     });
     // The Redis store's archive writer (direct or pipeline): how old the
     // archive is (README, "The archive: PostgreSQL").

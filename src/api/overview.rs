@@ -114,6 +114,9 @@ async fn get_overview(
             .sum();
         before.pv = both.saturating_sub(pv);
     }
+    // Site-wide visitors of the range (a union of hourly sketches) and
+    // the last hour's views by minute.
+    let traffic = state.store.site_traffic(now, hours).await?;
     let quarantined = match q.range {
         RangeSpec::All => stats.quarantined,
         RangeSpec::Hours(h) => {
@@ -206,6 +209,7 @@ async fn get_overview(
         "totals": {
             "pv": pv,
             "uvSum": uv_sum,
+            "visitors": traffic.visitors,
             "counted": counted,
             "quarantined": quarantine_json(&quarantined),
             "quarantinedTotal": quarantined.total(),
@@ -226,9 +230,24 @@ async fn get_overview(
             "articles": covered,
             "points": series,
         },
+        "realtime": realtime_json(&traffic.views_by_minute),
         "movementSince": movement_since,
         "items": items,
     })))
+}
+
+/// Minutes the realtime panel's headline sums (`lastMinutes`).
+pub const REALTIME_HEADLINE_MINUTES: usize = 5;
+
+/// The realtime panel: counted views a minute over the last hour, oldest
+/// first, the current minute last, and the sum of the last five.
+fn realtime_json(minutes: &[u64]) -> Value {
+    let recent = minutes.len().saturating_sub(REALTIME_HEADLINE_MINUTES);
+    json!({
+        "minutes": minutes,
+        "lastMinutes": REALTIME_HEADLINE_MINUTES,
+        "lastMinutesViews": minutes[recent..].iter().sum::<u64>(),
+    })
 }
 
 /// Sums over the period before the range, for the change on each total.

@@ -447,7 +447,7 @@ fn parse_line(text: &str, identity: &Identity) -> Result<Parsed, String> {
         arrival_ms: line.ts.saturating_mul(1000),
         event_id: line.event_id.as_deref().map(|e| identity.event_id(e)),
         seconds,
-        bot: false,
+        bot: crate::crawler::Crawler::NONE,
         trusted: true,
     };
     Ok(Parsed::Event(Box::new(ev), line.user_agent))
@@ -605,8 +605,8 @@ fn replay_jsonl(
                 let mut ev_a = *ev;
                 let mut ev_b = ev_a.clone();
                 if let Some(ua) = &ua {
-                    ev_a.bot = r.a.bots.is_bot(ua);
-                    ev_b.bot = r.b.bots.is_bot(ua);
+                    ev_a.bot = r.a.bots.classify(ua);
+                    ev_b.bot = r.b.bots.classify(ua);
                 }
                 r.event(ev_a, ev_b)?;
             }

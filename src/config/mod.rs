@@ -4,6 +4,7 @@
 
 mod archive;
 mod ctr;
+mod dashboard;
 mod feeds;
 mod http;
 mod pipeline;
@@ -22,6 +23,7 @@ pub use crate::gate::config::GateConfig;
 use crate::score::Models;
 pub use archive::{ArchiveConfig, valid_archive_schema};
 pub use ctr::CtrConfig;
+pub use dashboard::{DashboardConfig, valid_time_zone};
 pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
@@ -79,6 +81,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
     pub review: ReviewConfig,
+    pub dashboard: DashboardConfig,
     pub ctr: CtrConfig,
     pub models: Models,
 }
@@ -111,6 +114,7 @@ impl Default for Config {
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
             review: ReviewConfig::default(),
+            dashboard: DashboardConfig::default(),
             ctr: CtrConfig::default(),
             models: Models::default(),
         }

@@ -16,6 +16,12 @@ impl Config {
         let mut warnings = self.models.validate()?;
         feeds(&self.feeds)?;
         review(&self.review)?;
+        if !super::valid_time_zone(&self.dashboard.time_zone) {
+            return Err(format!(
+                "dashboard.time_zone = {:?} is invalid: an IANA time zone name such as \"UTC\" or \"Europe/Paris\"",
+                self.dashboard.time_zone
+            ));
+        }
         ctr(&self.ctr)?;
         gate(&self.gate, &mut warnings)?;
         retention(&self.retention)?;

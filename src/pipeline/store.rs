@@ -110,6 +110,14 @@ impl Store for PipelineStore {
         self.inner().stats(now, hours).await
     }
 
+    async fn site_traffic(
+        &self,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<crate::store::SiteTraffic, StoreError> {
+        self.inner().site_traffic(now, hours).await
+    }
+
     async fn hourly(
         &self,
         id: &ArticleId,

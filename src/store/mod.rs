@@ -318,6 +318,10 @@ pub trait Store: Lifecycle {
     /// Totals and quarantine by reason, with the last `hours` hours by hour.
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError>;
 
+    /// The site's counted views by minute over the last hour and its unique
+    /// visitors over the last `hours` hours (the dashboard's overview).
+    async fn site_traffic(&self, now: Timestamp, hours: u32) -> Result<SiteTraffic, StoreError>;
+
     /// One article's last `hours` hourly buckets, oldest first.
     async fn hourly(
         &self,
@@ -435,4 +439,65 @@ pub struct PartitionLag {
     pub pending: u64,
     /// Not yet delivered.
     pub unread: u64,
+}
+
+/// Most articles `GET /api/stats` lists under `byArticle`.
+pub const QUARANTINE_TOP_ARTICLES: usize = 20;
+
+/// The articles with the most held-back events, most first (ties by id),
+/// at most [`QUARANTINE_TOP_ARTICLES`]: `Stats::quarantine_by_article`.
+pub fn top_quarantined(
+    by_article: impl IntoIterator<Item = (ArticleId, crate::model::Quarantine)>,
+) -> Vec<(ArticleId, crate::model::Quarantine)> {
+    let mut all: Vec<_> = by_article
+        .into_iter()
+        .filter(|(_, q)| q.total() > 0)
+        .collect();
+    all.sort_by(|(a, qa), (b, qb)| qb.total().cmp(&qa.total()).then_with(|| a.cmp(b)));
+    all.truncate(QUARANTINE_TOP_ARTICLES);
+    all
+}
+
+/// Crawler tallies as `Stats::quarantine_by_crawler` lists them: most
+/// first (ties in the families' order), families with none left out.
+pub fn crawler_counts(
+    by_name: impl IntoIterator<Item = (&'static str, u64)>,
+) -> Vec<(&'static str, u64)> {
+    let mut all: Vec<_> = by_name.into_iter().filter(|&(_, n)| n > 0).collect();
+    let order = |name: &str| crate::crawler::Crawler::names().position(|n| n == name);
+    all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| order(a.0).cmp(&order(b.0))));
+    all
+}
+
+/// A store's site-wide figures for a range (`GET /api/stats`): the parts
+/// of [`Stats`] beyond the totals and the hourly quarantine.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteFigures {
+    pub by_article: Vec<(ArticleId, crate::model::Quarantine)>,
+    pub by_crawler: Vec<(&'static str, u64)>,
+}
+
+/// The site's traffic for the overview ([`Store::site_traffic`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteTraffic {
+    /// Counted views a minute over the last [`TRAFFIC_MINUTES`] minutes
+    /// (by event time), oldest first, `now`'s minute last.
+    pub views_by_minute: Vec<u64>,
+    /// Unique visitors of counted views in the last `hours` hours: the
+    /// union of one HyperLogLog sketch an hour.
+    pub visitors: u64,
+}
+
+/// Minutes [`SiteTraffic::views_by_minute`] covers.
+pub const TRAFFIC_MINUTES: usize = 60;
+
+impl SiteFigures {
+    /// `stats` with these figures.
+    pub fn into_stats(self, stats: Stats) -> Stats {
+        Stats {
+            quarantine_by_article: self.by_article,
+            quarantine_by_crawler: self.by_crawler,
+            ..stats
+        }
+    }
 }

@@ -34,12 +34,22 @@ function fmt(n, digits) {
   if (typeof n !== "number") return "–";
   return digits === undefined ? n.toLocaleString("en") : n.toFixed(digits);
 }
-// The site's time zone: a setting kept in this browser (localStorage),
-// UTC until chosen. Every time on the page is shown in it.
+// The site's time zone: a setting kept in this browser (localStorage);
+// until chosen, the server's default (`dashboard.time_zone`, from
+// /api/settings), else UTC. Every time on the page is shown in it.
 const TZ_KEY = "hotrank.timeZone";
+let siteZone = "UTC";
 function zone() {
   const z = localStorage.getItem(TZ_KEY);
-  return z && validZone(z) ? z : "UTC";
+  return z && validZone(z) ? z : siteZone;
+}
+async function loadSettings() {
+  try {
+    const s = await getJson("/api/settings");
+    if (s.timeZone && validZone(s.timeZone)) siteZone = s.timeZone;
+  } catch (e) {
+    // UTC, as before.
+  }
 }
 function validZone(z) {
   try {
@@ -467,10 +477,11 @@ async function loadOverview() {
     showStart(false);
     showNow(o);
     $("o-pv").textContent = fmt(t.pv);
-    $("o-uv").replaceChildren(visitors(t.uvSum, t.pv));
+    $("o-uv").replaceChildren(visitors(t.visitors, t.pv));
     // The tooltip's word in plain sight when it matters (no mouse needed).
-    $("o-uv-note").textContent = t.uvSum > t.pv
-      ? "estimated " + fmt(t.uvSum) + " (±" + (UV_ERROR * 100).toFixed(2) + "%), not above the views" : "";
+    $("o-uv-note").textContent = t.visitors > t.pv
+      ? "estimated " + fmt(t.visitors) + " (±" + (UV_ERROR * 100).toFixed(2) + "%), not above the views" : "";
+    showRealtime(o.realtime);
     $("o-counted").textContent = fmt(t.counted);
     $("o-quarantined").textContent = fmt(t.quarantinedTotal);
     showChange("o-pv-change", t, "pv");
@@ -506,6 +517,35 @@ async function loadOverview() {
   } catch (e) {
     status("overview: " + e.message, true);
   }
+}
+// The realtime panel: page views a minute over the last hour, and the
+// last five minutes' sum. (No "current visitors": the stores keep no
+// sketch by minute, so there is no honest count of them.)
+function showRealtime(rt) {
+  $("o-rt-last").textContent = fmt(rt.lastMinutesViews);
+  $("o-rt-label").textContent = "views in the last " + rt.lastMinutes + " minutes";
+  $("o-rt-chart").replaceChildren(realtimeChart(rt.minutes));
+  $("o-rt-chart").dataset.minutes = rt.minutes.join(",");
+}
+function realtimeChart(minutes) {
+  const w = W, h = 70, n = minutes.length;
+  const root = svg("svg", { viewBox: `0 0 ${w} ${h}`, role: "img",
+    "aria-label": "page views per minute over the last " + n + " minutes" });
+  const max = Math.max(1, ...minutes);
+  const step = w / Math.max(1, n);
+  minutes.forEach((v, i) => {
+    const ago = n - 1 - i;
+    const height = v ? Math.max(1, (v / max) * (h - 12)) : 0;
+    const bar = svg("rect", { class: "pv", x: i * step + step * 0.1, width: Math.max(1, step * 0.8), y: h - 2 - height, height });
+    const tip = svg("title");
+    tip.textContent = (ago === 0 ? "this minute" : ago + " min ago") + ": " + fmt(v) + " views";
+    bar.append(tip);
+    root.append(bar);
+  });
+  const t = svg("text", { x: w - 2, y: 10, "text-anchor": "end" });
+  t.textContent = "peak " + fmt(max) + "/min";
+  root.append(t);
+  return root;
 }
 function overviewChart(points) {
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img",
@@ -659,12 +699,27 @@ async function loadQuarantine(hours) {
       ...REASONS.map((r) => [r, fmt(s.quarantined[r]), r]),
     ]);
     $("q-chart").replaceChildren(quarantineChart(s.quarantinedByHour, Number(hours)));
+    quarantineTables(s);
     $("q-legend").replaceChildren(...REASONS.map((r) =>
       el("span", {}, el("span", { class: "key " + r }), " " + r)));
     status("quarantine · last " + hours + " hours");
   } catch (e) {
     status("stats: " + e.message, true);
   }
+}
+// Which articles and which crawlers the range's held-back events came from.
+function quarantineTables(s) {
+  $("q-articles").replaceChildren(...s.byArticle.map((a) => el("tr", { "data-article-id": a.id },
+    el("td", { class: "title" }, el("a", { href: "#/article/" + encodeURIComponent(a.id) }, a.id)),
+    el("td", { class: "num" }, fmt(a.total)),
+    ...REASONS.map((r) => el("td", { class: "num wide" }, fmt(a.quarantined[r] || 0))))));
+  $("q-articles-empty").hidden = s.byArticle.length > 0;
+  const bots = s.byCrawler.reduce((a, c) => a + c.events, 0);
+  $("q-crawlers").replaceChildren(...s.byCrawler.map((c) => el("tr", { "data-family": c.family },
+    el("td", {}, c.family),
+    el("td", { class: "num" }, fmt(c.events)),
+    el("td", { class: "num" }, (100 * c.events / Math.max(1, bots)).toFixed(1) + "%"))));
+  $("q-crawlers-empty").hidden = s.byCrawler.length > 0;
 }
 function quarantineChart(byHour, hours) {
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "quarantined events per hour by reason" });
@@ -723,19 +778,20 @@ for (const sel of document.querySelectorAll("select[data-ranges]")) {
 }
 // The time zone setting: UTC, this browser's zone, or any other; kept in
 // localStorage, and every view re-renders in it.
-(function timeZones() {
+function timeZones() {
   const sel = $("tz");
   const here = Intl.DateTimeFormat().resolvedOptions().timeZone;
   const all = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
   const names = [...new Set(["UTC", here, zone(), ...all])].filter((z) => z && validZone(z));
-  sel.replaceChildren(...names.map((z) => el("option", { value: z }, z === here && z !== "UTC" ? z + " (this browser)" : z)));
+  const label = (z) => z + (z === siteZone && z !== "UTC" ? " (site default)" : z === here && z !== "UTC" ? " (this browser)" : "");
+  sel.replaceChildren(...names.map((z) => el("option", { value: z }, label(z))));
   sel.value = zone();
   $("tz-form").addEventListener("submit", (e) => e.preventDefault());
   sel.addEventListener("change", () => {
     localStorage.setItem(TZ_KEY, sel.value);
     render();
   });
-})();
+}
 bindForm($("o-form"), () => "#/");
 bindForm($("c-form"), () => "#/compare");
 bindForm($("hot-form"), () => "#/hot");
@@ -752,4 +808,7 @@ $("goto").addEventListener("submit", (e) => {
   if (id) location.hash = "#/article/" + encodeURIComponent(id);
 });
 window.addEventListener("hashchange", render);
-loadModels().then(render);
+Promise.all([loadModels(), loadSettings()]).then(() => {
+  timeZones();
+  render();
+});

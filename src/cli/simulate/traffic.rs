@@ -370,7 +370,7 @@ pub(super) fn to_event(raw: &RawEvent, identity: &Identity, bots: &BotDetector) 
         arrival_ms,
         event_id: None,
         seconds: raw.seconds,
-        bot: bots.is_bot(raw.user_agent),
+        bot: bots.classify(raw.user_agent),
         trusted: false,
     }
 }

@@ -14,6 +14,8 @@ use std::sync::{Arc, LazyLock};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::crawler::Crawler;
+
 pub use patterns::{PatternError, PatternSet, parse_lines};
 
 /// Why the operator's bot patterns cannot be loaded.
@@ -75,7 +77,7 @@ pub struct BotDetector {
     file: Option<PathBuf>,
     operator: RwLock<PatternSet>,
     empty_is_bot: bool,
-    cache: Mutex<HashMap<Box<str>, bool>>,
+    cache: Mutex<HashMap<Box<str>, Crawler>>,
 }
 
 impl std::fmt::Debug for BotDetector {
@@ -162,16 +164,34 @@ impl BotDetector {
     }
 
     pub fn is_bot(&self, user_agent: &str) -> bool {
+        self.classify(user_agent).is_bot()
+    }
+
+    /// The crawler family of `user_agent`, [`Crawler::NONE`] for a
+    /// browser: [`Crawler::EMPTY`] for no user agent (when that is a bot),
+    /// a named family (or [`Crawler::OTHER`]) when the built-in list
+    /// matches, [`Crawler::OPERATOR`] when only the operator's does.
+    pub fn classify(&self, user_agent: &str) -> Crawler {
         let ua = user_agent.trim();
         if ua.is_empty() {
-            return self.empty_is_bot;
+            return if self.empty_is_bot {
+                Crawler::EMPTY
+            } else {
+                Crawler::NONE
+            };
         }
         let cacheable = ua.len() <= CACHE_MAX_UA;
         if cacheable && let Some(&hit) = self.cache.lock().get(ua) {
             return hit;
         }
         let operator = self.operator.read();
-        let verdict = builtin().is_match(ua) || operator.is_match(ua);
+        let verdict = if builtin().is_match(ua) {
+            Crawler::of_user_agent(ua)
+        } else if operator.is_match(ua) {
+            Crawler::OPERATOR
+        } else {
+            Crawler::NONE
+        };
         if cacheable {
             let mut cache = self.cache.lock();
             if cache.len() >= CACHE_CAP {
@@ -235,6 +255,13 @@ mod tests {
         assert!(d.is_bot(""));
         assert!(!d.is_bot(FIREFOX));
         assert!(!d.is_bot(FIREFOX), "cached answer agrees");
+        assert_eq!(d.classify("curl/8.5.0").name(), "tool");
+        assert_eq!(
+            d.classify(&format!("{FIREFOX} ZqxWidget/1.0")),
+            Crawler::OPERATOR
+        );
+        assert_eq!(d.classify(""), Crawler::EMPTY);
+        assert_eq!(d.classify(FIREFOX), Crawler::NONE);
         let lenient = BotDetector::new(&[], false).unwrap();
         assert!(!lenient.is_bot(""));
     }

@@ -129,7 +129,7 @@ impl EmbeddedStore {
                     }
                 };
                 let verdict = inner.data.judge(&ev, found, &self.settings);
-                if verdict == Verdict::Bot && !ev.bot {
+                if verdict == Verdict::Bot && !ev.bot.is_bot() {
                     behaviour[0] += 1;
                     behaviour[1] += u64::from(
                         inner.data.behaviour_bot(&ev, found, &self.settings) == Some(true),

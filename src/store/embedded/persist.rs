@@ -24,6 +24,12 @@
 //!   rest, into a table pre-sized for `n` and hashed with the same seed,
 //!   which puts each entry next to the one before it (see
 //!   [`super::state::dedupe::Dedupe`]).
+//! - version 3: as version 2, with the site's figures
+//!   ([`super::state::site::SiteStats`]: quarantine by crawler family and
+//!   visitors by hour) at the end of `Data`; version 2's `Data` is
+//!   [`DataV2`]. Log records are unchanged but for an event's `bot`, now
+//!   its crawler family (`src/crawler.rs`): one byte, 0 or 1 as the
+//!   `bool` it was before, other values from this version on.
 //!
 //! Changing the serialized layout of `Data` or `LogRecord` (adding,
 //! removing, reordering or retyping a field or enum variant) must bump
@@ -50,7 +56,7 @@ use crate::store::snapshot::{SnapshotReader, open_snapshot};
 use crate::store::storage::Storage;
 
 /// Payload version written by this build (snapshots and log segments).
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 /// Bytes of one dedupe entry in a version 2 state.
 pub const DEDUPE_ENTRY: usize = 4 + 16 + 1 + 8;
@@ -91,6 +97,43 @@ impl From<DataV1> for Data {
     }
 }
 
+/// `Data` (without the dedupe entries) as version 2 laid it out (frozen).
+#[derive(Deserialize)]
+struct DataV2 {
+    articles: Vec<Article>,
+    event_ids: KeyedMap<u128, Timestamp>,
+    visitor_limits: SlidingLimiter<u128>,
+    ip_limits: SlidingLimiter<u64>,
+    counted: u64,
+    quarantine: Quarantine,
+    quarantine_by_hour: BTreeMap<i64, Quarantine>,
+    next_post_id: u64,
+}
+
+impl From<DataV2> for Data {
+    fn from(v: DataV2) -> Data {
+        let mut d = Data::new(&StoreSettings::default());
+        d.articles = v.articles;
+        d.event_ids = v.event_ids;
+        d.visitor_limits = v.visitor_limits;
+        d.ip_limits = v.ip_limits;
+        d.counted = v.counted;
+        d.quarantine = v.quarantine;
+        d.quarantine_by_hour = v.quarantine_by_hour;
+        d.next_post_id = v.next_post_id;
+        d
+    }
+}
+
+/// `Data` without its dedupe entries, as payload `version` (2 or later) lays it out.
+fn decode_rest(version: u32, rest: &[u8]) -> Result<Data, postcard::Error> {
+    if version == 2 {
+        postcard::from_bytes::<DataV2>(rest).map(Data::from)
+    } else {
+        postcard::from_bytes::<Data>(rest)
+    }
+}
+
 /// Why a snapshot's state or a log record cannot be decoded or encoded.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -122,7 +165,7 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
         0 | 1 => postcard::from_bytes::<DataV1>(bytes)
             .map(Data::from)
             .map_err(bad),
-        2 => {
+        2 | 3 => {
             let (seed, section, rest) = split_v2(bytes)?;
             let (data, dedupe) = if parallel {
                 std::thread::scope(|s| {
@@ -130,14 +173,11 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
                         .name("hotrank-load".into())
                         .spawn_scoped(s, || decode_dedupe(seed, section))
                         .expect("spawning the snapshot loader");
-                    let data = postcard::from_bytes::<Data>(rest);
+                    let data = decode_rest(version, rest);
                     (data, dedupe.join().expect("dedupe decoding panicked"))
                 })
             } else {
-                (
-                    postcard::from_bytes::<Data>(rest),
-                    decode_dedupe(seed, section),
-                )
+                (decode_rest(version, rest), decode_dedupe(seed, section))
             };
             let (mut data, (dedupe, top)) = (data.map_err(bad)?, dedupe);
             if top.is_some_and(|i| i as usize >= data.articles.len()) {
@@ -318,7 +358,7 @@ pub fn read_state_streamed(
     let mut rest = Vec::new();
     r.read_to_end(&mut rest)?;
     r.finish()?;
-    let mut data = postcard::from_bytes::<Data>(&rest)
+    let mut data = decode_rest(version, &rest)
         .map_err(|e| invalid_data(format!("state does not decode: {e}")))?;
     data.dedupe = Dedupe::with_seed(seed, 0);
     let old = OldSection {
@@ -411,7 +451,7 @@ pub fn write_state_merged(
 /// Decodes a log record written with payload `version`.
 pub fn decode_record(version: u32, bytes: &[u8]) -> Result<LogRecord, StateError> {
     match version {
-        0..=2 => postcard::from_bytes(bytes).map_err(StateError::Record),
+        0..=3 => postcard::from_bytes(bytes).map_err(StateError::Record),
         v => Err(newer("the log", v)),
     }
 }
@@ -478,7 +518,7 @@ mod tests {
                     arrival_ms: 1_800_000_000_000,
                     event_id: None,
                     seconds: 0,
-                    bot: false,
+                    bot: crate::crawler::Crawler::NONE,
                     trusted: true,
                 };
                 d.apply(&LogRecord::Event {
@@ -539,7 +579,7 @@ mod tests {
                 arrival_ms: 1_800_000_000_000,
                 event_id: None,
                 seconds: 0,
-                bot: false,
+                bot: crate::crawler::Crawler::NONE,
                 trusted: true,
             },
             verdict: Verdict::Counted,

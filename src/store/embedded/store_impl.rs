@@ -9,7 +9,9 @@ use crate::model::{
     Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
-use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
+use crate::store::{
+    HourlyRow, IngestReject, Lifecycle, PutOutcome, SiteTraffic, Store, StoreError, Voter,
+};
 
 use super::ranking::RankKey;
 use super::state::record::LogRecord;
@@ -146,7 +148,8 @@ impl Store for EmbeddedStore {
         let inner = self.inner.lock();
         let d = &inner.data;
         let first = *crate::time::last_hours(hour_of(now), hours).start();
-        Ok(Stats {
+        let site = d.site_figures(first);
+        Ok(site.into_stats(Stats {
             articles: d.live_articles() as u64,
             counted: d.counted,
             quarantined: d.quarantine,
@@ -155,7 +158,13 @@ impl Store for EmbeddedStore {
                 .range(first..)
                 .map(|(h, q)| (*h, *q))
                 .collect(),
-        })
+            ..Stats::default()
+        }))
+    }
+
+    async fn site_traffic(&self, now: Timestamp, hours: u32) -> Result<SiteTraffic, StoreError> {
+        let first = *crate::time::last_hours(hour_of(now), hours).start();
+        Ok(self.inner.lock().data.site_traffic(first, now))
     }
 
     async fn hourly(

@@ -22,7 +22,8 @@ macro_rules! event_args {
                 None => String::new(),
             })
             .arg(ev.seconds)
-            .arg(if ev.bot { "1" } else { "0" })
+            // bot: '0', or its crawler family's name (event.lua).
+            .arg(if ev.bot.is_bot() { ev.bot.name() } else { "0" })
             .arg(if ev.trusted { "1" } else { "0" });
     }};
 }

@@ -312,6 +312,10 @@ impl RedisStore {
                 sk.changes_seq(),
                 sk.changes(),
                 k.quarantine_h(hour),
+                k.quarantine_articles_h(hour),
+                k.crawlers_h(hour),
+                k.visitors_h(hour),
+                k.views_m(ev.ts.div_euclid(60)),
             ] {
                 keys.insert(name);
             }

@@ -321,6 +321,46 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "ingest.lua"
     ),
     key_spec!(
+        "counters",
+        "stats:quarantine:a:h:<hour>",
+        r"^stats:quarantine:a:h:-?[0-9]+$",
+        "zset",
+        "the hour's most quarantined articles: member = `<reason>:<id>` (`q_dup`, `q_rl`, `q_bot`, `q_rep`), score = events; at most 400 members (the fewest dropped), written only for quarantined events on existing articles",
+        Ttl::Expires,
+        "hour end + retention + 1 day",
+        "totals.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:crawler:h:<hour>",
+        r"^stats:crawler:h:-?[0-9]+$",
+        "hash",
+        "the hour's `bot` verdicts by crawler family (field = family, src/crawler.rs; `behaviour` for the behaviour rule's)",
+        Ttl::Expires,
+        "hour end + retention + 1 day",
+        "totals.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:views:m:<minute>",
+        r"^stats:views:m:-?[0-9]+$",
+        "string",
+        "counted views in the minute (minute = ts ÷ 60): the dashboard's realtime panel",
+        Ttl::Expires,
+        "minute end + 1 hour",
+        "totals.lua"
+    ),
+    key_spec!(
+        "counters",
+        "hll:site:h:<hour>",
+        r"^hll:site:h:-?[0-9]+$",
+        "string",
+        "the hour's site-wide visitors sketch (counted views); a range's visitors are one `PFCOUNT` over its hours",
+        Ttl::Expires,
+        "hour end + retention + 1 day",
+        "totals.lua"
+    ),
+    key_spec!(
         "gate",
         "gate:eid:<slot>",
         r"^gate:eid:-?[0-9]+$",

@@ -325,6 +325,19 @@ impl Keys {
     pub fn quarantine_h(&self, hour: i64) -> String {
         self.k(format_args!("stats:quarantine:h:{hour}"))
     }
+    /// The site's figures by hour and minute (totals.lua; `GET /api/stats`).
+    pub fn quarantine_articles_h(&self, hour: i64) -> String {
+        self.k(format_args!("stats:quarantine:a:h:{hour}"))
+    }
+    pub fn crawlers_h(&self, hour: i64) -> String {
+        self.k(format_args!("stats:crawler:h:{hour}"))
+    }
+    pub fn views_m(&self, minute: i64) -> String {
+        self.k(format_args!("stats:views:m:{minute}"))
+    }
+    pub fn visitors_h(&self, hour: i64) -> String {
+        self.k(format_args!("hll:site:h:{hour}"))
+    }
     /// The copy of the site's bookkeeping `name` (`stats:articles`,
     /// `archive:dirty`, `archive:taking`, `archive:written`,
     /// `archive:evicted`, `time:`, `score:`) that writes of article `id`

@@ -68,6 +68,7 @@ mod rank;
 mod reply;
 mod scripts;
 mod seed;
+mod site_stats;
 pub mod slots;
 mod split;
 mod store_impl;

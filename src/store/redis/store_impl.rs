@@ -170,12 +170,23 @@ impl Store for RedisStore {
             .iter()
             .map(|v| v_i64(v).unwrap_or(0).max(0))
             .sum();
-        Ok(Stats {
+        let site = self.site_figures(first, last).await?;
+        Ok(site.into_stats(Stats {
             articles: articles as u64,
             counted: v_i64(&got[0]).unwrap_or(0).max(0) as u64,
             quarantined: q_of(&got[1]),
             quarantine_by_hour: by_hour,
-        })
+            ..Stats::default()
+        }))
+    }
+
+    async fn site_traffic(
+        &self,
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<crate::store::SiteTraffic, StoreError> {
+        self.check_epoch()?;
+        self.traffic(now, hours).await
     }
 
     async fn hourly(

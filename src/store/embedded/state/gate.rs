@@ -85,7 +85,7 @@ impl Data {
             return Verdict::Replayed;
         }
         let behaviour = self.behaviour_bot(ev, found, s);
-        if ev.bot || behaviour == Some(false) {
+        if ev.bot.is_bot() || behaviour == Some(false) {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();

@@ -17,6 +17,7 @@ mod index;
 pub mod record;
 pub mod retention;
 pub mod sharded;
+pub mod site;
 
 use std::collections::BTreeMap;
 
@@ -37,6 +38,7 @@ use dedupe::{Dedupe, DedupeKey};
 use index::Index;
 use record::LogRecord;
 use sharded::ShardedMap;
+use site::{SiteLive, SiteStats};
 
 /// What snapshots hold: every counter and the shared half of the gate.
 ///
@@ -59,6 +61,11 @@ pub struct Data {
     /// Seed 003's `INCR` for posted article ids.
     #[serde(default)]
     pub(super) next_post_id: u64,
+    /// Quarantine by crawler family and visitors by hour (state version 3).
+    pub site: SiteStats,
+    /// Quarantined articles by hour and views by minute (derived).
+    #[serde(skip)]
+    site_live: SiteLive,
     #[serde(skip)]
     index: Index,
     /// Bytes the articles' window caches hold, kept as they change.
@@ -104,6 +111,8 @@ impl Data {
             quarantine: Quarantine::default(),
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
+            site: SiteStats::default(),
+            site_live: SiteLive::default(),
             index: Index::default(),
             behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
@@ -117,6 +126,7 @@ impl Data {
     /// limits (the configuration may have changed since).
     pub fn restore(&mut self, s: &StoreSettings) {
         self.index = Index::build(&self.articles);
+        self.site_live = SiteLive::rebuild(&self.articles);
         self.visitor_limits.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
@@ -152,6 +162,24 @@ impl Data {
         self.window_ranges = Some(hours);
     }
 
+    /// Quarantine by article and crawler family of the hours from
+    /// `first_hour` on (`GET /api/stats`).
+    pub fn site_figures(&self, first_hour: i64) -> crate::store::SiteFigures {
+        crate::store::SiteFigures {
+            by_article: self.site_live.top_articles(&self.articles, first_hour),
+            by_crawler: self.site.crawlers_since(first_hour),
+        }
+    }
+
+    /// Views by minute to `now`'s and visitors of the hours from
+    /// `first_hour` on (the overview).
+    pub fn site_traffic(&self, first_hour: i64, now: Timestamp) -> crate::store::SiteTraffic {
+        crate::store::SiteTraffic {
+            views_by_minute: self.site_live.views_by_minute(now),
+            visitors: self.site.visitors_since(first_hour),
+        }
+    }
+
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
         self.index.get(&self.articles, id)
     }
@@ -181,7 +209,7 @@ impl Data {
         {
             self.event_ids.insert(key, ev.arrival_ms / 1000);
         }
-        if verdict == Verdict::Bot && !ev.bot && self.bot_quarantine_ms > 0 {
+        if verdict == Verdict::Bot && !ev.bot.is_bot() && self.bot_quarantine_ms > 0 {
             // Quarantined by behaviour: from now on, for this visitor.
             let clock = ev.rate_clock_ms();
             let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
@@ -205,7 +233,9 @@ impl Data {
             // be able to create ids), but are tallied on known ones.
             if let Some(idx) = found {
                 self.article_mut(idx).quarantine(verdict, ev.ts);
+                self.site_live.quarantined_article(hour_of(ev.ts), idx);
             }
+            self.site.quarantined(ev, verdict);
             return Change::None;
         }
         let idx = match found {
@@ -224,6 +254,10 @@ impl Data {
         }
         self.counted += 1;
         let hash = murmur64a(&ev.visitor_element(), HLL_SEED);
+        self.site_live.counted(ev);
+        if ev.kind == EventType::View {
+            self.site.counted_view(ev.ts, hash);
+        }
         self.in_windows(idx, |a| a.count(ev, hash));
         Change::Counted(idx)
     }
