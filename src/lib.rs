@@ -27,6 +27,8 @@
 //! - [`app`]: the composition root: which store, pipeline, workers and
 //!   archive writer the configuration asks for; `main.rs` and every tool
 //!   ask it.
+//! - [`webhooks`]: subscriptions to a ranking's top N: transitions
+//!   decided once into an outbox in the store, signed deliveries, retries.
 //! - [`server`]: state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`secrets`]: the admin token and identity key in the data dir.
 //! - [`config`]: the TOML configuration and its validation.
@@ -59,3 +61,4 @@ pub mod server;
 pub mod sketch;
 pub mod store;
 pub mod time;
+pub mod webhooks;

@@ -23,10 +23,12 @@ mod overview;
 mod rankings;
 mod stream;
 mod web;
+mod webhooks;
 
 pub use error::ApiError;
 pub use ingest::IngestMeters;
 pub use rankings::PARAMS as RANKING_PARAMS;
+pub use webhooks::webhook_query;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -76,6 +78,9 @@ pub struct Shared {
     pub metrics: Option<PrometheusHandle>,
     pub budgets: Arc<budget::Budgets>,
     pub ingest_meters: IngestMeters,
+    /// This node's webhooks (src/webhooks), set once they start
+    /// ([`crate::app::Parts`]); unset, the webhook routes answer 503.
+    pub webhooks: std::sync::OnceLock<Arc<crate::webhooks::Webhooks>>,
 }
 
 impl Shared {
@@ -162,6 +167,7 @@ pub fn router(state: AppState) -> Router {
         .merge(stream::router(&state))
         .merge(overview::router())
         .merge(ops::router())
+        .merge(webhooks::router())
         .merge(web::router());
     guarded(routes, state)
 }

@@ -98,8 +98,9 @@ impl Target {
     }
 }
 
-/// rustls on ring with Mozilla's roots, and those of `ca`.
-fn tls_config(ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+/// rustls on ring with Mozilla's roots, and those of `ca` (also the
+/// webhooks' client, with none).
+pub fn tls_config(ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = ca {

@@ -10,6 +10,7 @@ mod rankings;
 mod redact;
 mod store;
 mod validate;
+mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub use store::{
     EmbeddedConfig, FsyncMode, MAX_REDIS_SHARDS, RedisConfig, RedisLayout, StoreKind,
     valid_redis_prefix,
 };
+pub use webhooks::WebhooksConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,6 +76,7 @@ pub struct Config {
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
+    pub webhooks: WebhooksConfig,
     pub models: Models,
 }
 
@@ -104,6 +107,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
+            webhooks: WebhooksConfig::default(),
             models: Models::default(),
         }
     }
