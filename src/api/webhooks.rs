@@ -258,6 +258,7 @@ async fn deliveries(
                 "delivery": a.delivery, "event": a.event.as_str(), "articleId": a.article_id,
                 "attempt": a.attempt, "status": a.status, "error": a.error,
                 "outcome": a.outcome, "at": a.at_ms / 1000, "atMs": a.at_ms,
+                "decidedAtMs": a.decided_ms,
                 "durationMs": a.duration_ms,
             })
         })

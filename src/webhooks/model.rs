@@ -127,6 +127,9 @@ pub struct Attempt {
     pub outcome: String,
     /// When the attempt started (Unix milliseconds).
     pub at_ms: i64,
+    /// When its transition was decided (Unix milliseconds).
+    #[serde(default)]
+    pub decided_ms: i64,
     pub duration_ms: u64,
 }
 

@@ -125,6 +125,7 @@ impl Sender {
             error: error.clone(),
             outcome: outcome.to_string(),
             at_ms,
+            decided_ms: entry.decided_ms,
             duration_ms: started.elapsed().as_millis() as u64,
         };
         if let Err(e) = self.outbox.record(&a).await {

@@ -1,0 +1,786 @@
+//! Webhooks end to end: the real `hotrank serve` binary (embedded store,
+//! or a real redis-server), and a real HTTP receiver in this test that
+//! checks every signature (HMAC-SHA256 computed here, not by hotrank) and
+//! records delivery ids.
+//!
+//! - entered/left are delivered once each, with their rank;
+//! - an item moving around the border does not flap (hysteresis);
+//! - a receiver failing the first attempts gets them again under the
+//!   same delivery id, and the delivery log shows each attempt;
+//! - a `kill -9` of hotrank after it decided transitions and before it
+//!   delivered them (the receiver is down): after a restart each
+//!   transition arrives under exactly one delivery id;
+//! - two nodes on one Redis decide each transition once (the lease);
+//! - bad input is 400 and changes nothing; no secret is ever shown.
+//!
+//! `latency_from_transition_to_delivery` (ignored: a measurement, not a
+//! check) prints the median and maximum from decision to receipt.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use hmac::{Hmac, Mac};
+use parking_lot::Mutex;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use common::{ADMIN, BROWSER_UA};
+
+const SECRET: &str = "receiver-shared-secret";
+
+// ---------------------------------------------------------------- receiver
+
+/// One delivery the receiver accepted.
+#[derive(Debug, Clone)]
+struct Got {
+    id: String,
+    body: Value,
+    /// Wall clock at receipt (Unix ms).
+    ms: i64,
+}
+
+#[derive(Default)]
+struct Log {
+    got: Vec<Got>,
+    /// Requests per delivery id, accepted or not.
+    tries: HashMap<String, u32>,
+    bad_signatures: u32,
+}
+
+#[derive(Clone)]
+struct Receiver {
+    log: Arc<Mutex<Log>>,
+    /// Answer 500 to the first this many requests of each delivery id.
+    fail_first: Arc<AtomicU32>,
+    port: u16,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn hmac_hex(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: Bytes) -> AxumStatus {
+    let header = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut log = r.log.lock();
+    if header("x-hotrank-signature") != format!("sha256={}", hmac_hex(SECRET, &body)) {
+        log.bad_signatures += 1;
+        return AxumStatus::BAD_REQUEST;
+    }
+    let v: Value = serde_json::from_slice(&body).expect("a JSON body");
+    let id = header("x-hotrank-delivery");
+    assert_eq!(
+        v["delivery"],
+        id.as_str(),
+        "header and body name one delivery"
+    );
+    let n = log.tries.entry(id.clone()).or_default();
+    *n += 1;
+    if *n <= r.fail_first.load(Ordering::Relaxed) {
+        return AxumStatus::INTERNAL_SERVER_ERROR;
+    }
+    log.got.push(Got {
+        id,
+        body: v,
+        ms: now_ms(),
+    });
+    AxumStatus::OK
+}
+
+impl Receiver {
+    /// A receiver on `port` (0: any free one).
+    async fn start(port: u16, log: Arc<Mutex<Log>>, fail_first: u32) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind the receiver");
+        let r = Receiver {
+            log,
+            fail_first: Arc::new(AtomicU32::new(fail_first)),
+            port: listener.local_addr().unwrap().port(),
+        };
+        let app = axum::Router::new()
+            .route("/hook", axum::routing::post(receive))
+            .with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    fn got(&self) -> Vec<Got> {
+        self.log.lock().got.clone()
+    }
+
+    /// Accepted deliveries as (event, article, rank), one per delivery id
+    /// (a repeated id counted once: what a deduping receiver keeps).
+    fn transitions(&self) -> BTreeSet<(String, String, Option<u64>)> {
+        let mut by_id: BTreeMap<String, (String, String, Option<u64>)> = BTreeMap::new();
+        for g in self.got() {
+            by_id.insert(
+                g.id,
+                (
+                    g.body["event"].as_str().unwrap().to_string(),
+                    g.body["articleId"].as_str().unwrap().to_string(),
+                    g.body["rank"].as_u64(),
+                ),
+            );
+        }
+        let kept: Vec<_> = by_id.values().cloned().collect();
+        let set: BTreeSet<_> = kept.iter().cloned().collect();
+        assert_eq!(
+            set.len(),
+            kept.len(),
+            "one transition under two ids: {kept:?}"
+        );
+        set
+    }
+}
+
+// ---------------------------------------------------------------- hotrank
+
+struct Node {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+}
+
+/// Where a node keeps state: its data dir, and Redis if any.
+#[derive(Clone)]
+struct Site {
+    dir: std::path::PathBuf,
+    redis: Option<String>,
+    /// `webhooks.allow_private` (the tests' receivers are on loopback).
+    allow_private: bool,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Site {
+    fn embedded(dir: &std::path::Path) -> Site {
+        Site {
+            dir: dir.to_path_buf(),
+            redis: None,
+            allow_private: true,
+        }
+    }
+
+    fn config(&self) -> String {
+        let store = match &self.redis {
+            Some(url) => format!("store = \"redis\"\n[redis]\nurl = \"{url}\"\n"),
+            None => String::new(),
+        };
+        format!(
+            "{store}[gate]\nvisitor_limit_per_minute = 0\nip_limit_per_minute = 0\n\
+             [webhooks]\nallow_private = {}\ninterval_ms = 100\nhysteresis = 1\n\
+             retry_base_ms = 100\nretry_max_ms = 400\n",
+            self.allow_private
+        )
+    }
+
+    /// Starts `hotrank serve` on this site and waits until it is ready.
+    async fn start(&self) -> Node {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let config = self.dir.join("hotrank.toml");
+        std::fs::write(&config, self.config()).unwrap();
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--config",
+            ])
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .env("HOTRANK_ADMIN_TOKEN", ADMIN)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn hotrank");
+        let node = Node {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::builder()
+                .user_agent(BROWSER_UA)
+                .build()
+                .unwrap(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(r) = node.client.get(node.url("/readyz")).send().await
+                && r.status() == StatusCode::OK
+            {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "hotrank did not get ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Node {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `n` views of `article`, each from a visitor of its own.
+    async fn views(&self, article: &str, n: u32) {
+        for i in 0..n {
+            let r = self
+                .client
+                .post(self.url("/api/views"))
+                .json(&json!({"articleId": article, "visitorId": format!("{article}-v{i}-{}", now_ms())}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::ACCEPTED);
+        }
+    }
+
+    /// Views of several articles in one batch (one atomic store write, so
+    /// no ranking read sees half of it).
+    async fn views_at_once(&self, counts: &[(&str, u32)]) {
+        let stamp = now_ms();
+        let events: Vec<Value> = counts
+            .iter()
+            .flat_map(|&(a, n)| {
+                (0..n).map(move |i| {
+                    json!({"type": "view", "articleId": a, "visitorId": format!("{a}-b{i}-{stamp}")})
+                })
+            })
+            .collect();
+        let r = self
+            .client
+            .post(self.url("/api/events"))
+            .json(&json!({ "events": events }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["verdicts"]["counted"], events.len(), "{body}");
+    }
+
+    async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .client
+            .request(method, self.url(path))
+            .bearer_auth(ADMIN);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn subscribe(&self, url: &str, events: &[&str], top: u32) -> String {
+        let (status, body) = self
+            .admin(
+                reqwest::Method::POST,
+                "/api/webhooks",
+                Some(json!({"url": url, "secret": SECRET, "events": events,
+                            "query": {"range": "24h", "model": "gravity"}, "top": top})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    async fn deliveries(&self, id: &str) -> Vec<Value> {
+        let (status, body) = self
+            .admin(
+                reqwest::Method::GET,
+                &format!("/api/webhooks/{id}/deliveries"),
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["deliveries"].as_array().unwrap().clone()
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+}
+
+/// Waits until `done` holds (panics after 30 s with `what`).
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the receiver's transitions equal `want`, then a little
+/// longer, to catch any that should not come.
+async fn expect_transitions(r: &Receiver, want: &[(&str, &str, Option<u64>)]) {
+    let want: BTreeSet<(String, String, Option<u64>)> = want
+        .iter()
+        .map(|(e, a, k)| (e.to_string(), a.to_string(), *k))
+        .collect();
+    until(&format!("transitions {want:?}"), || {
+        r.transitions().len() >= want.len()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(r.transitions(), want);
+    assert_eq!(r.log.lock().bad_signatures, 0);
+}
+
+fn t(e: &'static str, a: &'static str, rank: u64) -> (&'static str, &'static str, Option<u64>) {
+    (e, a, Some(rank))
+}
+
+// ---------------------------------------------------------------- tests
+
+/// The ranking moves in three steps; the receiver gets exactly the
+/// transitions of top 2 with hysteresis 1 (leaving below rank 3).
+async fn entered_and_left(site: Site) {
+    let r = Receiver::start(0, Default::default(), 0).await;
+    let node = site.start().await;
+    node.subscribe(&r.url(), &["entered", "left"], 2).await;
+    node.views("a", 6).await;
+    node.views("b", 4).await;
+    expect_transitions(&r, &[t("entered", "a", 1), t("entered", "b", 2)]).await;
+    // c first: a 2nd, b 3rd = top + hysteresis, so b stays.
+    node.views("c", 9).await;
+    expect_transitions(
+        &r,
+        &[
+            t("entered", "a", 1),
+            t("entered", "b", 2),
+            t("entered", "c", 1),
+        ],
+    )
+    .await;
+    // d and e ahead: c 3rd stays; a (4th) and b (5th) leave.
+    node.views_at_once(&[("d", 15), ("e", 12)]).await;
+    expect_transitions(
+        &r,
+        &[
+            t("entered", "a", 1),
+            t("entered", "b", 2),
+            t("entered", "c", 1),
+            t("entered", "d", 1),
+            t("entered", "e", 2),
+            t("left", "a", 4),
+            t("left", "b", 5),
+        ],
+    )
+    .await;
+    // Once each: no delivery id arrived twice.
+    let got = r.got();
+    let ids: BTreeSet<&str> = got.iter().map(|g| g.id.as_str()).collect();
+    assert_eq!(ids.len(), got.len(), "a delivery arrived twice");
+    for g in &got {
+        assert_eq!(g.body["query"], json!({"range": "24h", "model": "gravity"}));
+        assert!(g.body["at"].as_i64().unwrap() > 1_700_000_000);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entered_and_left_are_delivered_once_each_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    entered_and_left(Site::embedded(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entered_and_left_are_delivered_once_each_redis() {
+    let redis = common::redis::RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    entered_and_left(Site {
+        redis: Some(redis.url()),
+        ..Site::embedded(dir.path())
+    })
+    .await;
+}
+
+/// Two articles swap rank 1 and 2 again and again around `top` = 1: with
+/// hysteresis 1 each enters once and neither leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_on_the_border_does_not_flap() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start(0, Default::default(), 0).await;
+    let node = Site::embedded(dir.path()).start().await;
+    node.subscribe(&r.url(), &["entered", "left"], 1).await;
+    node.views("x", 2).await;
+    expect_transitions(&r, &[t("entered", "x", 1)]).await;
+    let (mut x, mut y) = (2, 0);
+    for round in 0..4 {
+        // The one behind passes the leader by one view, and the ranking
+        // is read at least once in between (interval 100 ms).
+        if round % 2 == 0 {
+            node.views("y", x + 1 - y).await;
+            y = x + 1;
+        } else {
+            node.views("x", y + 1 - x).await;
+            x = y + 1;
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    expect_transitions(&r, &[t("entered", "x", 1), t("entered", "y", 1)]).await;
+}
+
+/// The receiver answers 500 to the first two requests of every delivery:
+/// each arrives a third time with the same id, and the delivery log shows
+/// the three attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempts_are_retried_under_the_same_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start(0, Default::default(), 2).await;
+    let node = Site::embedded(dir.path()).start().await;
+    let id = node.subscribe(&r.url(), &["entered"], 3).await;
+    node.views("p", 3).await;
+    node.views("q", 2).await;
+    expect_transitions(&r, &[t("entered", "p", 1), t("entered", "q", 2)]).await;
+    let tries = r.log.lock().tries.clone();
+    assert_eq!(tries.len(), 2, "{tries:?}");
+    assert!(tries.values().all(|&n| n == 3), "{tries:?}");
+    let log = node.deliveries(&id).await;
+    for d in tries.keys() {
+        let mut attempts: Vec<(u64, String, Option<u64>)> = log
+            .iter()
+            .filter(|a| a["delivery"] == d.as_str())
+            .map(|a| {
+                (
+                    a["attempt"].as_u64().unwrap(),
+                    a["outcome"].as_str().unwrap().to_string(),
+                    a["status"].as_u64(),
+                )
+            })
+            .collect();
+        attempts.sort();
+        assert_eq!(
+            attempts,
+            [
+                (1, "retry".into(), Some(500)),
+                (2, "retry".into(), Some(500)),
+                (3, "delivered".into(), Some(200)),
+            ]
+        );
+    }
+}
+
+/// Transitions decided while the receiver is down, hotrank killed with
+/// SIGKILL before it could deliver them, restarted, the receiver up: each
+/// transition arrives under exactly one delivery id.
+async fn kill9_between_deciding_and_delivering(site: Site) {
+    let port = free_port();
+    let node = site.start().await;
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let id = node.subscribe(&url, &["entered", "left"], 2).await;
+    node.views("m", 5).await;
+    node.views("n", 3).await;
+    // Decided and tried (the receiver refuses connections): in the outbox.
+    let mut tried = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tried.len() < 2 {
+        assert!(Instant::now() < deadline, "no attempts: {tried:?}");
+        tried = node
+            .deliveries(&id)
+            .await
+            .iter()
+            .map(|a| a["delivery"].as_str().unwrap().to_string())
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    node.kill9();
+    let r = Receiver::start(port, Default::default(), 0).await;
+    let node = site.start().await;
+    expect_transitions(&r, &[t("entered", "m", 1), t("entered", "n", 2)]).await;
+    let ids: BTreeSet<String> = r.got().into_iter().map(|g| g.id).collect();
+    assert_eq!(
+        ids, tried,
+        "delivered under the ids decided before the crash"
+    );
+    // And the membership survived: nothing is decided again.
+    node.views("m", 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(r.transitions().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_between_deciding_and_delivering_embedded() {
+    let dir = tempfile::tempdir().unwrap();
+    kill9_between_deciding_and_delivering(Site::embedded(dir.path())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_between_deciding_and_delivering_redis() {
+    let redis = common::redis::RedisServer::start_durable();
+    let dir = tempfile::tempdir().unwrap();
+    kill9_between_deciding_and_delivering(Site {
+        redis: Some(redis.url()),
+        ..Site::embedded(dir.path())
+    })
+    .await;
+}
+
+/// Two nodes on one Redis: one holds the lease, so each transition is
+/// decided once; killing it hands the lease to the other, which goes on
+/// from the persisted membership.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_redis_nodes_decide_each_transition_once() {
+    let redis = common::redis::RedisServer::start();
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // Nodes of one site share the identity key.
+    for d in [&d1, &d2] {
+        std::fs::create_dir_all(d.path().join("data")).unwrap();
+        std::fs::write(
+            d.path().join("data/identity.key"),
+            common::TEST_IDENTITY_KEY,
+        )
+        .unwrap();
+    }
+    let site = |d: &tempfile::TempDir| Site {
+        redis: Some(redis.url()),
+        ..Site::embedded(d.path())
+    };
+    let r = Receiver::start(0, Default::default(), 0).await;
+    let a = site(&d1).start().await;
+    let b = site(&d2).start().await;
+    a.subscribe(&r.url(), &["entered", "left"], 2).await;
+    b.views("u", 5).await;
+    a.views("v", 3).await;
+    expect_transitions(&r, &[t("entered", "u", 1), t("entered", "v", 2)]).await;
+    a.kill9();
+    b.views_at_once(&[("w", 9), ("z", 12)]).await;
+    expect_transitions(
+        &r,
+        &[
+            t("entered", "u", 1),
+            t("entered", "v", 2),
+            t("entered", "z", 1),
+            t("entered", "w", 2),
+            t("left", "v", 4),
+        ],
+    )
+    .await;
+}
+
+/// Every bad request is 400 (401 without the token) and creates nothing;
+/// the list never shows a secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Site::embedded(dir.path()).start().await;
+    let good = json!({"url": "http://127.0.0.1:9/hook", "secret": SECRET,
+                      "events": ["entered"], "query": {"range": "24h"}, "top": 10});
+    let with = |k: &str, v: Value| {
+        let mut b = good.clone();
+        b[k] = v;
+        b
+    };
+    let cases = [
+        (with("url", json!("ftp://x/")), "invalid_webhook"),
+        (
+            with("url", json!("http://u:p@example.com/")),
+            "invalid_webhook",
+        ),
+        (with("url", json!(5)), "invalid_json"),
+        (with("secret", json!("short")), "invalid_webhook"),
+        (with("events", json!([])), "invalid_webhook"),
+        (
+            with("events", json!(["entered", "exploded"])),
+            "invalid_webhook",
+        ),
+        (with("top", json!(0)), "invalid_webhook"),
+        (with("top", json!(101)), "invalid_webhook"),
+        (with("top", json!(-1)), "invalid_json"),
+        (with("query", json!({"model": "nope"})), "invalid_parameter"),
+        (with("query", json!({"range": "0h"})), "invalid_parameter"),
+        (with("query", json!({"limit": 5})), "invalid_parameter"),
+        (with("query", json!({"bogus": "1"})), "invalid_parameter"),
+        (
+            with("query", json!({"category": ["a"]})),
+            "invalid_parameter",
+        ),
+        (with("extra", json!(1)), "invalid_json"),
+        (json!([1, 2]), "invalid_json"),
+    ];
+    for (body, code) in cases {
+        let (status, answer) = node
+            .admin(reqwest::Method::POST, "/api/webhooks", Some(body.clone()))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body} → {answer}");
+        assert_eq!(answer["error"]["code"], code, "{body} → {answer}");
+    }
+    // Without the token: 401.
+    let r = node
+        .client
+        .post(node.url("/api/webhooks"))
+        .json(&good)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let (_, list) = node
+        .admin(reqwest::Method::GET, "/api/webhooks", None)
+        .await;
+    assert_eq!(list["webhooks"], json!([]), "nothing was created");
+    // Unknown and malformed ids.
+    let (s, _) = node
+        .admin(
+            reqwest::Method::DELETE,
+            "/api/webhooks/wh0000000000000000",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = node
+        .admin(
+            reqwest::Method::GET,
+            "/api/webhooks/no.such/deliveries",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A good one is listed without its secret, and deleted.
+    let (s, created) = node
+        .admin(reqwest::Method::POST, "/api/webhooks", Some(good.clone()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (_, list) = node
+        .admin(reqwest::Method::GET, "/api/webhooks", None)
+        .await;
+    assert_eq!(list["webhooks"][0]["id"], id);
+    assert!(!list.to_string().contains(SECRET), "{list}");
+    assert!(!created.to_string().contains(SECRET), "{created}");
+    let (s, _) = node
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/api/webhooks/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (_, list) = node
+        .admin(reqwest::Method::GET, "/api/webhooks", None)
+        .await;
+    assert_eq!(list["webhooks"], json!([]));
+}
+
+/// With `allow_private = false` (the default) a loopback, private or
+/// link-local receiver is refused at creation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_receivers_are_refused_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Site {
+        allow_private: false,
+        ..Site::embedded(dir.path())
+    }
+    .start()
+    .await;
+    for url in [
+        "http://127.0.0.1:8080/hook",
+        "http://localhost/hook",
+        "http://10.0.0.1/hook",
+        "http://[::1]/hook",
+        "http://169.254.169.254/latest/meta-data",
+    ] {
+        let (s, body) = node
+            .admin(
+                reqwest::Method::POST,
+                "/api/webhooks",
+                Some(json!({"url": url, "secret": SECRET, "events": ["entered"]})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{url}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("allow_private"),
+            "{body}"
+        );
+    }
+}
+
+/// Not a check: prints the latency from a transition being decided (the
+/// delivery log's `decidedAtMs`) to the receiver getting it, over 24
+/// transitions (debug or release build, as run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn latency_from_transition_to_delivery() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start(0, Default::default(), 0).await;
+    let node = Site::embedded(dir.path()).start().await;
+    let id = node.subscribe(&r.url(), &["entered", "left"], 1).await;
+    // Each round a new article takes rank 1: one entered, one left.
+    for i in 0..12u32 {
+        node.views(&format!("l{i}"), 2 * i + 2).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    until("24 deliveries", || r.got().len() >= 23).await;
+    let decided: HashMap<String, i64> = node
+        .deliveries(&id)
+        .await
+        .iter()
+        .map(|a| {
+            (
+                a["delivery"].as_str().unwrap().to_string(),
+                a["decidedAtMs"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let mut ms: Vec<i64> = r.got().iter().map(|g| g.ms - decided[&g.id]).collect();
+    ms.sort();
+    println!(
+        "webhook latency, decided → received, {} samples: median {} ms, max {} ms",
+        ms.len(),
+        ms[ms.len() / 2],
+        ms[ms.len() - 1]
+    );
+}
