@@ -587,12 +587,27 @@ async fn two_redis_nodes_decide_each_transition_once() {
         redis: Some(redis.url()),
         ..Site::embedded(d.path())
     };
+    // A lease held by another node: neither decides nor sends.
+    let mut con = redis.connection();
+    let _: () = redis::cmd("SET")
+        .arg("webhooks:lease")
+        .arg("another-node")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut con)
+        .unwrap();
     let r = Receiver::start(0, Default::default(), 0).await;
     let a = site(&d1).start().await;
     let b = site(&d2).start().await;
     a.subscribe(&r.url(), &["entered", "left"], 2).await;
     b.views("u", 5).await;
     a.views("v", 3).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(r.got().is_empty(), "decided without the lease");
+    let _: () = redis::cmd("DEL")
+        .arg("webhooks:lease")
+        .query(&mut con)
+        .unwrap();
     expect_transitions(&r, &[t("entered", "u", 1), t("entered", "v", 2)]).await;
     a.kill9();
     b.views_at_once(&[("w", 9), ("z", 12)]).await;
@@ -607,6 +622,18 @@ async fn two_redis_nodes_decide_each_transition_once() {
         ],
     )
     .await;
+    // The stream logs each decision: one entry per transition, none
+    // decided by both nodes.
+    let decided: u64 = redis::cmd("XLEN")
+        .arg("webhooks:outbox")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(decided, 5);
+    let pending: u64 = redis::cmd("HLEN")
+        .arg("webhooks:pending")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pending, 0, "every delivered entry left the outbox");
 }
 
 /// Every bad request is 400 (401 without the token) and creates nothing;
