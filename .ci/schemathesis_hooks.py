@@ -14,6 +14,11 @@ longer generated strings are cut to 128 bytes at a character boundary.
 A `cursor` is valid only if this server issued it (it names a ranking
 snapshot), which no pattern can state either: generated positive cases
 drop it; the stateful phase passes real ones from `RankingPage.cursor`.
+
+A webhook's `url` is valid only if it parses as a receiver URL and names
+no private address (`webhooks.allow_private = false`), which a pattern
+cannot state: generated positive cases get `https://hooks.invalid/hotrank`
+(the `.invalid` TLD never resolves, so no delivery leaves the machine).
 """
 import time
 
@@ -62,6 +67,8 @@ def before_call(ctx, case, **kwargs):
     # Safe in every mode: no schema bounds these ids' length, so a cut
     # turns no invalid case into a valid one.
     _cut_ids(body)
+    if positive and isinstance(body, dict) and "url" in body and "secret" in body:
+        body["url"] = "https://hooks.invalid/hotrank"
     if isinstance(body, dict):
         for key in ("ts", "publishedAt"):
             if key in body:

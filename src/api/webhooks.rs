@@ -84,19 +84,16 @@ fn bad(message: impl Into<String>) -> ApiError {
 }
 
 /// The subscription the body describes, checked field by field.
-async fn validate(b: CreateBody, state: &AppState, w: &Webhooks) -> Result<Subscription, ApiError> {
+fn validate(b: CreateBody, state: &AppState, w: &Webhooks) -> Result<Subscription, ApiError> {
     let target = Target::parse(&b.url).map_err(|e| bad(format!("url: {e}")))?;
     let cfg = w.config();
     target
-        .check_at_creation(
-            cfg.allow_private,
-            std::time::Duration::from_millis(cfg.connect_timeout_ms),
-        )
-        .await
+        .check_at_creation(cfg.allow_private)
         .map_err(|e| bad(format!("url: {e}")))?;
-    if !(8..=256).contains(&b.secret.len()) || b.secret.chars().any(char::is_control) {
+    let secret_len = b.secret.chars().count();
+    if !(8..=256).contains(&secret_len) || b.secret.chars().any(char::is_control) {
         return Err(bad(
-            "secret must be 8-256 bytes of text without control characters",
+            "secret must be 8-256 characters, no control characters",
         ));
     }
     if b.events.is_empty() {
@@ -170,7 +167,7 @@ async fn create(
     let w = running(&state)?;
     let b: CreateBody = object(&body)
         .map_err(|e| ApiError::bad("invalid_json", format!("invalid webhook body: {e}")))?;
-    let sub = validate(b, &state, w).await?;
+    let sub = validate(b, &state, w)?;
     if w.list().await?.len() >= w.config().max_subscriptions {
         return Err(ApiError::Conflict(
             "too_many_webhooks",
