@@ -103,7 +103,9 @@ fn start_webhooks(
     if !config.webhooks.enabled {
         return Ok(None);
     }
-    Webhooks::start(config, store.clone(), outbox, Arc::new(SystemClock)).map(Some)
+    let parse: crate::webhooks::QueryParser =
+        |q, cap| crate::api::webhook_query(q, cap).map_err(|e| e.to_string());
+    Webhooks::start(config, store.clone(), outbox, Arc::new(SystemClock), parse).map(Some)
 }
 
 /// What a process runs besides its HTTP server, built from the

@@ -35,6 +35,7 @@
 //! - [`metrics`]: every exported metric family with its HELP text.
 //! - [`log_limit`]: log lines rate-limited under floods.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
+//! - [`tls`]: the TLS client configuration of outgoing https.
 //! - [`time`]: hour and day buckets and the hours a window covers, the
 //!   same for both stores.
 //! - [`loadgen`]: `hotrank bench`, the load generator.
@@ -61,4 +62,5 @@ pub mod server;
 pub mod sketch;
 pub mod store;
 pub mod time;
+pub mod tls;
 pub mod webhooks;

@@ -8,6 +8,7 @@
 //! tail (a crash in the middle of an append) is cut off. When the file
 //! holds many more records than the live state needs, it is rewritten
 //! (a temporary file, synced, renamed over it, the directory synced).
+//! The file holds the subscriptions' secrets: it is created mode 0600.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -130,11 +131,7 @@ impl EmbeddedOutbox {
     pub fn open(dir: &Path) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let path = dir.join(FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)?;
+        let mut file = private().read(true).append(true).open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let (recs, good) = decode(&bytes);
@@ -207,6 +204,16 @@ impl EmbeddedOutbox {
     }
 }
 
+/// Options creating a file only its owner may read: it holds the
+/// subscriptions' secrets.
+fn private() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o
+}
+
 fn encode(r: &Rec, out: &mut Vec<u8>) {
     let payload = serde_json::to_vec(r).expect("records serialize");
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -249,7 +256,7 @@ fn compact_if_large(g: &mut Inner) -> std::io::Result<()> {
     for r in &live {
         encode(r, &mut buf);
     }
-    let mut f = File::create(&tmp)?;
+    let mut f = private().write(true).truncate(true).open(&tmp)?;
     f.write_all(&buf)?;
     f.sync_all()?;
     std::fs::rename(&tmp, &g.path)?;

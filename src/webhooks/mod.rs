@@ -70,10 +70,11 @@ pub mod metrics_names {
 }
 use metrics_names as m;
 
-/// Turns a subscription's stored ranking parameters into the query it
-/// reads (the API's own parser: `GET /api/hot`'s rules, one place).
-pub type QueryParser =
-    fn(&BTreeMap<String, String>, usize) -> Result<HotQuery, crate::api::ApiError>;
+/// Turns a subscription's stored ranking parameters (and the ranking
+/// depth, `retention.ranking_cap`) into the query it reads. The composition
+/// root passes the API's own parser (`GET /api/hot`'s rules, one place),
+/// so this module does not depend on the API, which depends on it.
+pub type QueryParser = fn(&BTreeMap<String, String>, usize) -> Result<HotQuery, String>;
 
 /// The running webhooks of one node.
 pub struct Webhooks {
@@ -100,6 +101,7 @@ impl Webhooks {
         store: Arc<dyn Store>,
         outbox: Arc<dyn Outbox>,
         clock: Arc<dyn Clock>,
+        parse: QueryParser,
     ) -> Result<Arc<Webhooks>, String> {
         for o in m::OUTCOMES {
             metrics::counter!(m::DELIVERIES, "outcome" => o).increment(0);
@@ -114,7 +116,7 @@ impl Webhooks {
             clock,
             cfg: config.webhooks.clone(),
             ranking_cap: config.retention.ranking_cap,
-            parse: crate::api::webhook_query,
+            parse,
             deciding: tokio::sync::Mutex::new(()),
             leader: AtomicBool::new(false),
             wake: Notify::new(),

@@ -31,7 +31,7 @@ const MAX_ANSWER: usize = 64 << 10;
 impl Poster {
     pub fn new(cfg: &crate::config::WebhooksConfig) -> Result<Self, String> {
         Ok(Poster {
-            tls: TlsConnector::from(crate::cli::top::tls_config(None)?),
+            tls: TlsConnector::from(crate::tls::client_config(None)?),
             allow_private: cfg.allow_private,
             connect_timeout: Duration::from_millis(cfg.connect_timeout_ms),
             response_timeout: Duration::from_millis(cfg.response_timeout_ms),
