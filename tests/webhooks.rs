@@ -634,6 +634,18 @@ async fn two_redis_nodes_decide_each_transition_once() {
         .query(&mut con)
         .unwrap();
     assert_eq!(pending, 0, "every delivered entry left the outbox");
+    // Every webhook key is in the documented key table, with its type.
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("webhooks:*")
+        .query(&mut con)
+        .unwrap();
+    assert!(keys.len() >= 5, "{keys:?}");
+    for k in keys {
+        let spec = hotrank::store::redis::key_spec_of(&k)
+            .unwrap_or_else(|| panic!("{k}: not in KEY_TABLE"));
+        let kind: String = redis::cmd("TYPE").arg(&k).query(&mut con).unwrap();
+        assert_eq!(kind, spec.kind, "{k}");
+    }
 }
 
 /// Every bad request is 400 (401 without the token) and creates nothing;
