@@ -510,6 +510,46 @@ async fn failed_attempts_are_retried_under_the_same_id() {
             ]
         );
     }
+    // The metrics count the same, with their help texts.
+    let text = node
+        .client
+        .get(node.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert_eq!(
+        value("hotrank_webhook_deliveries_total{outcome=\"delivered\"}"),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        value("hotrank_webhook_deliveries_total{outcome=\"retry\"}"),
+        Some(4.0)
+    );
+    assert_eq!(value("hotrank_webhook_retries_total"), Some(4.0));
+    assert_eq!(
+        value("hotrank_webhook_transitions_total{event=\"entered\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        value("hotrank_webhook_delivery_latency_seconds_count"),
+        Some(2.0)
+    );
+    for family in [
+        "hotrank_webhook_deliveries_total",
+        "hotrank_webhook_outbox_pending",
+        "hotrank_webhook_delivery_latency_seconds",
+    ] {
+        assert!(text.contains(&format!("# HELP {family} ")), "{family}");
+    }
 }
 
 /// Transitions decided while the receiver is down, hotrank killed with
