@@ -179,6 +179,8 @@ struct Site {
     redis: Option<String>,
     /// `webhooks.allow_private` (the tests' receivers are on loopback).
     allow_private: bool,
+    /// `redis` names the seed nodes of a Redis Cluster.
+    cluster: bool,
 }
 
 fn free_port() -> u16 {
@@ -195,12 +197,16 @@ impl Site {
             dir: dir.to_path_buf(),
             redis: None,
             allow_private: true,
+            cluster: false,
         }
     }
 
     fn config(&self) -> String {
         let store = match &self.redis {
-            Some(url) => format!("store = \"redis\"\n[redis]\nurl = \"{url}\"\n"),
+            Some(url) => format!(
+                "store = \"redis\"\n[redis]\nurl = \"{url}\"\ncluster = {}\n",
+                self.cluster
+            ),
             None => String::new(),
         };
         format!(
@@ -441,6 +447,20 @@ async fn entered_and_left_are_delivered_once_each_redis() {
     let dir = tempfile::tempdir().unwrap();
     entered_and_left(Site {
         redis: Some(redis.url()),
+        ..Site::embedded(dir.path())
+    })
+    .await;
+}
+
+/// The same on a 3-primary Redis Cluster: every webhook key carries the
+/// site's hash tag, so each script runs on one slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entered_and_left_are_delivered_once_each_redis_cluster() {
+    let cluster = common::redis::RedisCluster::start(3, 0);
+    let dir = tempfile::tempdir().unwrap();
+    entered_and_left(Site {
+        redis: Some(cluster.url()),
+        cluster: true,
         ..Site::embedded(dir.path())
     })
     .await;
