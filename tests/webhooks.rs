@@ -885,3 +885,73 @@ async fn latency_from_transition_to_delivery() {
         ms[ms.len() - 1]
     );
 }
+
+/// In process, on the embedded store with a manual clock: `rising` for
+/// the listed article whose current hour is a spike against its 24 hours
+/// before (not for the one as busy as always), and `held` from the
+/// curation hook, each delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rising_and_held_are_delivered() {
+    use hotrank::model::{ArticleId, Event};
+    use hotrank::store::embedded::{Durability, EmbeddedStore};
+    use hotrank::store::{Store, StoreSettings};
+    use hotrank::webhooks::model::{EventKind, Subscription};
+    use hotrank::webhooks::{EmbeddedOutbox, Webhooks};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::test_config(dir.path());
+    config.gate.visitor_limit_per_minute = 0;
+    config.gate.ip_limit_per_minute = 0;
+    config.webhooks.allow_private = true;
+    config.webhooks.interval_ms = 100;
+    let (store, _) = EmbeddedStore::open(
+        Durability::from_config(&config),
+        StoreSettings::from_config(&config),
+    )
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let now = common::T0;
+    // "r": 1 view an hour for 24 hours, then 20 this hour; "s": 6 every
+    // hour, this one included.
+    let mut events = Vec::new();
+    let mut visitor = 0u128;
+    for h in (0..=24i64).rev() {
+        for (a, n) in [("r", if h == 0 { 20 } else { 1 }), ("s", 6)] {
+            for _ in 0..n {
+                visitor += 1;
+                events.push(Event::view(
+                    ArticleId::parse(a).unwrap(),
+                    visitor,
+                    now - h * 3600,
+                ));
+            }
+        }
+    }
+    for o in store.ingest(events, now).await.unwrap() {
+        o.unwrap();
+    }
+    let r = Receiver::start(0, Default::default(), 0).await;
+    let outbox = Arc::new(EmbeddedOutbox::open(dir.path()).unwrap());
+    let parse: hotrank::webhooks::QueryParser =
+        |q, cap| hotrank::api::webhook_query(q, cap).map_err(|e| e.to_string());
+    let clock = Arc::new(hotrank::clock::ManualClock::at(now));
+    let w = Webhooks::start(&config, store.clone(), outbox, clock, parse).unwrap();
+    let sub = Subscription {
+        id: "whtest".into(),
+        url: r.url(),
+        secret: SECRET.into(),
+        events: vec![EventKind::Rising, EventKind::Held],
+        query: BTreeMap::from([("range".to_string(), "48h".to_string())]),
+        top: 2,
+        created_at: now,
+    };
+    w.create(&sub).await.unwrap();
+    expect_transitions(&r, &[t("rising", "r", 2)]).await;
+    let told = w
+        .emit_held(&ArticleId::parse("s").unwrap(), now)
+        .await
+        .unwrap();
+    assert_eq!(told, 1);
+    expect_transitions(&r, &[t("rising", "r", 2), t("held", "s", 1)]).await;
+    w.stop().await;
+}
