@@ -77,6 +77,10 @@ impl State {
                 if a.outcome != "retry" {
                     self.pending.retain(|_, e| e.delivery != a.delivery);
                 }
+                // A deleted subscription's log went with it.
+                if a.outcome == "dropped" {
+                    return;
+                }
                 let log = self.attempts.entry(a.subscription.clone()).or_default();
                 log.push_front(a);
                 log.truncate(ATTEMPTS_KEPT);

@@ -43,7 +43,8 @@ pub trait Outbox: Send + Sync + 'static {
     async fn pending(&self) -> Result<Vec<Entry>, StoreError>;
 
     /// Records an attempt; with an outcome other than `retry`, the entry
-    /// leaves the outbox in the same step.
+    /// leaves the outbox in the same step (a `dropped` one, whose
+    /// subscription is gone, is not logged).
     async fn record(&self, a: &Attempt) -> Result<(), StoreError>;
 
     /// A subscription's most recent attempts, newest first.

@@ -49,10 +49,13 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 ";
 
-/// Logs an attempt; a final one removes the entry from `pending`.
+/// Logs an attempt (not a `dropped` one: its subscription's log went
+/// with it); a final one removes the entry from `pending`.
 const RECORD: &str = r"
-redis.call('LPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+if ARGV[3] ~= 'dropped' then
+  redis.call('LPUSH', KEYS[1], ARGV[1])
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[4]) - 1)
+end
 if ARGV[3] ~= 'retry' then redis.call('HDEL', KEYS[2], ARGV[2]) end
 return 1
 ";
