@@ -70,7 +70,19 @@ struct CreateBody {
     events: Vec<String>,
     #[serde(default)]
     query: serde_json::Map<String, Value>,
-    top: Option<u64>,
+    /// A JSON integer (`10`, or `10.0`, which JSON Schema calls one too).
+    top: Option<Value>,
+}
+
+/// A JSON number that is a non-negative integer, however written.
+fn whole(v: &Value) -> Option<u64> {
+    match v.as_u64() {
+        Some(n) => Some(n),
+        None => v
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..9.0e15).contains(f))
+            .map(|f| f as u64),
+    }
 }
 
 fn running(state: &AppState) -> Result<&Webhooks, ApiError> {
@@ -112,17 +124,20 @@ fn validate(b: CreateBody, state: &AppState, w: &Webhooks) -> Result<Subscriptio
             events.push(k);
         }
     }
-    let top = b.top.unwrap_or(10);
-    if !(1..=100).contains(&top) {
-        return Err(bad(format!("top must be an integer in 1..=100, got {top}")));
-    }
+    let top = match &b.top {
+        None => 10,
+        Some(v) => whole(v)
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| bad(format!("top must be an integer in 1..=100, got {v}")))?,
+    };
     let mut query = BTreeMap::new();
     for (k, v) in b.query {
-        let text = match v {
-            Value::String(s) => s,
-            Value::Bool(x) => x.to_string(),
-            Value::Number(n) if n.is_u64() => n.to_string(),
-            other => {
+        let n = whole(&v);
+        let text = match (v, n) {
+            (Value::String(s), _) => s,
+            (Value::Bool(x), _) => x.to_string(),
+            (Value::Number(_), Some(n)) => n.to_string(),
+            (other, _) => {
                 return Err(ApiError::bad(
                     "invalid_parameter",
                     format!(
