@@ -181,6 +181,10 @@ struct Site {
     allow_private: bool,
     /// `redis` names the seed nodes of a Redis Cluster.
     cluster: bool,
+    /// `webhooks.max_attempts`.
+    max_attempts: u32,
+    /// `webhooks.retry_base_ms`.
+    retry_base_ms: u64,
 }
 
 fn free_port() -> u16 {
@@ -198,6 +202,8 @@ impl Site {
             redis: None,
             allow_private: true,
             cluster: false,
+            max_attempts: 10,
+            retry_base_ms: 100,
         }
     }
 
@@ -212,8 +218,11 @@ impl Site {
         format!(
             "{store}[gate]\nvisitor_limit_per_minute = 0\nip_limit_per_minute = 0\n\
              [webhooks]\nallow_private = {}\ninterval_ms = 100\nhysteresis = 1\n\
-             retry_base_ms = 100\nretry_max_ms = 400\n",
-            self.allow_private
+             retry_base_ms = {}\nretry_max_ms = {}\nmax_attempts = {}\n",
+            self.allow_private,
+            self.retry_base_ms,
+            self.retry_base_ms.max(400),
+            self.max_attempts
         )
     }
 
@@ -569,6 +578,120 @@ async fn failed_attempts_are_retried_under_the_same_id() {
         "hotrank_webhook_delivery_latency_seconds",
     ] {
         assert!(text.contains(&format!("# HELP {family} ")), "{family}");
+    }
+}
+
+/// A receiver that always fails: `max_attempts` (2) attempts, then the
+/// delivery is given up (`failed`) and not tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn given_up_after_max_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Receiver::start(0, Default::default(), u32::MAX).await;
+    let node = Site {
+        max_attempts: 2,
+        ..Site::embedded(dir.path())
+    }
+    .start()
+    .await;
+    let id = node.subscribe(&r.url(), &["entered"], 1).await;
+    node.views("g", 2).await;
+    until("two attempts", || {
+        r.log.lock().tries.values().sum::<u32>() >= 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        r.log.lock().tries.values().sum::<u32>(),
+        2,
+        "tried after giving up"
+    );
+    assert!(r.got().is_empty());
+    let outcomes: Vec<(u64, String)> = node
+        .deliveries(&id)
+        .await
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_u64().unwrap(),
+                a["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes, [(2, "failed".into()), (1, "retry".into())]);
+    assert_series(
+        &node,
+        &[
+            "hotrank_webhook_deliveries_total{outcome=\"failed\"} 1",
+            "hotrank_webhook_outbox_pending 0",
+        ],
+    )
+    .await;
+}
+
+/// A subscription deleted while its delivery waits for a retry (a minute
+/// off): the delivery is dropped at once, never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_subscription_drops_its_pending_deliveries() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Site {
+        retry_base_ms: 60_000,
+        ..Site::embedded(dir.path())
+    }
+    .start()
+    .await;
+    let port = free_port();
+    let id = node
+        .subscribe(&format!("http://127.0.0.1:{port}/hook"), &["entered"], 1)
+        .await;
+    node.views("g", 2).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while node.deliveries(&id).await.is_empty() {
+        assert!(Instant::now() < deadline, "no first attempt");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (s, _) = node
+        .admin(
+            reqwest::Method::DELETE,
+            &format!("/api/webhooks/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    // The receiver comes up: nothing arrives.
+    let r = Receiver::start(port, Default::default(), 0).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(r.log.lock().tries.is_empty());
+    assert_series(
+        &node,
+        &[
+            "hotrank_webhook_deliveries_total{outcome=\"dropped\"} 1",
+            "hotrank_webhook_outbox_pending 0",
+        ],
+    )
+    .await;
+    let (s, _) = node
+        .admin(
+            reqwest::Method::GET,
+            &format!("/api/webhooks/{id}/deliveries"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+/// `/metrics` has each of `series` (`name{labels} value`) as a line.
+async fn assert_series(node: &Node, series: &[&str]) {
+    let text = node
+        .client
+        .get(node.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for s in series {
+        assert!(text.lines().any(|l| l == *s), "{s} not in\n{text}");
     }
 }
 

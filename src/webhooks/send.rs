@@ -67,7 +67,9 @@ impl Sender {
                 continue;
             }
             let due = self.retries.lock().get(&entry.delivery).copied();
-            if due.is_some_and(|r| r.due > now) {
+            let sub = subs.get(&entry.subscription).cloned();
+            // A deleted subscription's entries are dropped at once.
+            if sub.is_some() && due.is_some_and(|r| r.due > now) {
                 continue;
             }
             let attempt = match due {
@@ -76,7 +78,6 @@ impl Sender {
             };
             inflight.push(entry.delivery.clone());
             let me = self.clone();
-            let sub = subs.get(&entry.subscription).cloned();
             set.spawn(async move {
                 let id = entry.delivery.clone();
                 me.deliver(entry, sub, attempt).await;
