@@ -220,15 +220,20 @@ impl Webhooks {
             let held = match self.outbox.lease(lease_ms).await {
                 Ok(h) => h,
                 Err(e) => {
-                    tracing::warn!(error = %e, "webhooks: lease not renewed");
+                    if let Some(held_back) = OUTAGE_LOG.allow() {
+                        tracing::warn!(error = %e, held_back, "webhooks: lease not renewed");
+                    }
                     false
                 }
             };
             if self.leader.swap(held, Ordering::Relaxed) != held {
                 tracing::info!(held, "webhooks: deciding lease");
             }
-            if held && let Err(e) = self.evaluate_all().await {
-                tracing::warn!(error = %e, "webhooks: evaluation failed; retried next interval");
+            if held
+                && let Err(e) = self.evaluate_all().await
+                && let Some(held_back) = OUTAGE_LOG.allow()
+            {
+                tracing::warn!(error = %e, held_back, "webhooks: evaluation failed; retried next interval");
             }
         }
     }
@@ -332,6 +337,10 @@ impl Webhooks {
         while set.join_next().await.is_some() {}
     }
 }
+
+/// While the store is down every interval fails: one line in 10 s says so.
+static OUTAGE_LOG: crate::log_limit::LogLimit =
+    crate::log_limit::LogLimit::new(Duration::from_secs(10), 1);
 
 /// A new subscription id: 16 random hex digits.
 pub fn new_id() -> String {

@@ -18,6 +18,10 @@ use super::post::Poster;
 use super::{metrics_names as m, sign};
 use crate::config::WebhooksConfig;
 
+/// While the store is down every read fails: one line in 10 s says so.
+static OUTBOX_LOG: crate::log_limit::LogLimit =
+    crate::log_limit::LogLimit::new(Duration::from_secs(10), 1);
+
 /// When an entry is tried next, and which attempt that is.
 #[derive(Debug, Clone, Copy)]
 struct Retry {
@@ -51,7 +55,9 @@ impl Sender {
         ) {
             (Ok(p), Ok(s)) => (p, s),
             (Err(e), _) | (_, Err(e)) => {
-                tracing::warn!(error = %e, "webhooks: cannot read the outbox");
+                if let Some(held_back) = OUTBOX_LOG.allow() {
+                    tracing::warn!(error = %e, held_back, "webhooks: cannot read the outbox");
+                }
                 return;
             }
         };
