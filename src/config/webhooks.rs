@@ -65,3 +65,32 @@ impl Default for WebhooksConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn bad_values_are_refused_naming_their_key() {
+        type Edit = fn(&mut super::WebhooksConfig);
+        let cases: [(Edit, &str); 5] = [
+            (|w| w.interval_ms = 0, "webhooks.interval_ms"),
+            (|w| w.rising_z = f64::NAN, "webhooks.rising_z"),
+            (|w| w.max_attempts = 0, "webhooks.max_attempts"),
+            (
+                |w| w.retry_max_ms = w.retry_base_ms - 1,
+                "webhooks.retry_max_ms",
+            ),
+            (|w| w.concurrency = 0, "webhooks.concurrency"),
+        ];
+        for (edit, key) in cases {
+            let mut c = Config::default();
+            edit(&mut c.webhooks);
+            let e = c.validate().unwrap_err();
+            assert!(e.starts_with(key), "{e}");
+        }
+        let c: Config = toml::from_str("[webhooks]\nallow_private = true\n").unwrap();
+        assert!(c.webhooks.allow_private && c.validate().is_ok());
+        assert!(toml::from_str::<Config>("[webhooks]\nnope = 1\n").is_err());
+    }
+}
