@@ -89,11 +89,7 @@ async fn entered_and_left_are_delivered_once_each_embedded() {
 async fn entered_and_left_are_delivered_once_each_redis() {
     let redis = common::redis::RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    entered_and_left(Site {
-        redis: Some(redis.url()),
-        ..Site::embedded(dir.path())
-    })
-    .await;
+    entered_and_left(Site::on_redis(dir.path(), redis.url())).await;
 }
 
 /// The same on a 3-primary Redis Cluster: every webhook key carries the
@@ -103,9 +99,8 @@ async fn entered_and_left_are_delivered_once_each_redis_cluster() {
     let cluster = common::redis::RedisCluster::start(3, 0);
     let dir = tempfile::tempdir().unwrap();
     entered_and_left(Site {
-        redis: Some(cluster.url()),
         cluster: true,
-        ..Site::embedded(dir.path())
+        ..Site::on_redis(dir.path(), cluster.url())
     })
     .await;
 }
@@ -175,15 +170,7 @@ async fn failed_attempts_are_retried_under_the_same_id() {
         );
     }
     // The metrics count the same, with their help texts.
-    let text = node
-        .client
-        .get(node.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = node.metrics().await;
     let value = |series: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
@@ -362,11 +349,7 @@ async fn kill9_between_deciding_and_delivering_embedded() {
 async fn kill9_between_deciding_and_delivering_redis() {
     let redis = common::redis::RedisServer::start_durable();
     let dir = tempfile::tempdir().unwrap();
-    kill9_between_deciding_and_delivering(Site {
-        redis: Some(redis.url()),
-        ..Site::embedded(dir.path())
-    })
-    .await;
+    kill9_between_deciding_and_delivering(Site::on_redis(dir.path(), redis.url())).await;
 }
 
 /// Two nodes on one Redis: one holds the lease, so each transition is
@@ -385,10 +368,7 @@ async fn two_redis_nodes_decide_each_transition_once() {
         )
         .unwrap();
     }
-    let site = |d: &tempfile::TempDir| Site {
-        redis: Some(redis.url()),
-        ..Site::embedded(d.path())
-    };
+    let site = |d: &tempfile::TempDir| Site::on_redis(d.path(), redis.url());
     // A lease held by another node: neither decides nor sends.
     let mut con = redis.connection();
     let _: () = redis::cmd("SET")

@@ -182,6 +182,14 @@ pub fn free_port() -> u16 {
 }
 
 impl Site {
+    /// A site on the Redis (or cluster seed nodes) at `url`.
+    pub fn on_redis(dir: &std::path::Path, url: String) -> Site {
+        Site {
+            redis: Some(url),
+            ..Site::embedded(dir)
+        }
+    }
+
     pub fn embedded(dir: &std::path::Path) -> Site {
         Site {
             dir: dir.to_path_buf(),
@@ -348,6 +356,12 @@ impl Node {
         body["deliveries"].as_array().unwrap().clone()
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        let r = self.client.get(self.url("/metrics")).send().await.unwrap();
+        r.text().await.unwrap()
+    }
+
     pub fn kill9(mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().unwrap();
@@ -385,15 +399,7 @@ pub fn t(e: &'static str, a: &'static str, rank: u64) -> (&'static str, &'static
 
 /// `/metrics` has each of `series` (`name{labels} value`) as a line.
 pub async fn assert_series(node: &Node, series: &[&str]) {
-    let text = node
-        .client
-        .get(node.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = node.metrics().await;
     for s in series {
         assert!(text.lines().any(|l| l == *s), "{s} not in\n{text}");
     }
