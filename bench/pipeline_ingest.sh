@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Seed 002's pipeline against the direct Redis store, one redis-server, one
 # run (docs/design.md "Pipeline"; BENCHMARKS.md has the figures):
-#   seed     seed 000's per-event script in dedupe mode (shared/bench/
-#            seed_view.lua driven by shared/bench/seqbench.c, P=16, 50
+#   seed     seed 000's per-event script in dedupe mode (bench/seed/
+#            seed_view.lua driven by bench/seed/seqbench.c, P=16, 50
 #            connections), the baseline, on the same Redis;
 #   direct   `serve --store redis`: events/s gated and counted through
 #            POST /api/events (hotrank bench, batches of 1000);
@@ -20,7 +20,7 @@
 #   release). Needs redis-server, redis-cli, curl, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${SHARED:-$(cd ../shared 2>/dev/null && pwd || echo /work/shared)}
+SEED=${SEED:-bench/seed}
 DUR=${DUR:-5}
 RUNS=${RUNS:-1}
 PARTITIONS=${PARTITIONS:-4}
@@ -36,7 +36,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-gcc -O2 -o "$TMP/seqbench" "$SHARED/bench/seqbench.c" -lm
+gcc -O2 -o "$TMP/seqbench" "$SEED/seqbench.c" -lm
 [ -x "$BIN" ] || cargo build --release --quiet
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
   --daemonize yes --dir "$TMP" --logfile "$TMP/redis.log"
@@ -74,7 +74,7 @@ load() { # label -> events/s
 for run in $(seq "$RUNS"); do
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   redis-cli -p "$RPORT" flushall >/dev/null
-  SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$(cat "$SHARED/bench/seed_view.lua")")
+  SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   line=$("$TMP/seqbench" -p "$RPORT" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | grep RESULT)
   echo "seed    run $run: $(sed -E 's/.*events_per_s=([0-9]+).*/\1/' <<<"$line") events/s (seed 000 script, dedupe, P=16)"
   redis-cli -p "$RPORT" flushall >/dev/null

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Ingest on one redis-server, same run: (a) seed 000's per-event script
-# (shared/bench/seed_view.lua) driven by shared/bench/seqbench.c in dedupe
+# (bench/seed/seed_view.lua) driven by bench/seed/seqbench.c in dedupe
 # mode, pipelined 16 deep; (b) hotrank's Redis store ingesting an equivalent
 # stream (same articles, visitors and repeat rate) through POST /api/events,
 # every event fully gated (eventId-free views: rate limit per visitor,
 # dedupe window, counters, hourly and daily buckets, change log).
 # Besides events/s, each side reports Redis' own CPU per event (INFO cpu,
 # user+sys, over the side's run) and, with STATS=1, INFO commandstats.
-# Usage: bench/redis_ingest.sh   (env: DUR seconds, RUNS, SHARED dir,
+# Usage: bench/redis_ingest.sh   (env: DUR seconds, RUNS, SEED dir,
 #   BIN hotrank binary, default $CARGO_TARGET_DIR or target, release;
 #   LAYOUT=seed runs hotrank with [redis] layout = "seed")
 # Needs gcc, redis-server, redis-cli, wrk; builds hotrank --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SHARED=${SHARED:-$(cd ../shared 2>/dev/null && pwd || echo /work/shared)}
+SEED=${SEED:-bench/seed}
 DUR=${DUR:-10}
 RUNS=${RUNS:-3}
 RPORT=${RPORT:-6391}
@@ -29,7 +29,7 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-gcc -O2 -o "$TMP/seqbench" "$SHARED/bench/seqbench.c" -lm
+gcc -O2 -o "$TMP/seqbench" "$SEED/seqbench.c" -lm
 [ -x "$BIN" ] || cargo build --release --quiet
 redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no \
   --daemonize yes --dir "$TMP" --logfile "$TMP/redis.log"
@@ -61,7 +61,7 @@ ours=()
 for run in $(seq "$RUNS"); do
   echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
   redis-cli -p "$RPORT" flushall >/dev/null
-  SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$(cat "$SHARED/bench/seed_view.lua")")
+  SHA=$(redis-cli -p "$RPORT" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   redis-cli -p "$RPORT" config resetstat >/dev/null
   c0=$(rcpu)
   line=$("$TMP/seqbench" -p "$RPORT" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | grep RESULT)

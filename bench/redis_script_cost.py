@@ -6,7 +6,7 @@ commit, e.g. `git archive <rev> src/store/redis | tar -x -C /tmp/base`),
 assembled in the order of `ingest_script_with` (src/store/redis/mod.rs);
 an optional DIR/header.json ({"3": 0, ...}) overrides ingest.lua's
 header arguments by index (1-based, as ARGV). Two other kinds of DIR:
-`seed` is seed 000's script with its dedupe step, as shared/bench/
+`seed` is seed 000's script with its dedupe step, as bench/seed/
 seqbench.c runs it (per event `SET dedup:V:A 1 NX EX 900`, then EVALSHA
 of seed_view.lua for the new pairs, pipelined 16 deep); a path ending in
 `.lua` is a whole script fed batches as ARGV prefix, now, n, then per
@@ -211,8 +211,8 @@ def main():
         def source(d):
             if kind(d) == 'seed':
                 here = os.path.dirname(os.path.abspath(__file__))
-                shared = os.environ.get('SHARED', os.path.join(here, '..', '..', 'shared'))
-                return open(os.path.join(shared, 'bench', 'seed_view.lua')).read()
+                seed = os.environ.get('SEED', os.path.join(here, 'seed'))
+                return open(os.path.join(seed, 'seed_view.lua')).read()
             return open(d).read() if kind(d) == 'lua' else assemble(d)
 
         def overrides(d):

@@ -2,7 +2,7 @@
 # hotrank against seed 000's own Redis design, on this machine, in one run.
 # Every scenario prints its figures and a ratio; results (JSON) go to
 # $OUT (default target/bench). Needs: redis-server, redis-benchmark, gcc
-# (for shared/bench/seqbench.c), curl. Not part of CI.
+# (for bench/seed/seqbench.c), curl. Not part of CI.
 #
 #   bench/run.sh              # all scenarios (about 12 minutes on 2 cores)
 #   bench/run.sh 1 3          # only scenarios 1 and 3
@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SHARED=${SHARED:-$ROOT/../shared/bench}
+SEED=${SEED:-$ROOT/bench/seed}
 OUT=${OUT:-$ROOT/target/bench}
 SCALE=${SCALE:-1}
 DUR=${DUR:-8}
@@ -37,7 +37,7 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet
   BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/hotrank
 fi
-gcc -O2 -o "$TMP/seqbench" "$SHARED/seqbench.c" -lm
+gcc -O2 -o "$TMP/seqbench" "$SEED/seqbench.c" -lm
 
 start_redis() { # port [extra redis-server args] -> pid in PIDS
   local port=$1; shift
@@ -68,7 +68,7 @@ echo "# hotrank benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(re
 if want 1; then
   echo; echo "## 1. Ingest, embedded store, vs seed 000's script on redis-server"
   RP=$(free_port); start_redis "$RP"
-  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
   SEED=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | tee "$OUT/seed-dedupe-p16.txt"
@@ -80,7 +80,7 @@ if want 1; then
   # per round trip from 50 connections (as hotrank's single views), on a
   # Redis that fsyncs its append-only file before every reply.
   RP=$(free_port); start_redis "$RP" --appendonly yes --appendfsync always --dir "$TMP"
-  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SHARED/seed_view.lua")")
+  SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 1 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-aof-always-c50.txt"
   SEEDAOF=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-aof-always-c50.txt" | cut -d= -f2)
   stop_redis "$RP"
@@ -201,7 +201,7 @@ if want 6; then
     stop_hotrank "$HPID"
     rp=$(free_port); start_redis "$rp"
     m0=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
-    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SHARED/seed_view.lua" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
+    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SEED/seed_view.lua" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
     m1=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
     stop_redis "$rp"
     h=$(python3 -c "print(round(($r1-$r0)*1024/$art))"); s=$(python3 -c "print(round(($m1-$m0)/$art))")
@@ -258,4 +258,31 @@ if want 8; then
   SNAPS_S=$(awk '/^hotrank_snapshot_seconds_sum/ {print $2}' "$OUT/s8-metrics.txt")
   python3 -c "import json; d=json.load(open('$OUT/s8-updates.json')); print('ingest (batches of 100) while %s snapshot(s) took %s s in all: p50 %s us, p99 %s us, max %s us (goal: never waits > 10 ms)' % ('${SNAPS:-0}', '${SNAPS_S:-?}', d['p50_us'], d['p99_us'], d['max_us']))"
   python3 -c "import json; d=json.load(open('$OUT/s8-baseline.json')); print('the same load afterwards, no snapshot: p50 %s us, p99 %s us, max %s us' % (d['p50_us'], d['p99_us'], d['max_us']))"
+fi
+
+if want 9; then
+  ART=$(n 1000000)
+  echo; echo "## 9. model=rising beside gravity: $ART articles with 25 hours of history, 10,000 updates/s"
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s9" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
+  # Every article gets its views spread over the last 25 hours: a baseline
+  # for rising to compare the last hour with.
+  bench --target "127.0.0.1:$HP" --preload --preload-visitors 3 --articles "$ART" --spread-secs $((25 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 900 >/dev/null
+  QUERIES=("gravity:model=gravity&range=24h&limit=20" "rising:model=rising&limit=20" "rising-3h:model=rising&window=3h&limit=20")
+  bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $(( ${#QUERIES[@]} * (DUR + 1) + 4 )) --token bench-ingest-token --json "$OUT/s9-updates.json" --label updates >/dev/null &
+  UPD=$!
+  sleep 2
+  for q in "${QUERIES[@]}"; do
+    label=${q%%:*}
+    curl -s "127.0.0.1:$HP/api/hot?${q#*:}" >/dev/null  # the ranking's index is built before it is timed
+    bench --target "127.0.0.1:$HP" --query "/api/hot?${q#*:}" --connections 1 --duration-secs "$DUR" --json "$OUT/s9-$label.json" --label "$label"
+  done
+  wait "$UPD"
+  for q in "${QUERIES[@]}"; do
+    label=${q%%:*}
+    echo "$label (/api/hot?${q#*:}): p50 $(field "$OUT/s9-$label.json" p50_us) us, p99 $(field "$OUT/s9-$label.json" p99_us) us, $(field "$OUT/s9-$label.json" events_per_sec) queries/s"
+  done
+  echo "p99 rising / gravity: $(ratio "$(field "$OUT/s9-rising.json" p99_us)" "$(field "$OUT/s9-gravity.json" p99_us)") (goal <= 1000 us each)"
+  python3 -c "import json; d=json.load(open('$OUT/s9-updates.json')); print('updates kept at %s events/s; ingest meanwhile (batches of 100): p50 %s us, p99 %s us, max %s us' % (d['events_per_sec'], d['p50_us'], d['p99_us'], d['max_us']))"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  stop_hotrank "$HPID"
 fi

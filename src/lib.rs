@@ -30,6 +30,9 @@
 //! - [`webhooks`]: subscriptions to a ranking's top N: transitions
 //!   decided once into an outbox in the store, signed deliveries, retries.
 //! - [`server`]: state, upkeep, and `run(listener, state, shutdown)`.
+//! - [`ctr`]: the widget's impressions and clicks per list and position,
+//!   apart from views, and click-through per model corrected for position
+//!   bias.
 //! - [`secrets`]: the admin token and identity key in the data dir.
 //! - [`config`]: the TOML configuration and its validation.
 //! - [`metrics`]: every exported metric family with its HELP text.
@@ -49,6 +52,7 @@ pub mod archive;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod ctr;
 pub mod gate;
 pub mod loadgen;
 pub mod log_limit;

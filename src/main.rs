@@ -52,6 +52,9 @@ enum Command {
     Top(hotrank::cli::top::TopArgs),
     /// Print a running server's totals and quarantine by reason.
     Stats(hotrank::cli::top::StatsArgs),
+    /// Print the widget's click-through per model, raw and corrected for
+    /// position bias (`GET /api/ctr`), from a server or a data dir.
+    Ctr(hotrank::cli::ctr::CtrArgs),
     /// Write all state of the configured store as JSON lines (stop an
     /// embedded server first; Redis can be exported live).
     Export(DumpArgs),
@@ -684,6 +687,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => hotrank::cli::replay::run(args),
         Command::Top(args) => hotrank::cli::top::run_top(args),
         Command::Stats(args) => hotrank::cli::top::run_stats(args),
+        Command::Ctr(args) => hotrank::cli::ctr::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

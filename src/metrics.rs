@@ -224,7 +224,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_lock_hold_seconds",
         Histogram,
         SECONDS,
-        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; upkeep: the background re-scoring of changed articles; query_catch_up: a query re-scoring many changed articles before its walk; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables).",
+        "Embedded store: one hold of the state lock by a background step (what=build: scoring a chunk of a new ranking; catch_up: installing it or re-scoring the articles changed meanwhile; upkeep: the background re-scoring of changed articles; query_catch_up: a query re-scoring many changed articles before its walk; retention: a chunk of the retention walk over the articles; dedupe_retention: a chunk of it over the shards of the dedupe and behaviour tables; ranked_at: a chunk of the scan that computes an earlier ranking for movement).",
+    ),
+    family(
+        "hotrank_movement_scan_seconds",
+        Histogram,
+        SECONDS,
+        "Time to compute one earlier ranking for movement (every candidate scored at the hour mark; once per ranking and hour).",
     ),
     family(
         "hotrank_ingest_lock_wait_seconds",
@@ -315,7 +321,7 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_budget_refused_total",
         Counter,
         COUNT,
-        "Requests refused with 429 because a per-client budget was spent, by budget (query, post, vote).",
+        "Requests refused with 429 because a per-client budget was spent, by budget (query, post, vote); widget events past their budget (widget), which are answered rate_limited.",
     ),
     // Embedded store durability
     family(
@@ -511,7 +517,20 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_cors_refused_total",
         Counter,
         COUNT,
-        "Requests to the ingest endpoints from a browser origin not in cors_origins (answered without CORS headers).",
+        "Requests to the ingest endpoints from a browser origin not in cors_origins (answered without CORS headers); text/plain beacons, whose answer is never read, are not counted.",
+    ),
+    // The widget (src/ctr, src/api/ctr.rs)
+    family(
+        "hotrank_widget_events_total",
+        Counter,
+        COUNT,
+        "Widget impression and click events counted (apart from views), by type.",
+    ),
+    family(
+        "hotrank_ctr_flush_failures_total",
+        Counter,
+        COUNT,
+        "Failed writes of the click-through counts to ctr.json (embedded store); retried every ctr.flush_secs.",
     ),
 ];
 
@@ -524,6 +543,7 @@ pub const LABELLED_COUNTERS: &[&str] = &[
     "hotrank_http_requests_total",
     "hotrank_events_total",
     "hotrank_budget_refused_total",
+    "hotrank_widget_events_total",
     "hotrank_pipeline_processed_total",
     "hotrank_pipeline_skipped_total",
     "hotrank_pipeline_claimed_total",
@@ -549,6 +569,9 @@ pub fn start() {
     }
     for v in crate::model::Verdict::ALL {
         ::metrics::counter!("hotrank_events_total", "verdict" => v.as_str()).increment(0);
+    }
+    for t in ["impression", "click"] {
+        ::metrics::counter!("hotrank_widget_events_total", "type" => t).increment(0);
     }
     ::metrics::gauge!("hotrank_build_info", "version" => VERSION).set(1.0);
     process_collector().describe();

@@ -73,6 +73,7 @@ pub fn build_state(
         }
     };
     let config_limits = config.limits.clone();
+    let ctr = crate::ctr::Ctr::open(&config).map_err(|e| e.to_string())?;
     let bots = BotDetector::from_config(&config.gate).map_err(|e| e.to_string())?;
     let trusted_proxies = config
         .trusted_proxies
@@ -94,6 +95,8 @@ pub fn build_state(
         // After metrics_handle(): the handles bind to the installed recorder.
         ingest_meters: api::IngestMeters::new(),
         webhooks: OnceLock::new(),
+        movements: Default::default(),
+        ctr: Arc::new(ctr),
     }))
 }
 
@@ -107,6 +110,7 @@ pub async fn run(
     let http = state.config.http.clone();
     let cap = conns::connection_cap(&http).map_err(std::io::Error::other)?;
     let store = state.store.clone();
+    let state_ctr = state.ctr.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let upkeep = tokio::spawn(upkeep(state.clone(), stop_rx));
     let rankings = tokio::spawn(keep_rankings(state.clone()));
@@ -119,6 +123,9 @@ pub async fn run(
     serve(listener, api::router(state), &http, cap, trusted, shutdown).await;
     let _ = stop_tx.send(true);
     let _ = upkeep.await;
+    if let Err(e) = state_ctr.flush() {
+        tracing::error!(error = %e, "writing the click-through counts at shutdown failed");
+    }
     // A rebuild in progress is dropped: it leaves nothing a query relies
     // on, and the store's shutdown gives back its claim.
     rankings.abort();
@@ -261,12 +268,14 @@ async fn upkeep(state: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut healthy = true;
+    let mut last_ctr_flush = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
         state.budgets.sweep(clock.now_ms());
+        flush_ctr(&state, &mut last_ctr_flush);
         let result = match store.ready().await {
             Ok(()) => store.maintain(clock.now()).await,
             Err(e) => Err(e),
@@ -284,4 +293,21 @@ async fn upkeep(state: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
         }
         metrics::gauge!("hotrank_store_up").set(if healthy { 1.0 } else { 0.0 });
     }
+}
+
+/// Writes the click-through counts every `ctr.flush_secs` (on a blocking
+/// thread: it syncs a file).
+fn flush_ctr(state: &AppState, last: &mut std::time::Instant) {
+    let every = Duration::from_secs(state.config.ctr.flush_secs);
+    if last.elapsed() < every {
+        return;
+    }
+    *last = std::time::Instant::now();
+    let ctr = state.ctr.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = ctr.flush() {
+            metrics::counter!("hotrank_ctr_flush_failures_total").increment(1);
+            tracing::warn!(error = %e, "writing the click-through counts failed; trying again");
+        }
+    });
 }

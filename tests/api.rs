@@ -103,7 +103,18 @@ async fn page_and_page_size_match_offset_and_limit() {
     assert_eq!(status, StatusCode::OK);
     let (_, by_offset) = s.get("/api/hot?limit=5&offset=5").await;
     let (_, by_page) = s.get("/api/hot?page=2&pageSize=5").await;
-    assert_eq!(by_offset["items"], by_page["items"]);
+    // Movement is computed in the background on a ranking's first answer
+    // in an hour: the second answer may have it where the first had null.
+    let ranked = |page: &serde_json::Value| {
+        let mut items = page["items"].clone();
+        for it in items.as_array_mut().unwrap() {
+            let it = it.as_object_mut().unwrap();
+            it.remove("movement");
+            it.remove("previousRank");
+        }
+        items
+    };
+    assert_eq!(ranked(&by_offset), ranked(&by_page));
     assert_eq!(by_page["items"][0]["rank"], 6);
     assert_eq!(by_page["items"][0]["articleId"], "a5");
     // Following cursors visits everything once.

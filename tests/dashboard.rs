@@ -423,3 +423,53 @@ async fn a_phone_keeps_the_score_and_why() {
         .await;
     browser.quit().await;
 }
+
+/// The hot list follows its ranking over the live stream (`/api/stream`):
+/// an article entering the list shows without the page asking `/api/hot`
+/// again, and the page does not poll while the stream is open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hot_list_follows_the_live_stream() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let server = three_hours().await;
+    let browser = Browser::start(&chromium, &driver).await;
+    browser
+        .goto(&format!("{}/#/hot?range=24h&limit=5", server.base))
+        .await;
+    browser
+        .wait_js(
+            "return document.querySelectorAll('#hot-items tr[data-article-id]').length === 3",
+            "the hot list's rows",
+        )
+        .await;
+    browser
+        .wait_js(
+            "return document.body.dataset.live === 'on'",
+            "the live stream open",
+        )
+        .await;
+    views(&server, "newcomer", 40, "n").await;
+    browser
+        .wait_js(
+            "return [...document.querySelectorAll('#hot-items tr[data-article-id]')].some(tr => tr.dataset.articleId === 'newcomer')",
+            "the newcomer in the list",
+        )
+        .await;
+    let asked = browser
+        .js("return performance.getEntriesByType('resource').filter(e => e.name.includes('/api/hot?')).length")
+        .await;
+    assert_eq!(asked, 1, "the list came over the stream, not a poll");
+    let events = browser
+        .js("return Number(document.body.dataset.liveEvents)")
+        .await;
+    assert!(events.as_u64().unwrap() >= 2, "stream events: {events}");
+    // Unticking "live" closes the stream.
+    browser
+        .js("const a = document.querySelector('#hot-form [name=auto]'); a.checked = false; a.dispatchEvent(new Event('change')); return true")
+        .await;
+    let live = browser.js("return document.body.dataset.live").await;
+    assert_eq!(live, "off");
+    browser.quit().await;
+}

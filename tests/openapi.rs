@@ -56,6 +56,12 @@ const ROUTES: &[(&str, &str)] = &[
     ("/dashboard.js", "get"),
     ("/dashboard.css", "get"),
     ("/tracker.js", "get"),
+    // widget.rs
+    ("/widget.js", "get"),
+    ("/widget.css", "get"),
+    ("/embed", "get"),
+    // ctr.rs
+    ("/api/ctr", "get"),
 ];
 
 const METHODS: &[&str] = &[

@@ -8,6 +8,8 @@ mod common;
 
 use std::sync::Arc;
 
+use hotrank::clock::Clock;
+
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -113,9 +115,11 @@ async fn totals_series_and_trends(server: TestServer) {
         .map(|h| h["pv"].as_u64().unwrap())
         .collect();
     assert_eq!(top["trend"], json!(want));
-    // First look: nothing to compare with yet.
-    assert_eq!(o["movementSince"], Value::Null);
-    assert_eq!(top["movement"], Value::Null);
+    // Movement against the ranking at 22:00 (the hour mark at or before
+    // an hour ago, from the buckets up to 21:59:59): the same order.
+    assert_eq!(o["movementSince"], (T0 + 3600) / 3600 * 3600);
+    assert_eq!(top["movement"], "same");
+    assert_eq!(top["previousRank"], 1);
 
     // The range bounds the totals: the last hour only.
     let (_, o1) = server.get("/api/overview?range=1h").await;
@@ -123,12 +127,23 @@ async fn totals_series_and_trends(server: TestServer) {
     assert_eq!(o1["series"]["points"].as_array().unwrap().len(), 1);
 }
 
+/// Movement compares with the ranking as it stood at the hour mark at or
+/// before an hour ago, computed from the hourly buckets: no earlier
+/// request is needed, and every node (or a restarted one) says the same.
 #[tokio::test]
 async fn overview_movement_since_an_hour_ago() {
-    let server = seeded().await;
-    let (_, before) = server.get("/api/overview?range=6h&limit=10").await;
-    assert_eq!(ids(&before["items"])[0], "a5");
-    let seen_at = before["generatedAt"].clone();
+    movement_since_an_hour_ago(seeded().await).await;
+}
+
+#[tokio::test]
+async fn overview_movement_on_redis() {
+    let redis = RedisServer::start();
+    let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    let server = TestServer::start_redis(dir, &redis.url(), |_| {}).await;
+    movement_since_an_hour_ago(seed(server).await).await;
+}
+
+async fn movement_since_an_hour_ago(server: TestServer) {
     server.clock.advance(3600);
     // a0 (last) jumps to the top; n1 is new.
     for v in 0..40 {
@@ -145,7 +160,10 @@ async fn overview_movement_since_an_hour_ago() {
         server.view("n1", &format!("n{v}")).await;
     }
     let (_, after) = server.get("/api/overview?range=6h&limit=10").await;
-    assert_eq!(after["movementSince"], seen_at);
+    // At 00:20: the ranking at 23:00 (scored at 22:59:59 from the buckets
+    // of 21:00 and 22:00), where a0 was last and a5 first.
+    let mark = (T0 + 7200) / 3600 * 3600;
+    assert_eq!(after["movementSince"], mark);
     let by_id = |id: &str| {
         after["items"]
             .as_array()
@@ -163,11 +181,66 @@ async fn overview_movement_since_an_hour_ago() {
     let a5 = by_id("a5");
     assert_eq!(a5["movement"], "down", "{a5}");
     assert_eq!(a5["previousRank"], 1);
-    // Another filter is another ranking, with its own history.
+    // /api/hot says the same (once its baseline is computed: it never
+    // waits for it).
+    let hot = loop {
+        let (_, hot) = server.get("/api/hot?range=6h&limit=10").await;
+        if hot["movementSince"] != Value::Null {
+            break hot;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(hot["movementSince"], mark);
+    for it in hot["items"].as_array().unwrap() {
+        let o = after["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["articleId"] == it["articleId"])
+            .unwrap();
+        assert_eq!(it["movement"], o["movement"], "{it}");
+        assert_eq!(it["previousRank"], o["previousRank"], "{it}");
+    }
+    // Another filter is another ranking: n1 has no category.
     let (_, cat) = server
         .get("/api/overview?range=6h&limit=10&category=news")
         .await;
-    assert_eq!(cat["movementSince"], Value::Null);
+    assert_eq!(cat["movementSince"], mark);
+    assert!(!ids(&cat["items"]).contains(&"n1"));
+    assert_eq!(cat["items"][0]["articleId"], "a0");
+    assert_eq!(cat["items"][0]["previousRank"], 6);
+    // A ranking buckets cannot take back in time has no movement.
+    let (_, all) = server.get("/api/overview?range=all&limit=10").await;
+    assert_eq!(all["movementSince"], Value::Null);
+    assert_eq!(all["items"][0]["movement"], Value::Null);
+}
+
+/// A restarted server (same data directory) says the same movement: it
+/// is computed from the buckets, not remembered.
+#[tokio::test]
+async fn movement_is_the_same_after_a_restart() {
+    let server = seeded().await;
+    server.clock.advance(3600);
+    for v in 0..40 {
+        server.view("a0", &format!("late{v}")).await;
+    }
+    let (_, before) = server.get("/api/overview?range=6h&limit=10").await;
+    assert_ne!(before["movementSince"], Value::Null);
+    let now = server.clock.now();
+    let dir = server.stop().await;
+    let config = common::test_config(dir.path());
+    let server = TestServer::start_in(dir, config, now).await;
+    let (_, after) = server.get("/api/overview?range=6h&limit=10").await;
+    assert_eq!(after["movementSince"], before["movementSince"]);
+    let moves = |o: &Value| -> Vec<(Value, Value)> {
+        o["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|it| (it["articleId"].clone(), it["previousRank"].clone()))
+            .collect()
+    };
+    assert_eq!(moves(&after), moves(&before));
 }
 
 #[tokio::test]

@@ -78,6 +78,15 @@ impl Store for Flaky {
         self.check()?;
         self.inner.newest(q, now).await
     }
+    async fn ranked_at(
+        &self,
+        q: &HotQuery,
+        at: Timestamp,
+        depth: usize,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        self.check()?;
+        self.inner.ranked_at(q, at, depth).await
+    }
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         self.check()?;
         self.inner.stats(now, hours).await

@@ -39,13 +39,7 @@ static OTHERS: LogLimit = LogLimit::new(Duration::from_secs(1), LINES_PER_SEC);
 /// Writes the access line of one answered request, if its level is on and
 /// the limit allows; counts it as dropped if the limit does not.
 pub fn log(route: &str, method: &Method, status: StatusCode, elapsed: Duration, client: IpAddr) {
-    let level = if status.is_server_error() || elapsed > SLOW {
-        Level::WARN
-    } else if status.is_client_error() {
-        Level::INFO
-    } else {
-        Level::DEBUG
-    };
+    let level = level_of(route, status, elapsed);
     let (on, limit) = match level {
         Level::WARN => (tracing::enabled!(target: TARGET, Level::WARN), &FAILED),
         Level::INFO => (tracing::enabled!(target: TARGET, Level::INFO), &OTHERS),
@@ -84,6 +78,24 @@ pub fn log(route: &str, method: &Method, status: StatusCode, elapsed: Duration, 
     }
 }
 
+/// A line's level: WARN for a failure or a slow answer, INFO for a
+/// client error, DEBUG for the rest. `/readyz` answering 503 is a node
+/// warming up or cut off from its store, which the probe is there to ask
+/// and the store's own errors already report at WARN: INFO, so that an
+/// orchestrator probing a warming node every second does not fill the
+/// warnings.
+fn level_of(route: &str, status: StatusCode, elapsed: Duration) -> Level {
+    if route == "/readyz" && status == StatusCode::SERVICE_UNAVAILABLE && elapsed <= SLOW {
+        Level::INFO
+    } else if status.is_server_error() || elapsed > SLOW {
+        Level::WARN
+    } else if status.is_client_error() {
+        Level::INFO
+    } else {
+        Level::DEBUG
+    }
+}
+
 /// `192.0.2.0/24`, `2001:db8:1:2::/64`.
 pub fn client_block(ip: IpAddr) -> String {
     let block = crate::gate::ip_block(ip, V4_PREFIX, V6_PREFIX);
@@ -98,6 +110,21 @@ pub fn client_block(ip: IpAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn levels() {
+        let fast = Duration::from_millis(3);
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        assert_eq!(level_of("/readyz", unavailable, fast), Level::INFO);
+        assert_eq!(level_of("/readyz", unavailable, SLOW * 2), Level::WARN);
+        assert_eq!(level_of("/api/hot", unavailable, fast), Level::WARN);
+        assert_eq!(
+            level_of("/api/hot", StatusCode::UNAUTHORIZED, fast),
+            Level::INFO
+        );
+        assert_eq!(level_of("/api/hot", StatusCode::OK, fast), Level::DEBUG);
+        assert_eq!(level_of("/api/hot", StatusCode::OK, SLOW * 2), Level::WARN);
+    }
 
     #[test]
     fn client_blocks() {

@@ -26,16 +26,19 @@ pub enum Spend {
     Query,
     Post,
     Vote,
+    /// One widget `impression` or `click` event.
+    Widget,
 }
 
 impl Spend {
-    const ALL: [Spend; 3] = [Spend::Query, Spend::Post, Spend::Vote];
+    const ALL: [Spend; 4] = [Spend::Query, Spend::Post, Spend::Vote, Spend::Widget];
 
     fn as_str(self) -> &'static str {
         match self {
             Spend::Query => "query",
             Spend::Post => "post",
             Spend::Vote => "vote",
+            Spend::Widget => "widget",
         }
     }
 }
@@ -48,6 +51,7 @@ pub struct Budgets {
     posts_user: Mutex<SlidingLimiter<u128>>,
     votes_ip: Mutex<SlidingLimiter<u128>>,
     votes_user: Mutex<SlidingLimiter<u128>>,
+    widget_ip: Mutex<SlidingLimiter<u128>>,
 }
 
 impl Budgets {
@@ -68,6 +72,7 @@ impl Budgets {
             posts_user: l(c.posts_per_minute_per_user),
             votes_ip: l(c.votes_per_minute_per_ip),
             votes_user: l(c.votes_per_minute_per_user),
+            widget_ip: l(c.widget_events_per_minute_per_ip),
         }
     }
 
@@ -91,6 +96,7 @@ impl Budgets {
             Spend::Query => (&self.queries_ip, None),
             Spend::Post => (&self.posts_ip, Some(&self.posts_user)),
             Spend::Vote => (&self.votes_ip, Some(&self.votes_user)),
+            Spend::Widget => (&self.widget_ip, None),
         };
         // Lock order: the IP table, then the user table.
         let mut ip_log = by_ip.lock();
@@ -123,6 +129,7 @@ impl Budgets {
             &self.posts_user,
             &self.votes_ip,
             &self.votes_user,
+            &self.widget_ip,
         ] {
             let mut l = m.lock();
             l.sweep(now_ms);

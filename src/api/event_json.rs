@@ -35,6 +35,11 @@ pub(super) struct RawEvent<'a> {
     pub(super) ip: Option<Field<'a>>,
     #[serde(borrow)]
     pub(super) user_agent: Option<Field<'a>>,
+    /// Widget events (`impression`, `click`): the list and the position.
+    #[serde(borrow)]
+    pub(super) list: Option<Field<'a>>,
+    #[serde(borrow)]
+    pub(super) position: Option<Field<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -288,6 +293,8 @@ mod tests {
             Just("seconds"),
             Just("ip"),
             Just("userAgent"),
+            Just("list"),
+            Just("position"),
             Just("other"),
         ]
         .prop_map(str::to_string)

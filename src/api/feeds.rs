@@ -97,24 +97,45 @@ async fn answer(
         Format::Json => feed.json(),
     };
     let etag = etag_of(body.as_bytes());
-    let cache = format!("public, max-age={}", state.config.feeds.max_age_secs);
-    let common = [(header::ETAG, etag.clone()), (header::CACHE_CONTROL, cache)];
-    if if_none_match(headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, common).into_response());
+    Ok(cached(
+        headers,
+        &etag,
+        state.config.feeds.max_age_secs,
+        format.content_type(),
+        body,
+    ))
+}
+
+/// `body` with its `ETag` and `Cache-Control: public, max-age=<max_age>`,
+/// or `304` with those headers when `If-None-Match` names the tag.
+pub(super) fn cached(
+    headers: &HeaderMap,
+    etag: &str,
+    max_age: u32,
+    content_type: &'static str,
+    body: String,
+) -> Response {
+    let cache = format!("public, max-age={max_age}");
+    let common = [
+        (header::ETAG, etag.to_string()),
+        (header::CACHE_CONTROL, cache),
+    ];
+    if if_none_match(headers, etag) {
+        return (StatusCode::NOT_MODIFIED, common).into_response();
     }
-    Ok((
+    (
         common,
         [
-            (header::CONTENT_TYPE, format.content_type()),
+            (header::CONTENT_TYPE, content_type),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         ],
         body,
     )
-        .into_response())
+        .into_response()
 }
 
 /// A strong `ETag`: a 128-bit hash of the body and its length.
-fn etag_of(body: &[u8]) -> String {
+pub(super) fn etag_of(body: &[u8]) -> String {
     let mut h = siphasher::sip128::SipHasher13::new();
     h.write(body);
     let hash = siphasher::sip128::Hasher128::finish128(&h).as_u128();
@@ -406,7 +427,7 @@ fn xml_escape(o: &mut String, s: &str) {
 
 /// Plain text as HTML (for RSS's `description`): the markup characters as
 /// entities; the XML escaping comes on top.
-fn html_escape(s: &str) -> String {
+pub(super) fn html_escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

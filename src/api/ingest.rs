@@ -141,7 +141,7 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
                 _ => {
                     return Err(ApiError::bad(
                         "invalid_event_type",
-                        "type must be one of view, dwell, like, comment, favorite, share",
+                        "type must be one of view, dwell, like, comment, favorite, share, impression, click",
                     ));
                 }
             }
@@ -419,7 +419,21 @@ async fn post_events(
     let mut events = Vec::with_capacity(raw_events.len());
     let mut positions = Vec::with_capacity(raw_events.len());
     let mut errors = Vec::new();
+    // Widget events are counted apart from views (super::ctr).
+    let mut widget = Vec::new();
     for (i, raw) in raw_events.into_iter().enumerate() {
+        let raw = match raw {
+            Ok(ev) if super::ctr::is_widget(&ev) => {
+                match super::ctr::parse(&ev) {
+                    Ok(hit) => widget.push((i, hit)),
+                    Err(e) => {
+                        errors.push(json!({"index": i, "code": e.code(), "message": e.to_string()}))
+                    }
+                }
+                continue;
+            }
+            raw => raw,
+        };
         match raw.and_then(|ev| parse_event(ev, &ctx, false)) {
             Ok(ev) => {
                 events.push(ev);
@@ -431,6 +445,15 @@ async fn post_events(
     if !errors.is_empty() {
         state.ingest_meters.invalid.increment(errors.len() as u64);
     }
+    let sender = super::ctr::Sender {
+        trusted,
+        ip,
+        bot: ctx.bot,
+        now_ms: ctx.now_ms,
+    };
+    let (widget, widget_errors) = super::ctr::apply(&state, &sender, widget).await?;
+    errors.extend(widget_errors);
+    let widget_counted = widget.get(Verdict::Counted);
     let now = ctx.now_ms.div_euclid(1000);
     if let Some(queue) = &state.queue {
         // Verdicts come later, from the workers (README, "The ingest pipeline").
@@ -446,8 +469,10 @@ async fn post_events(
         } else {
             StatusCode::OK
         };
+        errors.sort_by_key(|e| e["index"].as_u64());
+        let accepted = queued as u64 + widget_counted;
         let body =
-            json!({"accepted": queued, "verdict": "queued", "queued": queued, "errors": errors});
+            json!({"accepted": accepted, "verdict": "queued", "queued": queued, "errors": errors});
         return Ok((status, Json(body)).into_response());
     }
     let outcomes = if events.is_empty() {
@@ -456,7 +481,7 @@ async fn post_events(
         state.store.ingest(events, now).await?
     };
     let mut counts = VerdictCounts::default();
-    let mut accepted = 0u64;
+    let mut accepted = widget_counted;
     for (o, i) in outcomes.into_iter().zip(positions) {
         match o {
             Ok(o) => {
@@ -480,7 +505,12 @@ async fn post_events(
         .applied(&counts, Endpoint::Events, started);
     let verdicts: serde_json::Map<String, serde_json::Value> = Verdict::ALL
         .iter()
-        .map(|v| (v.as_str().to_string(), json!(counts.get(*v))))
+        .map(|v| {
+            (
+                v.as_str().to_string(),
+                json!(counts.get(*v) + widget.get(*v)),
+            )
+        })
         .collect();
     Ok(Json(json!({"accepted": accepted, "verdicts": verdicts, "errors": errors})).into_response())
 }

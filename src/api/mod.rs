@@ -9,6 +9,7 @@ mod access;
 mod around;
 mod articles;
 pub mod budget;
+mod ctr;
 mod error;
 mod event_json;
 mod extract;
@@ -18,12 +19,14 @@ pub use extract::request_client;
 pub use guard::head_refusal;
 pub use ops::record as record_request;
 mod ingest;
+pub mod movement;
 mod ops;
 mod overview;
 mod rankings;
 mod stream;
 mod web;
 mod webhooks;
+mod widget;
 
 pub use error::ApiError;
 pub use ingest::IngestMeters;
@@ -81,6 +84,10 @@ pub struct Shared {
     /// This node's webhooks (src/webhooks), set once they start
     /// ([`crate::app::Parts`]); unset, the webhook routes answer 503.
     pub webhooks: std::sync::OnceLock<Arc<crate::webhooks::Webhooks>>,
+    /// Earlier rankings, for each item's movement.
+    pub movements: Arc<movement::Movements>,
+    /// The widget's impressions and clicks, apart from views.
+    pub ctr: Arc<crate::ctr::Ctr>,
 }
 
 impl Shared {
@@ -159,16 +166,21 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
+    // Public reads any page may make from the browser (the widget on a
+    // site's own origin): `Access-Control-Allow-Origin: *`.
+    let public = around::Around(web::PublicRead);
     let routes = Router::new()
         .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
-        .merge(rankings::router())
-        .merge(feeds::router())
-        .merge(stream::router(&state))
+        .merge(rankings::router().route_layer(public.clone()))
+        .merge(feeds::router().route_layer(public.clone()))
+        .merge(stream::router(&state).route_layer(public))
         .merge(overview::router())
+        .merge(ctr::router())
         .merge(ops::router())
         .merge(webhooks::router())
-        .merge(web::router());
+        .merge(web::router())
+        .merge(widget::router());
     guarded(routes, state)
 }
 

@@ -3,15 +3,12 @@
 //! and rank movement) and `GET /api/compare` (two models side by side with
 //! their overlap and Kendall's tau, the comparisons `hotrank replay` uses).
 //!
-//! Built from the public store methods only (`hot`, `hourly`, `stats`);
-//! movement comes from a bounded record of past rankings kept in this
-//! process ([`history`]). The change on the views total compares the
-//! range with the one before it (a ranking over both, less the range's).
+//! Built from the public store methods only (`hot`, `hourly`, `stats`,
+//! and `ranked_at` for movement: [`super::movement`]). The change on the
+//! views total compares the range with the one before it (a ranking over
+//! both, less the range's).
 
-mod history;
-
-use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{RawQuery, State};
 use axum::routing::get;
@@ -25,24 +22,17 @@ use super::rankings::{item_json, parse_query};
 use super::{ApiError, AppState};
 use crate::cli::metrics::{common_count, jaccard, kendall_tau, overlap};
 use crate::model::{ArticleId, HotQuery, Quarantine, RangeSpec, Timestamp};
-use history::{RankHistory, movement};
 
-/// The rank history belongs to this router (one per server), so the
-/// handler captures it rather than widening the shared state.
 pub fn router() -> Router<AppState> {
-    let history = Arc::new(RankHistory::default());
     Router::new()
-        .route(
-            "/api/overview",
-            get(
-                move |state: State<AppState>, _: QueryBudget, raw: RawQuery| {
-                    let history = history.clone();
-                    async move { get_overview(state, &history, raw).await }
-                },
-            ),
-        )
+        .route("/api/overview", get(get_overview))
         .route("/api/compare", get(get_compare))
 }
+
+/// How long an overview waits for its ranking's earlier ranking (movement)
+/// when it is not cached yet: a small site's is ready at once; a large
+/// one's comes with a later refresh.
+const MOVEMENT_WAIT: Duration = Duration::from_millis(250);
 
 /// Articles whose hourly rows make the chart (the hottest in the range).
 pub const SERIES_DEPTH: usize = 100;
@@ -59,21 +49,9 @@ fn range_hours(r: RangeSpec) -> u32 {
     }
 }
 
-/// Key of a query in the rank history: everything that shapes the order.
-fn history_key(q: &HotQuery) -> String {
-    format!(
-        "{}|{:?}|{:?}|{:?}|{:?}",
-        q.model.as_str(),
-        q.range,
-        q.category,
-        q.kind,
-        q.group
-    )
-}
-
 async fn get_overview(
     State(state): State<AppState>,
-    history: &RankHistory,
+    _: QueryBudget,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     let started = Instant::now();
@@ -200,23 +178,21 @@ async fn get_overview(
         })
         .collect();
 
-    let top: Vec<ArticleId> = ranked.iter().map(|it| it.id.clone()).collect();
-    let baseline = history.observe(&history_key(&q), now, &top);
-    let items: Vec<Value> = ranked
+    let shown = &ranked[..ranked.len().min(q.limit)];
+    let mut items: Vec<Value> = shown
         .iter()
-        .take(q.limit)
         .zip(trends.into_iter().chain(std::iter::repeat(Vec::new())))
         .map(|(it, trend)| {
             let mut v = item_json(it, &q, now);
-            let (previous, moved) = movement(baseline.as_ref(), &it.id, it.rank);
-            v["previousRank"] = json!(previous);
-            v["movement"] = json!(moved);
             // Views in the current clock hour (hotrank counts by the hour).
             v["lastHour"] = json!(trend.last().copied().unwrap_or(0));
             v["trend"] = json!(trend);
             v
         })
         .collect();
+    let movement_since = (state.movements)
+        .annotate(&state.store, &whole, now, MOVEMENT_WAIT, shown, &mut items)
+        .await;
 
     metrics::histogram!("hotrank_query_seconds", "endpoint" => "overview")
         .record(started.elapsed().as_secs_f64());
@@ -247,7 +223,7 @@ async fn get_overview(
             "articles": covered,
             "points": series,
         },
-        "movementSince": baseline.as_ref().map(|b| b.at),
+        "movementSince": movement_since,
         "items": items,
     })))
 }

@@ -1,6 +1,6 @@
 //! `GET /api/hot` and `GET /api/new`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::Router;
@@ -176,7 +176,35 @@ enum List {
 async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<Value>, ApiError> {
     let (q, range_text) = parse_query(raw, state.config.retention.ranking_cap)?;
     let page = fetch(state, &q, list).await?;
-    Ok(Json(page_json(&page, &q, &range_text)))
+    let mut body = page_json(&page, &q, &range_text);
+    if let List::Hot = list {
+        // Never waits: a ranking's first answer in an hour starts the
+        // earlier ranking's computation and says `null` meanwhile.
+        with_movement(state, &q, &page, &mut body, Duration::ZERO).await;
+    }
+    Ok(Json(body))
+}
+
+/// Adds each item's `previousRank` and `movement` and the page's
+/// `movementSince` (movement.rs), waiting at most `wait` for them.
+pub(super) async fn with_movement(
+    state: &AppState,
+    q: &HotQuery,
+    page: &HotPage,
+    body: &mut Value,
+    wait: Duration,
+) {
+    let mut items = std::mem::take(&mut body["items"]);
+    let since = match items.as_array_mut() {
+        Some(items) => {
+            (state.movements)
+                .annotate(&state.store, q, page.generated_at, wait, &page.items, items)
+                .await
+        }
+        None => Value::Null,
+    };
+    body["items"] = items;
+    body["movementSince"] = since;
 }
 
 /// The page of the hot ranking `q` asks for, as `GET /api/hot` gets it.

@@ -1,7 +1,8 @@
 //! What browsers load: the page tracker (`/tracker.js`), the dashboard
 //! (`/`, `/dashboard.js`, `/dashboard.css`), all embedded in the binary and
-//! served with an `ETag`; and CORS for the ingest endpoints, so that pages
-//! on the configured site origins may post events.
+//! served with an `ETag`; CORS for the ingest endpoints, so that pages
+//! on the configured site origins may post events; and the open CORS of
+//! public reads ([`PublicRead`]).
 
 use std::hash::Hasher;
 use std::sync::{Arc, OnceLock};
@@ -170,6 +171,22 @@ fn refused(origin: &HeaderValue, path: &str) {
     }
 }
 
+/// A `text/plain` POST (`navigator.sendBeacon`: the widget on any site,
+/// the tracker's dwell reports): applied whatever its origin, and its
+/// sender never reads the answer, so a missing CORS header is no refusal.
+fn is_beacon(req: &Request) -> bool {
+    req.method() == Method::POST
+        && req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/plain")
+            })
+}
+
 /// The most refused-origin warnings a minute.
 const REFUSED_LINES: u32 = 5;
 
@@ -214,6 +231,7 @@ impl Hooks for Cors {
     fn before(&self, req: &Request) -> Self::Seen {
         let allowed = allowed_origin(&self.0, req.headers());
         if allowed.is_none()
+            && !is_beacon(req)
             && let Some(origin) = req.headers().get(header::ORIGIN)
         {
             refused(origin, req.uri().path());
@@ -233,5 +251,32 @@ impl Hooks for Cors {
                 );
             }
         }
+    }
+}
+
+/// `Access-Control-Allow-Origin: *` on every answer of the routes it
+/// wraps: public rankings, feeds and streams, which any page may read
+/// from the browser. Without credentials: a request carrying a token is
+/// answered as any other, but a browser does not send one cross-origin
+/// unless the page asks (and then it preflights, which these routes do
+/// not answer).
+#[derive(Clone)]
+pub struct PublicRead;
+
+impl Hooks for PublicRead {
+    type Seen = ();
+
+    fn before(&self, _: &Request) {}
+
+    fn after<B>((): (), resp: &mut axum::http::Response<B>) {
+        let h = resp.headers_mut();
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("Retry-After, ETag"),
+        );
     }
 }

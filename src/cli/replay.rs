@@ -534,6 +534,16 @@ pub fn run(args: ReplayArgs) -> Result<(), String> {
             println!("note: {n}");
         }
     }
+    // What readers clicked, where the widget counted in this data dir.
+    let ctr = args
+        .data_dir
+        .as_deref()
+        .and_then(|dir| super::ctr::replay_lines(dir, [r.a.model.as_str(), r.b.model.as_str()]));
+    if r.print
+        && let Some((text, _)) = &ctr
+    {
+        print!("{text}");
+    }
     if let Some(path) = &args.json {
         let report = json!({
             "source": source,
@@ -552,6 +562,7 @@ pub fn run(args: ReplayArgs) -> Result<(), String> {
                 "identical": identical,
             },
             "notes": notes,
+            "ctr": ctr.map(|(_, rows)| rows),
         });
         write_json(path, &report)?;
     }

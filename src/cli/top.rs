@@ -135,7 +135,7 @@ fn host_of(addr: &str) -> &str {
 }
 
 /// `GET path` as JSON; a non-2xx answer becomes its error message.
-async fn get_json(target: &Target, path: &str) -> Result<Value, String> {
+pub(super) async fn get_json(target: &Target, path: &str) -> Result<Value, String> {
     let url = &target.url;
     let (status, body) = match &target.tls {
         None => {

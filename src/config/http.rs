@@ -87,6 +87,9 @@ pub struct LimitsConfig {
     pub votes_per_minute_per_ip: u32,
     /// Votes per `userId`.
     pub votes_per_minute_per_user: u32,
+    /// Widget `impression` and `click` events per client IP block
+    /// (untrusted requests only); past it they are `rate_limited`.
+    pub widget_events_per_minute_per_ip: u32,
 }
 
 impl Default for LimitsConfig {
@@ -99,6 +102,7 @@ impl Default for LimitsConfig {
             posts_per_minute_per_user: 5,
             votes_per_minute_per_ip: 60,
             votes_per_minute_per_user: 30,
+            widget_events_per_minute_per_ip: 300,
         }
     }
 }

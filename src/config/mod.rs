@@ -3,6 +3,7 @@
 //! README ("Configuration"); `Config::default()` is the source of truth.
 
 mod archive;
+mod ctr;
 mod feeds;
 mod http;
 mod pipeline;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::gate::config::GateConfig;
 use crate::score::Models;
 pub use archive::{ArchiveConfig, valid_archive_schema};
+pub use ctr::CtrConfig;
 pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
@@ -77,6 +79,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
     pub webhooks: WebhooksConfig,
+    pub ctr: CtrConfig,
     pub models: Models,
 }
 
@@ -108,6 +111,7 @@ impl Default for Config {
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
             webhooks: WebhooksConfig::default(),
+            ctr: CtrConfig::default(),
             models: Models::default(),
         }
     }

@@ -3,9 +3,9 @@
 
 use super::http::{parse_cidr, valid_origin};
 use super::{
-    ArchiveConfig, Config, EmbeddedConfig, FeedsConfig, FsyncMode, GateConfig, HttpConfig,
-    LimitsConfig, MAX_REDIS_SHARDS, RankingsConfig, RedisConfig, RedisLayout, RetentionConfig,
-    StoreKind, WebhooksConfig, valid_archive_schema, valid_redis_prefix,
+    ArchiveConfig, Config, CtrConfig, EmbeddedConfig, FeedsConfig, FsyncMode, GateConfig,
+    HttpConfig, LimitsConfig, MAX_REDIS_SHARDS, RankingsConfig, RedisConfig, RedisLayout,
+    RetentionConfig, StoreKind, WebhooksConfig, valid_archive_schema, valid_redis_prefix,
 };
 use crate::gate::bots::{PatternSet, read_pattern_file};
 
@@ -16,6 +16,7 @@ impl Config {
         let mut warnings = self.models.validate()?;
         feeds(&self.feeds)?;
         webhooks(&self.webhooks)?;
+        ctr(&self.ctr)?;
         gate(&self.gate, &mut warnings)?;
         retention(&self.retention)?;
         rankings(&self.rankings)?;
@@ -107,6 +108,12 @@ fn webhooks(w: &WebhooksConfig) -> Result<(), String> {
         1..=100_000,
     )?;
     Ok(())
+}
+
+/// `[ctr]`.
+fn ctr(c: &CtrConfig) -> Result<(), String> {
+    in_range("ctr.max_lists", c.max_lists, 1..=100_000)?;
+    in_range("ctr.flush_secs", c.flush_secs, 1..=3600)
 }
 
 /// `[gate]`, including the operator's bot patterns (inline and file).

@@ -29,8 +29,8 @@ pub struct BenchArgs {
     /// Drive seed 000's Lua script on this redis-server (host:port) instead.
     #[arg(long)]
     pub seed_redis: Option<String>,
-    /// Seed 000's script (`shared/bench/seed_view.lua`).
-    #[arg(long, default_value = "../shared/bench/seed_view.lua")]
+    /// Seed 000's script (`bench/seed/seed_view.lua`).
+    #[arg(long, default_value = "bench/seed/seed_view.lua")]
     pub seed_script: PathBuf,
     /// With --seed-redis: seed 000's dedupe step first (`SET dedup:V:A 1 NX
     /// EX 900`), and the script only for new pairs.

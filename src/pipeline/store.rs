@@ -97,6 +97,15 @@ impl Store for PipelineStore {
         self.inner().newest(q, now).await
     }
 
+    async fn ranked_at(
+        &self,
+        q: &HotQuery,
+        at: Timestamp,
+        depth: usize,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        self.inner().ranked_at(q, at, depth).await
+    }
+
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         self.inner().stats(now, hours).await
     }

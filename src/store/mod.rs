@@ -299,6 +299,22 @@ pub trait Store: Lifecycle {
     /// Live articles, newest `publishedAt` first.
     async fn newest(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError>;
 
+    /// The first `depth` articles of `q`'s ranking (model, range, filters
+    /// and `perAuthor`; paging ignored) as it stood at `at`, a time in the
+    /// past: each candidate scored at `at` from the hourly buckets up to
+    /// `at`'s hour, with today's metadata. Every candidate is looked at
+    /// (the rankings' indexes bound scores from their own time on, not
+    /// before), so this costs a ranking's build; callers cache the answer
+    /// (`api::movement`, once per ranking and hour). Empty for rankings
+    /// that buckets cannot take back in time (`range=all`, the vote
+    /// models: lifetime counters).
+    async fn ranked_at(
+        &self,
+        q: &HotQuery,
+        at: Timestamp,
+        depth: usize,
+    ) -> Result<Vec<ArticleId>, StoreError>;
+
     /// Totals and quarantine by reason, with the last `hours` hours by hour.
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError>;
 

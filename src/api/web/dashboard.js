@@ -10,6 +10,7 @@
 
 const REASONS = ["duplicate", "rate_limited", "bot", "replayed"];
 const REFRESH_MS = 5000;
+const OVERVIEW_REFRESH_MS = 60000;
 const SVG = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 
@@ -114,6 +115,7 @@ function show(name) {
 function render() {
   clearInterval(timer);
   timer = null;
+  unfollow();
   const { path, params } = route();
   const m = path.match(/^\/article\/([A-Za-z0-9_-]{1,64})$/);
   if (m) {
@@ -137,15 +139,75 @@ function render() {
     show("hot");
     formFrom($("hot-form"), params);
     loadHot();
-    timer = setInterval(() => {
-      if ($("hot-form").auto.checked) loadHot();
-    }, REFRESH_MS);
+    followHot();
   } else {
     show("overview");
     formFrom($("o-form"), params);
     loadOverview();
-    timer = setInterval(loadOverview, REFRESH_MS * 2);
+    followOverview();
   }
+}
+
+// ---- the live stream ------------------------------------------------
+// The hot list and the overview follow their ranking over /api/stream
+// (Server-Sent Events): the server says when the list changes, so the
+// page does not poll. Only while the stream is down (the browser
+// reconnects by itself) does a poll stand in for it.
+let live = null;
+function unfollow() {
+  if (live) live.close();
+  live = null;
+  document.body.dataset.live = "off";
+}
+function follow(params, onRanking, poll) {
+  unfollow();
+  const es = new EventSource("/api/stream?" + params);
+  live = es;
+  const standIn = () => {
+    if (live === es && !timer) timer = setInterval(poll, REFRESH_MS);
+  };
+  es.addEventListener("open", () => {
+    clearInterval(timer);
+    timer = null;
+    document.body.dataset.live = "on";
+  });
+  es.addEventListener("ranking", (e) => {
+    if (live !== es) return;
+    let body;
+    try { body = JSON.parse(e.data); } catch { return; }
+    document.body.dataset.liveEvents = String(Number(document.body.dataset.liveEvents || 0) + 1);
+    onRanking(body);
+  });
+  es.addEventListener("error", () => {
+    document.body.dataset.live = "off";
+    standIn();
+  });
+}
+// The stream's parameters for a form: a ranking's, with `top` for `limit`.
+function streamParams(form, extra) {
+  const p = formParams(form);
+  const top = p.get("limit") || "20";
+  p.delete("limit");
+  p.set("top", top);
+  for (const [k, v] of Object.entries(extra)) p.set(k, v);
+  return p;
+}
+function followHot() {
+  const form = $("hot-form");
+  if (!form.auto.checked) return;
+  follow(streamParams(form, { explain: "true" }), renderHot, loadHot);
+}
+// The overview carries more than the list (totals, the chart, trend
+// lines): a change of the list reloads it, and figures that move without
+// one (totals of articles below the list) refresh every minute.
+function followOverview() {
+  // The stream's first event is the list the overview was just read with.
+  let first = true;
+  follow(streamParams($("o-form"), {}), () => {
+    if (first) first = false;
+    else loadOverview();
+  }, loadOverview);
+  timer = setInterval(loadOverview, OVERVIEW_REFRESH_MS);
 }
 function formFrom(form, params) {
   for (const [k, v] of params) {
@@ -210,39 +272,41 @@ async function loadHot() {
   const p = formParams($("hot-form"));
   p.set("explain", "true");
   try {
-    const body = await getJson("/api/hot?" + p);
-    const rows = [];
-    for (const it of body.items) {
-      const id = it.articleId;
-      const why = whyButton(id, "why", loadHot);
-      const title = titleCell(it);
-      title.append(rowMeta(it, body.generatedAt));
-      rows.push(el("tr", { "data-article-id": id },
-        el("td", { class: "num" }, it.rank),
-        title,
-        el("td", { class: "num" }, fmt(it.score, 4)),
-        el("td", { class: "num" }, fmt(it.pv)),
-        el("td", { class: "num" }, visitors(it.uv, it.pv)),
-        el("td", { class: "wide" }, it.author || ""),
-        el("td", { class: "wide" }, it.publishedAt ? when(it.publishedAt) : ""),
-        el("td", {}, why)));
-      rows.push(...explainRow(body.model, it, 1, 7));
-    }
-    $("hot-items").replaceChildren(...rows);
-    $("hot-items").dataset.generatedAt = String(body.generatedAt);
-    $("hot-empty").hidden = body.items.length > 0;
-    status(body.items.length + " items · " + body.model + " · " + body.range +
-      " · generated " + when(body.generatedAt) + " " + zone());
+    renderHot(await getJson("/api/hot?" + p));
   } catch (e) {
     status("hot list: " + e.message, true);
   }
+}
+function renderHot(body) {
+  const rows = [];
+  for (const it of body.items) {
+    const id = it.articleId;
+    const why = whyButton(id, "why", loadHot);
+    const title = titleCell(it);
+    title.append(rowMeta(it, body.generatedAt));
+    rows.push(el("tr", { "data-article-id": id },
+      el("td", { class: "num" }, it.rank),
+      title,
+      el("td", { class: "num" }, fmt(it.score, 4)),
+      el("td", { class: "num" }, fmt(it.pv)),
+      el("td", { class: "num" }, visitors(it.uv, it.pv)),
+      el("td", { class: "wide" }, it.author || ""),
+      el("td", { class: "wide" }, it.publishedAt ? when(it.publishedAt) : ""),
+      el("td", {}, why)));
+    rows.push(...explainRow(body.model, it, 1, 7));
+  }
+  $("hot-items").replaceChildren(...rows);
+  $("hot-items").dataset.generatedAt = String(body.generatedAt);
+  $("hot-empty").hidden = body.items.length > 0;
+  status(body.items.length + " items · " + body.model + " · " + body.range +
+    " · generated " + when(body.generatedAt) + " " + zone());
 }
 
 // ---- the overview -------------------------------------------------
 const ARROWS = { up: "▲", down: "▼", same: "=", new: "new" };
 function movementCell(it, since) {
   const m = it.movement;
-  if (!m) return el("td", { class: "move" }, el("span", { class: "muted", title: "no earlier ranking seen yet" }, "–"));
+  if (!m) return el("td", { class: "move" }, el("span", { class: "muted", title: "no earlier ranking to compare with" }, "–"));
   const places = it.previousRank ? Math.abs(it.previousRank - it.rank) : 0;
   const text = m === "new" ? "new" : m === "same" ? "=" : ARROWS[m] + " " + places;
   const said = m === "new" ? "new in the list since " + since
@@ -354,7 +418,7 @@ async function loadOverview() {
     $("o-cover").textContent = "· last " + o.series.hours + " h of the " + o.series.articles +
       " hottest articles" + (t.complete ? "" : " (totals: the " + fmt(t.articles) + " ranked)");
     const since = o.movementSince ? when(o.movementSince).slice(11) + " " + zone() : null;
-    $("o-since").textContent = since ? "· moves since " + since : "· moves show once an earlier list is seen";
+    $("o-since").textContent = since ? "· moves since " + since : "· no earlier ranking to compare with yet";
     const scale = Math.max(1, ...o.items.flatMap((it) => it.trend));
     const rows = o.items.flatMap((it) => {
       const id = it.articleId;
@@ -612,6 +676,16 @@ for (const sel of document.querySelectorAll("select[data-ranges]")) {
 bindForm($("o-form"), () => "#/");
 bindForm($("c-form"), () => "#/compare");
 bindForm($("hot-form"), () => "#/hot");
+$("hot-form").auto.addEventListener("change", () => {
+  if ($("hot-form").auto.checked) {
+    loadHot();
+    followHot();
+  } else {
+    clearInterval(timer);
+    timer = null;
+    unfollow();
+  }
+});
 bindForm($("a-form"), () => route().path);
 bindForm($("q-form"), () => "#/quarantine");
 $("goto").addEventListener("submit", (e) => {

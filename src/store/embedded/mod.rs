@@ -42,6 +42,7 @@ mod inner;
 mod maintain;
 mod newest;
 mod open;
+mod past;
 pub mod persist;
 mod phase;
 mod query;

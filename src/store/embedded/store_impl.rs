@@ -127,6 +127,15 @@ impl Store for EmbeddedStore {
         self.newest_page(q, now)
     }
 
+    async fn ranked_at(
+        &self,
+        q: &HotQuery,
+        at: Timestamp,
+        depth: usize,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        Ok(self.ranked_at_scan(q, at, depth).await)
+    }
+
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         let inner = self.inner.lock();
         let d = &inner.data;

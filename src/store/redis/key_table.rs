@@ -870,6 +870,26 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "`PX` 3 × `webhooks.interval_ms` (at least 3 s), renewed every interval",
         "webhooks lease script (`SET PX` when free, `PEXPIRE` by its holder)"
     ),
+    key_spec!(
+        "ctr",
+        "ctr:lists",
+        r"^ctr:lists$",
+        "set",
+        "the widget's list names counted (`list` of `impression` and `click` events, e.g. `gravity:24h`), at most `ctr.max_lists`",
+        Ttl::None,
+        "none",
+        "src/ctr/redis.rs (`RECORD`)"
+    ),
+    key_spec!(
+        "ctr",
+        "ctr:list:<list>",
+        r"^ctr:list:[A-Za-z0-9_.:=-]{1,64}$",
+        "hash",
+        "one list's impressions (`i<position>`) and clicks (`c<position>`), positions 1-100, `HINCRBY`; apart from every article counter",
+        Ttl::None,
+        "none",
+        "src/ctr/redis.rs (`RECORD`)"
+    ),
 ];
 
 /// The markdown table of one docs section, as docs/redis-keys.md holds it

@@ -63,6 +63,7 @@ mod marker;
 mod meta;
 mod newest;
 mod ops;
+mod past;
 mod rank;
 mod reply;
 mod scripts;

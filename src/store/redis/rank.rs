@@ -125,7 +125,7 @@ struct Cursor {
 }
 
 impl Scored {
-    fn listed(self, at: Timestamp) -> SnapItem {
+    pub(super) fn listed(self, at: Timestamp) -> SnapItem {
         SnapItem {
             id: self.id,
             score: self.score,
@@ -199,7 +199,7 @@ impl RedisStore {
     /// Every article of shard `sk` that may belong in a ranking over
     /// `range` at `now`; with a window, read from its activity sets
     /// ([`Self::read_sets`]), which `active` then holds.
-    async fn candidates(
+    pub(super) async fn candidates(
         &self,
         sk: &ShardKeys,
         range: RangeSpec,

@@ -105,6 +105,16 @@ impl Store for RedisStore {
         self.newest_page(q, now).await
     }
 
+    async fn ranked_at(
+        &self,
+        q: &HotQuery,
+        at: Timestamp,
+        depth: usize,
+    ) -> Result<Vec<ArticleId>, StoreError> {
+        self.check_epoch()?;
+        self.ranked_at_scan(q, at, depth).await
+    }
+
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         self.check_epoch()?;
         let last = hour_of(now) + 1;

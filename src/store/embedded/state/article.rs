@@ -331,6 +331,20 @@ impl Article {
         }
     }
 
+    /// The counters of `hours` hours ending at `end_hour`, read from the
+    /// buckets without touching the window caches: a ranking of the past
+    /// (`ranked_at`) must not evict the windows live rankings use.
+    pub fn window_uncached(&self, hours: u32, end_hour: i64) -> Counters {
+        let mut agg = self.build_window(hours, end_hour);
+        let l = self.lifetime.get();
+        Counters {
+            uv: agg.sketch.count(),
+            ups: l.ups,
+            downs: l.downs,
+            ..agg.counters
+        }
+    }
+
     /// `Some(Some(i))` if the window of `hours` ending at `end_hour` holds
     /// one bucket (`buckets[i]`), `Some(None)` if none, `None` if more.
     fn single_bucket(&self, hours: u32, end_hour: i64) -> Option<Option<usize>> {
