@@ -537,6 +537,9 @@ pub struct HotQuery {
     pub per_author: Option<usize>,
     pub cursor: Option<String>,
     pub explain: bool,
+    /// The model's own parameters (`window`, `baseline`, `min`, `decay`,
+    /// `halfLife`); only those the model reads count ([`ModelParams::of`]).
+    pub params: ModelParams,
 }
 
 impl HotQuery {
@@ -553,6 +556,17 @@ impl HotQuery {
             per_author: None,
             cursor: None,
             explain: false,
+            params: ModelParams::default(),
+        }
+    }
+
+    /// The range a ranking of this query covers: vote models rank every
+    /// live article (one ranking whatever the range), rising its window.
+    pub fn ranked_range(&self) -> RangeSpec {
+        match self.model {
+            ModelKind::Rising => RangeSpec::Hours(self.params.rising.window),
+            m if m.lists_every_live_article() => RangeSpec::All,
+            _ => self.range,
         }
     }
 
@@ -713,10 +727,13 @@ pub enum ModelKind {
     Hn,
     /// Lemmy's hot rank: votes decayed by age, for a week.
     Lemmy,
+    /// What is taking off now: views in the last hours against the
+    /// article's own rate before them ([`RisingSpec`]).
+    Rising,
 }
 
 impl ModelKind {
-    pub const ALL: [ModelKind; 9] = [
+    pub const ALL: [ModelKind; 10] = [
         ModelKind::Gravity,
         ModelKind::Weighted,
         ModelKind::Votes,
@@ -726,6 +743,7 @@ impl ModelKind {
         ModelKind::Confidence,
         ModelKind::Hn,
         ModelKind::Lemmy,
+        ModelKind::Rising,
     ];
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -743,6 +761,7 @@ impl ModelKind {
             ModelKind::Confidence => "confidence",
             ModelKind::Hn => "hn",
             ModelKind::Lemmy => "lemmy",
+            ModelKind::Rising => "rising",
         }
     }
 
@@ -775,7 +794,117 @@ impl ModelKind {
             | ModelKind::Hn
             | ModelKind::Lemmy => RangeSpec::All,
             ModelKind::Gravity | ModelKind::Window => RangeSpec::Hours(72),
+            ModelKind::Rising => RangeSpec::Hours(RisingSpec::default().window),
         }
+    }
+
+    /// Whether `decay` and `halfLife` apply (`gravity` and `weighted`).
+    pub fn takes_decay(self) -> bool {
+        matches!(self, ModelKind::Gravity | ModelKind::Weighted)
+    }
+}
+
+/// `model=rising`: `o` = counted views in the last `window` hour buckets
+/// (the current one included), `e` = counted views in the `baseline`
+/// buckets before those × window / baseline; listed while `o >= min`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RisingSpec {
+    pub window: u32,
+    pub baseline: u32,
+    pub min: u64,
+}
+
+impl Default for RisingSpec {
+    fn default() -> Self {
+        RisingSpec {
+            window: 1,
+            baseline: 24,
+            min: 5,
+        }
+    }
+}
+
+impl RisingSpec {
+    /// The largest `min` accepted.
+    pub const MAX_MIN: u64 = 1_000_000;
+
+    /// Hour buckets the score reads: the window and the baseline before it.
+    pub fn span(self) -> u32 {
+        self.window + self.baseline
+    }
+
+    /// The hours the score reads at `now`, oldest first.
+    pub fn hours(self, now: Timestamp) -> std::ops::RangeInclusive<i64> {
+        crate::time::last_hours(hour_of(now), self.span())
+    }
+}
+
+/// How `gravity` and `weighted` discount age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Decay {
+    /// The model's own (gravity's power of age, weighted's linear penalty).
+    #[default]
+    Model,
+    /// Divided by 2^(ageHours / N): the score halves every N hours.
+    HalfLife(u32),
+}
+
+/// A ranking's model parameters beyond the `[models.*]` configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ModelParams {
+    pub rising: RisingSpec,
+    pub decay: Decay,
+}
+
+impl ModelParams {
+    /// Only what `model` reads (the rest at its default): a ranking's
+    /// identity is its model and these.
+    pub fn of(self, model: ModelKind) -> ModelParams {
+        ModelParams {
+            rising: if model == ModelKind::Rising {
+                self.rising
+            } else {
+                RisingSpec::default()
+            },
+            decay: if model.takes_decay() {
+                self.decay
+            } else {
+                Decay::Model
+            },
+        }
+    }
+
+    /// The parameters `model` reads as a name suffix: empty at the
+    /// defaults of gravity and weighted, `.hl<N>h` with a half-life,
+    /// `.b<baseline>h.m<min>` for rising (its window is the range).
+    pub fn suffix(self, model: ModelKind) -> String {
+        let p = self.of(model);
+        match (model, p.decay) {
+            (ModelKind::Rising, _) => format!(".b{}h.m{}", p.rising.baseline, p.rising.min),
+            (_, Decay::HalfLife(n)) => format!(".hl{n}h"),
+            (_, Decay::Model) => String::new(),
+        }
+    }
+}
+
+/// What a rising score is made of: views observed in the window and the
+/// views its baseline rate expects there.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Trend {
+    pub observed: u64,
+    #[serde(with = "f64_bits")]
+    pub expected: f64,
+}
+
+/// A float as `f64::to_bits` for serde: JSON floats need not round-trip.
+pub mod f64_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(f64::from_bits(u64::deserialize(d)?))
     }
 }
 

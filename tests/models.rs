@@ -612,6 +612,7 @@ fn rebuild(model: &str, e: &Value) -> f64 {
         "confidence" => f("lowerBound"),
         "hn" => f("base") / f("decay"),
         "lemmy" => f("order") / f("decay") * f("listed"),
+        "rising" => (f("observed") - f("expected")) / (f("expected") + 1.0).sqrt(),
         other => panic!("no rule for {other}"),
     }
 }
@@ -678,8 +679,14 @@ async fn every_model_explains_its_scores_over_http() {
     assert_eq!(status, StatusCode::OK);
     s.clock.advance(3600);
     for model in ModelKind::ALL.map(ModelKind::as_str) {
+        // Rising reads a window, not a range: the events are an hour old.
+        let over = if model == "rising" {
+            "window=2h&min=1"
+        } else {
+            "range=72h"
+        };
         let (status, page) = s
-            .get(&format!("/api/hot?model={model}&range=72h&explain=true"))
+            .get(&format!("/api/hot?model={model}&{over}&explain=true"))
             .await;
         assert_eq!(status, StatusCode::OK, "{model}: {page}");
         let items = page["items"].as_array().unwrap();
@@ -787,7 +794,255 @@ fn bad_model_parameters_are_refused_naming_the_key() {
     };
     assert!(
         Models::default()
-            .score(ModelKind::Weighted, &c, &ArticleMeta::default(), 0)
+            .score(
+                ModelKind::Weighted,
+                &Default::default(),
+                &c,
+                &ArticleMeta::default(),
+                None,
+                0
+            )
             .is_finite()
     );
+}
+
+/// Views from `n` new visitors on `article` now, through the API.
+async fn views_now(s: &TestServer, article: &str, n: u32, visitor: &mut u32) {
+    let events: Vec<Value> = (0..n)
+        .map(|_| {
+            *visitor += 1;
+            json!({"type": "view", "articleId": article, "visitorId": format!("v{visitor}")})
+        })
+        .collect();
+    let (status, body) = s.post("/api/events", &json!({ "events": events })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// `model=rising` over HTTP: 24 hours of 4 views an hour then 26 in the
+/// current one rank first with the contract's terms (o 26, e 4, z
+/// 22/√5), an interval around the ratio and the sentence; an article
+/// under `min` is left out; a steady one scores 0; the window, baseline
+/// and min change the answer; the counters are the window's.
+async fn rising_over_http(s: &TestServer) {
+    let mut visitor = 0;
+    for hour in 0..24 {
+        views_now(s, "up", 4, &mut visitor).await;
+        // 8 hours back, flat had 12 more.
+        let flat = if hour == 16 { 17 } else { 5 };
+        views_now(s, "flat", flat, &mut visitor).await;
+        s.clock.advance(3600);
+    }
+    views_now(s, "up", 26, &mut visitor).await;
+    views_now(s, "flat", 5, &mut visitor).await;
+    views_now(s, "few", 4, &mut visitor).await;
+    let (status, page) = s.get("/api/hot?model=rising&explain=true").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(
+        (page["model"].as_str(), page["range"].as_str()),
+        (Some("rising"), Some("1h"))
+    );
+    let items = page["items"].as_array().unwrap();
+    let ids: Vec<&str> = items
+        .iter()
+        .map(|i| i["articleId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["up", "flat"], "few has 4 views, under min 5");
+    let up = &items[0];
+    let e = &up["explain"];
+    assert_eq!(up["pv"], 26);
+    assert_eq!(e["observed"], 26.0);
+    assert_eq!(e["expected"], 4.0);
+    assert_eq!(e["windowHours"], 1.0);
+    assert_eq!(e["baselineHours"], 24.0);
+    assert_eq!(up["score"].as_f64(), Some(22.0 / 5f64.sqrt()));
+    assert_eq!(e["z"], up["score"]);
+    assert_eq!(e["ratio"], 6.5);
+    assert_eq!(e["intervalExact"], 1.0);
+    // Garwood's 95 % interval for 26 counts: 16.98 .. 38.10.
+    let (lo, hi) = (
+        e["observedLow"].as_f64().unwrap(),
+        e["observedHigh"].as_f64().unwrap(),
+    );
+    assert!(
+        (lo - 16.984).abs() < 0.01 && (hi - 38.097).abs() < 0.01,
+        "{lo} {hi}"
+    );
+    assert_eq!(e["ratioLow"].as_f64(), Some(lo / 4.0));
+    assert_eq!(
+        up["why"],
+        "26 views in the last 1 h, 6.5× its usual rate (95 %: 4.2–9.5×, from the 24 h before)"
+    );
+    assert_eq!(items[1]["explain"]["expected"], 5.5, "(24 · 5 + 12) / 24");
+    // A lower min lists `few` (no baseline: "none in the 24 h before").
+    let (_, page) = s.get("/api/hot?model=rising&min=4&explain=true").await;
+    let few = (page["items"].as_array().unwrap().iter())
+        .find(|i| i["articleId"] == "few")
+        .expect("few with min=4");
+    assert_eq!(
+        few["why"],
+        "4 views in the last 1 h, none in the 24 h before"
+    );
+    assert_eq!(few["explain"]["ratio"], Value::Null);
+    // Over 2 hours against the 6 before: up has 30 views against 8.
+    let (_, page) = s
+        .get("/api/hot?model=rising&window=2h&baseline=6h&explain=true")
+        .await;
+    assert_eq!(page["range"], "2h");
+    let up = &page["items"][0];
+    assert_eq!(
+        (up["articleId"].as_str(), up["pv"].as_u64()),
+        (Some("up"), Some(30))
+    );
+    assert_eq!(up["explain"]["expected"], 8.0);
+    // Movement against the ranking at the last hour mark before an hour
+    // ago (scored at its last second, from the buckets up to then): up
+    // scored 0 there (8 views against 8), flat less (10 against 14: its
+    // 12 extra views were in that baseline, not in today's 6 hours); few
+    // was not listed.
+    let (_, o) = s
+        .get("/api/overview?model=rising&window=2h&baseline=6h&min=1&limit=10")
+        .await;
+    let moves: Vec<(&str, &Value, &Value)> = (o["items"].as_array().unwrap().iter())
+        .map(|it| {
+            (
+                it["articleId"].as_str().unwrap(),
+                &it["movement"],
+                &it["previousRank"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            ("up", &json!("same"), &json!(1)),
+            ("few", &json!("new"), &Value::Null),
+            ("flat", &json!("down"), &json!(2)),
+        ],
+        "{o}"
+    );
+    // The article's scores carry rising at its defaults.
+    let (_, art) = s.get("/api/articles/up").await;
+    assert_eq!(art["scores"]["rising"].as_f64(), Some(22.0 / 5f64.sqrt()));
+    // An hour later with no views, nothing is rising.
+    s.clock.advance(3600);
+    let (_, page) = s.get("/api/hot?model=rising").await;
+    assert_eq!(page["items"], json!([]));
+}
+
+#[tokio::test]
+async fn rising_over_http_embedded() {
+    rising_over_http(&TestServer::start().await).await;
+}
+
+#[tokio::test]
+async fn rising_over_http_redis() {
+    let server = common::redis::RedisServer::start();
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    rising_over_http(&TestServer::start_redis(dir, &server.url(), |_| {}).await).await;
+}
+
+/// `decay=halflife&halfLife=N` on gravity and weighted: the divisor is
+/// 2^(ageHours/N), shown in `explain` and `why`; the same article's score
+/// halves every N hours.
+#[tokio::test]
+async fn half_life_over_http() {
+    let s = TestServer::start().await;
+    let (status, body) = s
+        .admin_put(
+            "/api/articles/h1",
+            &json!({"title": "H", "publishedAt": T0}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let mut visitor = 0;
+    views_now(&s, "h1", 10, &mut visitor).await;
+    s.clock.advance(6 * 3600);
+    let (status, page) = s
+        .get("/api/hot?model=gravity&decay=halflife&halfLife=6h&explain=true")
+        .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let it = &page["items"][0];
+    assert_eq!(it["explain"]["decay"], 2.0);
+    assert_eq!(it["explain"]["halfLifeHours"], 6.0);
+    let pv_uv =
+        it["explain"]["pvTerm"].as_f64().unwrap() + it["explain"]["uvTerm"].as_f64().unwrap();
+    assert_eq!(it["score"].as_f64(), Some(pv_uv / 2.0));
+    assert!(
+        it["why"]
+            .as_str()
+            .unwrap()
+            .ends_with("divided by 2 for age (half-life 6 h)"),
+        "{it}"
+    );
+    let (_, w) = s
+        .get("/api/hot?model=weighted&decay=halflife&halfLife=1d&explain=true")
+        .await;
+    let e = &w["items"][0]["explain"];
+    assert_eq!(e["halfLifeHours"], 24.0);
+    assert_eq!(
+        e["agePenalty"],
+        Value::Null,
+        "the half-life replaces the penalty"
+    );
+    assert!((e["decay"].as_f64().unwrap() - 2f64.powf(0.25)).abs() < 1e-12);
+    // The default decay is the model's own.
+    let (_, plain) = s
+        .get("/api/hot?model=gravity&decay=default&explain=true")
+        .await;
+    assert_eq!(plain["items"][0]["explain"]["halfLifeHours"], Value::Null);
+}
+
+/// Bad or misplaced model parameters: 400 `invalid_parameter` naming the
+/// parameter, on /api/hot and the routes that share its parsing.
+#[tokio::test]
+async fn model_parameters_are_checked() {
+    let s = TestServer::start_with(|c| {
+        c.retention.hourly_days = 30;
+        c.redis.hourly_days = 2;
+    })
+    .await;
+    let bad = [
+        ("model=rising&window=0h", "window"),
+        ("model=rising&window=1", "window"),
+        ("model=rising&window=all", "window"),
+        ("model=rising&baseline=-1h", "baseline"),
+        ("model=rising&baseline=2161h", "baseline"),
+        ("model=rising&min=0", "min"),
+        ("model=rising&min=x", "min"),
+        ("model=rising&min=1000001", "min"),
+        ("model=rising&range=0h", "range"),
+        // Redis keeps 3 days hour by hour here: 72 h at most.
+        ("model=rising&window=1h&baseline=72h", "72 h"),
+        ("model=gravity&window=1h", "window"),
+        ("model=votes&min=3", "min"),
+        ("window=2h", "window"),
+        ("model=votes&decay=halflife&halfLife=6h", "decay"),
+        ("model=rising&halfLife=6h", "halfLife"),
+        ("model=gravity&decay=halflife", "halfLife"),
+        ("model=gravity&halfLife=6h", "halfLife"),
+        ("model=gravity&decay=exp&halfLife=6h", "decay"),
+        ("model=weighted&decay=halflife&halfLife=0h", "halfLife"),
+    ];
+    for (query, names) in bad {
+        for route in ["/api/hot", "/api/new", "/feeds/hot.json"] {
+            let (status, body) = s.get(&format!("{route}?{query}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{route}?{query}: {body}");
+            assert_eq!(
+                body["error"]["code"], "invalid_parameter",
+                "{route}?{query}"
+            );
+            let msg = body["error"]["message"].as_str().unwrap();
+            assert!(msg.contains(names), "{route}?{query}: {msg}");
+        }
+    }
+    for good in [
+        "model=rising&window=2h&baseline=70h&min=1",
+        "model=rising&window=1d&baseline=2d",
+        "model=weighted&decay=halflife&halfLife=2d",
+        "model=gravity&decay=default",
+        "model=rising&range=all",
+    ] {
+        let (status, body) = s.get(&format!("/api/hot?{good}")).await;
+        assert_eq!(status, StatusCode::OK, "{good}: {body}");
+    }
 }

@@ -25,14 +25,30 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 use hotrank::model::{
-    ArticleId, ArticleMeta, Counters, Event, EventType, HotQuery, RangeSpec, Timestamp, Verdict,
-    VoteDirection, VoteOutcome, hour_of,
+    ArticleId, ArticleMeta, Counters, Decay, Event, EventType, HotQuery, ModelParams, RangeSpec,
+    RisingSpec, Timestamp, Trend, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
 use hotrank::score::{ModelKind, Models};
 use hotrank::sketch::{HLL_SEED, Hll, murmur64a};
 use hotrank::store::embedded::EmbeddedStore;
 use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
+
+thread_local! {
+    /// Answers checked of rising rankings and of half-life ones by this
+    /// test's thread (cases run on it: `Runtime::block_on`), for the
+    /// summary line.
+    static CHECKED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Tallies one checked answer of `q` by the model options it exercised.
+fn tally(q: &HotQuery) {
+    let (rising, half) = CHECKED.get();
+    CHECKED.set((
+        rising + usize::from(q.model == ModelKind::Rising),
+        half + usize::from(q.params.decay != Decay::Model),
+    ));
+}
 
 /// A Sunday 23:00 UTC: midnight and hour turns come early in every case.
 const START: Timestamp = 1_763_852_400;
@@ -92,6 +108,9 @@ struct Q {
     offset: usize,
     /// Query through the second node (Redis), or through both at once.
     node: u8,
+    /// Rising's window, baseline and min; gravity's and weighted's decay
+    /// (the others ignore them).
+    params: ModelParams,
 }
 
 const KINDS: [EventType; 6] = [
@@ -111,17 +130,22 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
         .chain([RangeSpec::All])
         .collect();
     let q = (
-        prop::sample::select(ModelKind::ALL.to_vec()),
+        // Rising three times as often: its bounds change at hour turns.
+        prop::sample::select(
+            (ModelKind::ALL.iter().copied())
+                .chain([ModelKind::Rising; 2])
+                .collect::<Vec<_>>(),
+        ),
         prop::sample::select(ranges),
         prop::option::weighted(0.3, 0..2usize),
         prop::option::weighted(0.2, 0..2usize),
         prop::option::weighted(0.3, 1..3usize),
         1..6usize,
         prop::sample::select(vec![0usize, 0, 0, 1, 3]),
-        0..3u8,
+        (0..3u8, params()),
     )
         .prop_map(
-            |(model, range, category, group, per_author, limit, offset, node)| Q {
+            |(model, range, category, group, per_author, limit, offset, (node, params))| Q {
                 model,
                 range,
                 category,
@@ -130,6 +154,7 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
                 limit,
                 offset,
                 node,
+                params,
             },
         );
     prop_oneof![
@@ -146,6 +171,31 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
         5 => q.clone().prop_map(Op::Query),
         1 => q.prop_map(Op::Pages),
     ]
+}
+
+/// Rising's parameters and half-lives, from a few each so that queries
+/// meet the same ranking again (its identity holds them) across hour
+/// turns: the default, windows of 2-5 hours over baselines that empty
+/// out, `min` of 1 and above; half-lives from an hour to days.
+fn params() -> impl Strategy<Value = ModelParams> + Clone {
+    let spec = |window, baseline, min| RisingSpec {
+        window,
+        baseline,
+        min,
+    };
+    (
+        prop::sample::select(vec![
+            RisingSpec::default(),
+            spec(2, 1, 1),
+            spec(3, 2, 1),
+            spec(5, 24, 2),
+        ]),
+        prop::option::weighted(0.4, prop::sample::select(vec![1u32, 6, 48])),
+    )
+        .prop_map(|(rising, half)| ModelParams {
+            rising,
+            decay: half.map_or(Decay::Model, Decay::HalfLife),
+        })
 }
 
 /// What the oracle knows of one article.
@@ -189,6 +239,24 @@ impl Truth {
         c.uv = uv.count();
         c
     }
+
+    /// Rising's observed and expected views at `at`, counted from the
+    /// events: views in the window's hours, and in the baseline's before
+    /// them scaled to the window.
+    fn trend(&self, spec: RisingSpec, at: Timestamp) -> Trend {
+        let now = hour_of(at);
+        let (w, b) = (i64::from(spec.window), i64::from(spec.baseline));
+        let views = |first: i64, last: i64| {
+            (self.events.iter())
+                .filter(|e| e.0 == EventType::View && (first..=last).contains(&hour_of(e.2)))
+                .count() as u64
+        };
+        let base = views(now - w - b + 1, now - w);
+        Trend {
+            observed: views(now - w + 1, now),
+            expected: base as f64 * f64::from(spec.window) / f64::from(spec.baseline),
+        }
+    }
 }
 
 struct Oracle {
@@ -219,7 +287,11 @@ impl Oracle {
             if matches!(range, RangeSpec::Hours(_)) && !c.is_active() {
                 continue;
             }
-            let score = self.models.score(q.model, &c, m, at);
+            let trend = (q.model == ModelKind::Rising).then(|| t.trend(q.params.rising, at));
+            if trend.is_some_and(|t| t.observed < q.params.rising.min) {
+                continue;
+            }
+            let score = (self.models).score(q.model, &q.params, &c, m, trend.as_ref(), at);
             all.push(((id.clone(), score, c), m.author.clone()));
         }
         all.sort_by(|a, b| b.0.1.total_cmp(&a.0.1).then_with(|| a.0.0.cmp(&b.0.0)));
@@ -266,9 +338,15 @@ struct Nodes {
 }
 
 fn to_query(q: &Q) -> HotQuery {
+    let rising = q.model == ModelKind::Rising;
     HotQuery {
         model: q.model,
-        range: q.range,
+        // Rising ranks over its window (the API sets the range so).
+        range: if rising {
+            RangeSpec::Hours(q.params.rising.window)
+        } else {
+            q.range
+        },
         offset: q.offset,
         limit: q.limit,
         category: q.category.and_then(|i| CATEGORIES[i].map(str::to_string)),
@@ -277,6 +355,7 @@ fn to_query(q: &Q) -> HotQuery {
         per_author: q.per_author,
         cursor: None,
         explain: false,
+        params: q.params.of(q.model),
     }
 }
 
@@ -468,6 +547,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                         &want,
                         hq.offset + 1,
                     )?;
+                    tally(&hq);
                     checks += 1;
                 }
             }
@@ -523,6 +603,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                 // Nothing the snapshot time ranks is lost in paging: when
                 // the list ended, every article ranked then was listed or
                 // only entered later.
+                tally(&hq);
                 checks += 1;
             }
         }
@@ -590,7 +671,14 @@ where
     }
     let cases = case.into_inner();
     let checks = total.into_inner();
-    eprintln!("{name}: {cases} cases, {checks} answers checked");
+    let (rising, half) = CHECKED.take();
+    eprintln!(
+        "{name}: {cases} cases, {checks} answers checked ({rising} rising, {half} with a half-life)"
+    );
+    assert!(
+        rising > 0 && half > 0,
+        "the oracle checked no rising or half-life answer"
+    );
     assert!(checks > cases as usize, "the oracle checked too little");
 }
 
@@ -795,6 +883,37 @@ mod scenarios {
         assert_eq!(listed.iter().filter(|l| l.1.is_none()).count(), 6);
     }
 
+    /// Rising over 2 hours against the hour before: X's busy baseline
+    /// hour leaves at the next turn and its score rises from -5.8 to 3,
+    /// above Y's 2, with no event. Its bound must have said 3 already, or
+    /// the walk at the next hour stops at Y.
+    async fn rising_bound_across_hour_turn(s: Arc<dyn Store>) {
+        let h0 = (START / 3600 + 1) * 3600;
+        let (h2, h3) = (h0 + 7200, h0 + 3 * 3600);
+        let evs = (0..20).map(|v| view("x", v, h0, h0)).collect();
+        s.ingest(evs, h0).await.unwrap();
+        let mut evs: Vec<Event> = (100..103).map(|v| view("x", v, h2, h2)).collect();
+        evs.extend((200..202).map(|v| view("y", v, h2, h2)));
+        s.ingest(evs, h2).await.unwrap();
+        let q = HotQuery {
+            params: ModelParams {
+                rising: RisingSpec {
+                    window: 2,
+                    baseline: 1,
+                    min: 1,
+                },
+                ..ModelParams::default()
+            },
+            ..HotQuery::top(ModelKind::Rising, RangeSpec::Hours(2), 1)
+        };
+        let p = s.hot(&q, h2 + 60).await.unwrap();
+        assert_eq!(p.items[0].id.as_str(), "y");
+        assert_eq!(p.items[0].score, 2.0);
+        let p = s.hot(&q, h3 + 60).await.unwrap();
+        assert_eq!(p.items[0].id.as_str(), "x", "x rose at the hour turn");
+        assert_eq!(p.items[0].score, 3.0);
+    }
+
     fn embedded() -> Arc<dyn Store> {
         Arc::new(EmbeddedStore::in_memory(settings()))
     }
@@ -825,5 +944,10 @@ mod scenarios {
         };
     }
 
-    both!(future_dated_event, clock_step_back, deep_pages_per_author);
+    both!(
+        future_dated_event,
+        clock_step_back,
+        deep_pages_per_author,
+        rising_bound_across_hour_turn
+    );
 }

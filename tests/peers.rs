@@ -33,7 +33,7 @@ fn score(model: ModelKind, ups: i64, downs: i64, published_at: i64, now: i64) ->
         published_at,
         ..ArticleMeta::default()
     };
-    Models::default().score(model, &c, &meta, now)
+    Models::default().score(model, &Default::default(), &c, &meta, None, now)
 }
 
 /// A net score as ups and downs (the peers' functions take the net).

@@ -832,6 +832,14 @@ async fn every_key(server: &Backend, prefix: &str, shards: u32, cluster_names: b
         .vote(&posted, 6u128.into(), VoteDirection::Up, T0 + 10)
         .await
         .unwrap();
+    // Rankings named with their models' parameters (`rising.b24h.m5`,
+    // `gravity.hl6h`).
+    let mut q = query(RangeSpec::Hours(1), 5);
+    q.model = ModelKind::Rising;
+    store.hot(&q, T0 + 60).await.unwrap();
+    q.model = ModelKind::Gravity;
+    q.params.decay = hotrank::model::Decay::HalfLife(6);
+    store.hot(&q, T0 + 60).await.unwrap();
     let _ = answers(&store, T0 + 60).await;
     let mut q = query(RangeSpec::Hours(72), 2);
     let page = store.hot(&q, T0 + 60).await.unwrap();

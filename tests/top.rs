@@ -173,6 +173,86 @@ async fn stats_prints_totals_and_quarantine() {
     assert_eq!(line("bot")[1..], ["0", "0"], "{out}");
 }
 
+/// `hotrank top --model rising`: what is taking off, with the window,
+/// baseline and min passed on (and `--range` refused: rising has a window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_lists_what_is_rising() {
+    let server = seeded().await;
+    let base = server.base.clone();
+    server.clock.advance(3600);
+    for v in 0..6 {
+        server.view("t0", &format!("new{v}")).await;
+    }
+    let out = stdout(&hotrank(args(&["top", "--url", &base, "--model", "rising"])).await);
+    assert!(out.contains("rising · 1h"), "{out}");
+    let r = rows(&out);
+    assert_eq!(r.len(), 1, "only t0 has 5 views this hour: {out}");
+    assert_eq!((r[0].2.as_str(), r[0].3.as_str()), ("6", "Title number 0"));
+    println!("{out}");
+    let out = stdout(
+        &hotrank(args(&[
+            "top",
+            "--url",
+            &base,
+            "--model",
+            "rising",
+            "--window",
+            "2h",
+            "--baseline",
+            "1h",
+            "--min",
+            "3",
+        ]))
+        .await,
+    );
+    assert!(out.contains("rising · 2h"), "{out}");
+    let titles: Vec<String> = rows(&out).into_iter().map(|r| r.3).collect();
+    // t0: 7 views, t3 4, t2 3, t1 2 (under min 3).
+    assert_eq!(
+        titles,
+        ["Title number 0", "Title number 3", "Title number 2"],
+        "{out}"
+    );
+    let o = hotrank(args(&[
+        "top", "--url", &base, "--model", "rising", "--range", "24h",
+    ]))
+    .await;
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--window"));
+    let o = hotrank(args(&[
+        "top", "--url", &base, "--model", "rising", "--window", "0h",
+    ]))
+    .await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("window"), "{err}");
+    // --half-life: gravity's age divisor becomes 2^(age / 6 h).
+    let out = stdout(
+        &hotrank(args(&[
+            "top",
+            "--url",
+            &base,
+            "--model",
+            "gravity",
+            "--half-life",
+            "6h",
+        ]))
+        .await,
+    );
+    assert_eq!(rows(&out).len(), 4, "{out}");
+    let o = hotrank(args(&[
+        "top",
+        "--url",
+        &base,
+        "--model",
+        "votes",
+        "--half-life",
+        "6h",
+    ]))
+    .await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("decay"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_clear() {
     let server = TestServer::start().await;

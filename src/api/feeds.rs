@@ -88,7 +88,7 @@ async fn answer(
     headers: &HeaderMap,
     format: Format,
 ) -> Result<Response, ApiError> {
-    let (q, range_text) = rankings::parse_query(raw, state.config.retention.ranking_cap)?;
+    let (q, range_text) = rankings::parse_query(raw, rankings::Limits::of(&state.config))?;
     let page = rankings::hot(state, &q).await?;
     let feed = Feed::new(state, headers, raw, format, &q, &range_text, &page);
     let body = match format {

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::budget::QueryBudget;
 use super::extract::Params;
 use super::ops::quarantine_json;
-use super::rankings::{item_json, parse_query};
+use super::rankings::{Limits, item_json, parse_query};
 use super::{ApiError, AppState};
 use crate::cli::metrics::{common_count, jaccard, kendall_tau, overlap};
 use crate::model::{ArticleId, HotQuery, Quarantine, RangeSpec, Timestamp};
@@ -39,7 +39,10 @@ pub const SERIES_DEPTH: usize = 100;
 /// The chart covers at most this many hours (the last 7 days).
 pub const SERIES_MAX_HOURS: u32 = 168;
 
-const OVERVIEW_PARAMS: &[&str] = &["range", "model", "limit", "category", "kind", "group"];
+const OVERVIEW_PARAMS: &[&str] = &[
+    "range", "model", "limit", "category", "kind", "group", "window", "baseline", "min", "decay",
+    "halfLife",
+];
 const COMPARE_PARAMS: &[&str] = &["a", "b", "range", "limit", "category", "kind", "group"];
 
 fn range_hours(r: RangeSpec) -> u32 {
@@ -57,7 +60,7 @@ async fn get_overview(
     let started = Instant::now();
     Params::parse(raw.as_deref(), OVERVIEW_PARAMS)?;
     let cap = state.config.retention.ranking_cap;
-    let (q, range_text) = parse_query(raw.as_deref(), cap)?;
+    let (q, range_text) = parse_query(raw.as_deref(), Limits::of(&state.config))?;
     let now = state.clock.now();
     // The whole ranking (as deep as it goes) for the totals.
     let whole = HotQuery {
@@ -274,7 +277,6 @@ async fn get_compare(
         ));
     };
     // Each side is an ordinary ranking query: the same checks as /api/hot.
-    let cap = state.config.retention.ranking_cap;
     let query_for = |model: &str| -> Result<(HotQuery, String), ApiError> {
         let mut pairs: Vec<(&str, &str)> =
             p.0.iter()
@@ -284,7 +286,7 @@ async fn get_compare(
         pairs.push(("model", model));
         let raw = serde_urlencoded::to_string(&pairs)
             .map_err(|e| ApiError::bad("invalid_parameter", e.to_string()))?;
-        parse_query(Some(&raw), cap)
+        parse_query(Some(&raw), Limits::of(&state.config))
     };
     let (qa, range_text) = query_for(a)?;
     let (qb, _) = query_for(b)?;

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use super::budget::QueryBudget;
 use super::extract::Params;
 use super::{ApiError, AppState};
-use crate::model::{HotPage, HotQuery, RangeSpec, RankedItem, Timestamp};
+use crate::model::{
+    Decay, HotPage, HotQuery, ModelParams, RangeSpec, RankedItem, RisingSpec, Timestamp,
+};
 use crate::score::{ModelKind, words};
 
 pub fn router() -> Router<AppState> {
@@ -34,21 +36,62 @@ pub const PARAMS: &[&str] = &[
     "group",
     "perAuthor",
     "explain",
+    "window",
+    "baseline",
+    "min",
+    "decay",
+    "halfLife",
 ];
+
+/// The parameters only `model=rising` takes, and those only `gravity` and
+/// `weighted` take: given with another model they are refused.
+const RISING_PARAMS: [&str; 3] = ["window", "baseline", "min"];
+const DECAY_PARAMS: [&str; 2] = ["decay", "halfLife"];
+
+/// What a ranking query may ask of this server: how deep a ranking goes
+/// (`retention.ranking_cap`), and how many hours back hourly buckets
+/// reach on every store (rising's `window + baseline`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub cap: usize,
+    pub hourly_hours: u32,
+}
+
+impl Limits {
+    pub fn of(c: &crate::config::Config) -> Self {
+        Limits {
+            cap: c.retention.ranking_cap,
+            hourly_hours: hourly_hours(c),
+        }
+    }
+}
+
+/// The hours every store holds hour by hour: the embedded store its
+/// `retention.hourly_days`, Redis `redis.hourly_days + 1` days
+/// (`window_plan`); the smaller, so that a query answers alike on both.
+pub fn hourly_hours(c: &crate::config::Config) -> u32 {
+    let embedded = c.retention.hourly_days.saturating_mul(24);
+    let redis = c.redis.hourly_days.saturating_add(1).saturating_mul(24);
+    embedded.min(redis).min(RangeSpec::MAX_HOURS)
+}
 
 /// The largest `offset` and `page` accepted: the deepest a ranking can be
 /// configured (`retention.ranking_cap`).
 const MAX_DEPTH: usize = 100_000;
 
 /// Parses and validates a ranking query; returns it with the range as given.
-pub(super) fn parse_query(raw: Option<&str>, cap: usize) -> Result<(HotQuery, String), ApiError> {
-    query_from(&Params::parse(raw, PARAMS)?, cap)
+pub(super) fn parse_query(
+    raw: Option<&str>,
+    limits: Limits,
+) -> Result<(HotQuery, String), ApiError> {
+    query_from(&Params::parse(raw, PARAMS)?, limits)
 }
 
 /// A ranking query from parameters already parsed against a route's own
 /// list (`PARAMS`, or a subset of it plus the route's own); what the list
 /// leaves out takes its default.
-pub(super) fn query_from(p: &Params, cap: usize) -> Result<(HotQuery, String), ApiError> {
+pub(super) fn query_from(p: &Params, limits: Limits) -> Result<(HotQuery, String), ApiError> {
+    let cap = limits.cap;
     // What is not asked for is the default page's.
     let default = HotQuery::default_page();
     let range_text = p
@@ -93,6 +136,16 @@ pub(super) fn query_from(p: &Params, cap: usize) -> Result<(HotQuery, String), A
         }
         c => c.map(str::to_string),
     };
+    let params = model_params(p, model, limits)?;
+    let (range, range_text) = match model {
+        // Rising ranks over its window: `range` does not apply (as with
+        // the vote models, it is checked and left aside).
+        ModelKind::Rising => {
+            let w = params.rising.window;
+            (RangeSpec::Hours(w), RangeSpec::Hours(w).to_string())
+        }
+        _ => (range, range_text),
+    };
     let q = HotQuery {
         model,
         range,
@@ -104,8 +157,90 @@ pub(super) fn query_from(p: &Params, cap: usize) -> Result<(HotQuery, String), A
         per_author: p.int("perAuthor", 1, 100)?,
         cursor,
         explain: p.bool("explain")?,
+        params,
     };
     Ok((q, range_text))
+}
+
+/// The model's own parameters: `window`, `baseline`, `min` for rising,
+/// `decay` and `halfLife` for gravity and weighted; refused with any other
+/// model.
+fn model_params(p: &Params, model: ModelKind, limits: Limits) -> Result<ModelParams, ApiError> {
+    let given = |names: &[&'static str]| names.iter().copied().find(|n| p.get(n).is_some());
+    let refuse = |name: &str, models: &str| {
+        Err(ApiError::bad(
+            "invalid_parameter",
+            format!(
+                "{name} applies to model={models} only, not {}",
+                model.as_str()
+            ),
+        ))
+    };
+    let mut out = ModelParams::default();
+    if model == ModelKind::Rising {
+        let d = out.rising;
+        let window = hours_param(p, "window")?.unwrap_or(d.window);
+        let baseline = hours_param(p, "baseline")?.unwrap_or(d.baseline);
+        if window + baseline > limits.hourly_hours {
+            return Err(ApiError::bad(
+                "invalid_parameter",
+                format!(
+                    "window + baseline must be at most {} h (the hours this server keeps hour by hour), got {} h",
+                    limits.hourly_hours,
+                    window + baseline
+                ),
+            ));
+        }
+        let max_min = RisingSpec::MAX_MIN as usize;
+        let min = p.int("min", 1, max_min)?.map_or(d.min, |m| m as u64);
+        out.rising = RisingSpec {
+            window,
+            baseline,
+            min,
+        };
+    } else if let Some(name) = given(&RISING_PARAMS) {
+        return refuse(name, "rising");
+    }
+    if model.takes_decay() {
+        out.decay = decay_param(p)?;
+    } else if let Some(name) = given(&DECAY_PARAMS) {
+        return refuse(name, "gravity or model=weighted");
+    }
+    Ok(out)
+}
+
+/// A duration in whole hours, written as `range` is (`6h`, `2d`).
+fn hours_param(p: &Params, name: &str) -> Result<Option<u32>, ApiError> {
+    let Some(v) = p.get(name) else {
+        return Ok(None);
+    };
+    match RangeSpec::parse(v) {
+        Some(RangeSpec::Hours(h)) => Ok(Some(h)),
+        _ => Err(ApiError::bad(
+            "invalid_parameter",
+            format!("{name} must be 1h..2160h or 1d..90d, got {v:?}"),
+        )),
+    }
+}
+
+/// `decay=default` (the model's own) or `decay=halflife&halfLife=<hours>`.
+fn decay_param(p: &Params) -> Result<Decay, ApiError> {
+    match (p.get("decay"), hours_param(p, "halfLife")?) {
+        (None | Some("default"), None) => Ok(Decay::Model),
+        (Some("halflife"), Some(n)) => Ok(Decay::HalfLife(n)),
+        (Some("halflife"), None) => Err(ApiError::bad(
+            "invalid_parameter",
+            "decay=halflife needs halfLife (e.g. halfLife=6h)",
+        )),
+        (None | Some("default"), Some(_)) => Err(ApiError::bad(
+            "invalid_parameter",
+            "halfLife applies with decay=halflife only",
+        )),
+        (Some(d), _) => Err(ApiError::bad(
+            "invalid_parameter",
+            format!("decay must be default or halflife, got {d:?}"),
+        )),
+    }
 }
 
 /// An item as the API lists it; with `explain`, its terms and `why`, the
@@ -174,7 +309,7 @@ enum List {
 }
 
 async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<Value>, ApiError> {
-    let (q, range_text) = parse_query(raw, state.config.retention.ranking_cap)?;
+    let (q, range_text) = parse_query(raw, Limits::of(&state.config))?;
     let page = fetch(state, &q, list).await?;
     let mut body = page_json(&page, &q, &range_text);
     if let List::Hot = list {

@@ -44,6 +44,11 @@ const PARAMS: &[&str] = &[
     "group",
     "perAuthor",
     "explain",
+    "window",
+    "baseline",
+    "min",
+    "decay",
+    "halfLife",
     "top",
 ];
 
@@ -69,7 +74,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 async fn open(hub: Arc<Hub>, state: AppState, raw: Option<String>) -> Result<Response, ApiError> {
     let p = Params::parse(raw.as_deref(), PARAMS)?;
     let cap = state.config.retention.ranking_cap;
-    let (mut q, range_text) = rankings::query_from(&p, cap)?;
+    let (mut q, range_text) = rankings::query_from(&p, rankings::Limits::of(&state.config))?;
     q.offset = 0;
     q.limit = p.int("top", 1, 100)?.unwrap_or(DEFAULT_TOP).min(cap);
     let Some(slot) = hub.admit() else {

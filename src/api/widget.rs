@@ -38,7 +38,8 @@ const ASSET_MAX_AGE: u32 = 3600;
 /// `/embed`'s parameters: a ranking's (no paging beyond `limit`), and the
 /// heading.
 const EMBED_PARAMS: &[&str] = &[
-    "range", "model", "limit", "category", "kind", "group", "title",
+    "range", "model", "limit", "category", "kind", "group", "title", "window", "baseline", "min",
+    "decay", "halfLife",
 ];
 
 /// The embed page runs no script, loads nothing but its stylesheet, and
@@ -121,7 +122,7 @@ async fn embed(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let p = Params::parse(raw.as_deref(), EMBED_PARAMS)?;
-    let (mut q, _) = rankings::query_from(&p, state.config.retention.ranking_cap)?;
+    let (mut q, _) = rankings::query_from(&p, rankings::Limits::of(&state.config))?;
     if p.get("limit").is_none() {
         q.limit = q.limit.min(DEFAULT_LIMIT);
     }

@@ -35,12 +35,28 @@ pub struct TopArgs {
     #[command(flatten)]
     pub server: ServerArg,
     /// Ranking model (gravity, weighted, votes, window, reddit, controversy,
-    /// confidence, hn, lemmy).
+    /// confidence, hn, lemmy, rising).
     #[arg(long, default_value = "gravity")]
     pub model: String,
-    /// Time range: 1h..2160h, 1d..90d or all.
-    #[arg(long, default_value = "24h")]
-    pub range: String,
+    /// Time range: 1h..2160h, 1d..90d or all [default: 24h; rising takes
+    /// --window instead].
+    #[arg(long)]
+    pub range: Option<String>,
+    /// With --model rising: the hours whose views are observed (default 1h).
+    #[arg(long)]
+    pub window: Option<String>,
+    /// With --model rising: the hours before the window that set the
+    /// usual rate (default 24h).
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// With --model rising: the fewest views in the window to be listed
+    /// (default 5).
+    #[arg(long)]
+    pub min: Option<u64>,
+    /// With gravity or weighted: divide by 2^(age / N) instead of the
+    /// model's own age term (e.g. 6h).
+    #[arg(long)]
+    pub half_life: Option<String>,
     /// Only this category.
     #[arg(long)]
     pub category: Option<String>,
@@ -306,16 +322,33 @@ pub fn render_top(o: &Value, url: &str) -> String {
     out
 }
 
-pub fn run_top(args: TopArgs) -> Result<(), String> {
-    let path = format!(
+/// The `/api/overview` query `hotrank top` asks.
+pub fn top_path(args: &TopArgs) -> Result<String, String> {
+    let rising = args.model == "rising";
+    if rising && args.range.is_some() {
+        return Err("--model rising ranks over --window, not --range".into());
+    }
+    let range = (!rising).then(|| args.range.as_deref().unwrap_or("24h"));
+    let min = args.min.map(|m| m.to_string());
+    let decay = args.half_life.as_ref().map(|_| "halflife");
+    Ok(format!(
         "/api/overview?{}",
         query(&[
             ("model", Some(&args.model)),
-            ("range", Some(&args.range)),
+            ("range", range),
+            ("window", args.window.as_deref()),
+            ("baseline", args.baseline.as_deref()),
+            ("min", min.as_deref()),
+            ("decay", decay),
+            ("halfLife", args.half_life.as_deref()),
             ("category", args.category.as_deref()),
             ("limit", Some(&args.limit.to_string())),
         ])
-    );
+    ))
+}
+
+pub fn run_top(args: TopArgs) -> Result<(), String> {
+    let path = top_path(&args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

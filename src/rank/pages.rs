@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Ranked, Walk};
-use crate::model::{ArticleId, Counters, HotQuery, Timestamp};
+use crate::model::{ArticleId, Counters, HotQuery, Timestamp, Trend};
 
 /// A first page snapshots this many pages ahead for its cursor.
 pub const PAGES_AHEAD: usize = 5;
@@ -25,12 +25,15 @@ pub const PAGES_AHEAD: usize = 5;
 pub struct SnapItem {
     pub id: ArticleId,
     /// `f64::to_bits`: JSON floats need not round-trip.
-    #[serde(with = "bits")]
+    #[serde(with = "crate::model::f64_bits")]
     pub score: f64,
     pub counters: Counters,
     pub author: Option<String>,
     /// When `score` was computed.
     pub at: Timestamp,
+    /// Rising's observed and expected views (its explanation's terms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend: Option<Trend>,
 }
 
 impl Ranked for SnapItem {
@@ -42,17 +45,6 @@ impl Ranked for SnapItem {
     }
     fn author(&self) -> Option<&str> {
         self.author.as_deref()
-    }
-}
-
-mod bits {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(v.to_bits())
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        Ok(f64::from_bits(u64::deserialize(d)?))
     }
 }
 

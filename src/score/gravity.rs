@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Explain, age_hours};
-use crate::model::{Counters, Timestamp};
+use super::{Explain, age_hours, halving};
+use crate::model::{Counters, Decay, Timestamp};
 
 /// `score = (alpha·pv + beta·uv) / (hours_since_pub + base)^gamma`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -62,28 +62,50 @@ impl GravityParams {
         Ok(warnings)
     }
 
-    pub fn score(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> f64 {
-        let (pv_term, uv_term, _, decay) = self.terms(c, published_at, now);
+    /// The seed's score, or with `Decay::HalfLife(n)` the same numerator
+    /// divided by 2^(ageHours / n).
+    pub fn score(&self, c: &Counters, published_at: Timestamp, now: Timestamp, d: Decay) -> f64 {
+        let (pv_term, uv_term, _, decay) = self.terms(c, published_at, now, d);
         (pv_term + uv_term) / decay
     }
 
-    pub fn explain(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> Explain {
-        let (pv_term, uv_term, age, decay) = self.terms(c, published_at, now);
-        Explain(vec![
+    pub fn explain(
+        &self,
+        c: &Counters,
+        published_at: Timestamp,
+        now: Timestamp,
+        d: Decay,
+    ) -> Explain {
+        let (pv_term, uv_term, age, decay) = self.terms(c, published_at, now, d);
+        let mut terms = vec![
             ("pvTerm", pv_term),
             ("uvTerm", uv_term),
             ("ageHours", age),
             ("decay", decay),
-        ])
+        ];
+        if let Decay::HalfLife(n) = d {
+            terms.push(("halfLifeHours", f64::from(n)));
+        }
+        Explain(terms)
     }
 
-    fn terms(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> (f64, f64, f64, f64) {
+    fn terms(
+        &self,
+        c: &Counters,
+        published_at: Timestamp,
+        now: Timestamp,
+        d: Decay,
+    ) -> (f64, f64, f64, f64) {
         let age = age_hours(published_at, now);
+        let decay = match d {
+            Decay::Model => (age + self.base).powf(self.gamma),
+            Decay::HalfLife(n) => halving(age, n),
+        };
         (
             self.alpha * c.pv as f64,
             self.beta * c.uv as f64,
             age,
-            (age + self.base).powf(self.gamma),
+            decay,
         )
     }
 }
@@ -104,11 +126,29 @@ mod tests {
         let now = published + 16 * 3600 + 42 * 60; // 16.7 h
         let hours: f64 = 16.7;
         let expected = (1.0 * 120.0 + 1.2 * 97.0) / (hours + 2.0).powf(1.5);
-        assert!((p.score(&c, published, now) - expected).abs() < 1e-12);
-        let e = p.explain(&c, published, now);
+        assert!((p.score(&c, published, now, Decay::Model) - expected).abs() < 1e-12);
+        let e = p.explain(&c, published, now, Decay::Model);
         let rebuilt =
             (e.get("pvTerm").unwrap() + e.get("uvTerm").unwrap()) / e.get("decay").unwrap();
-        assert_eq!(rebuilt, p.score(&c, published, now));
+        assert_eq!(rebuilt, p.score(&c, published, now, Decay::Model));
+    }
+
+    #[test]
+    fn half_life_halves_the_score_every_n_hours() {
+        let p = GravityParams::default();
+        let c = Counters {
+            pv: 100,
+            uv: 50,
+            ..Counters::default()
+        };
+        let d = Decay::HalfLife(6);
+        let at = |h: i64| p.score(&c, 0, h * 3600, d);
+        assert_eq!(at(0), 160.0);
+        assert_eq!(at(6), 80.0);
+        assert_eq!(at(18), 20.0);
+        let e = p.explain(&c, 0, 6 * 3600, d);
+        assert_eq!(e.get("decay"), Some(2.0));
+        assert_eq!(e.get("halfLifeHours"), Some(6.0));
     }
 
     #[test]
@@ -118,7 +158,7 @@ mod tests {
             pv: 1,
             ..Counters::default()
         };
-        assert_eq!(p.score(&c, 1000, 500), 1.0 / 2f64.powf(1.5));
+        assert_eq!(p.score(&c, 1000, 500, Decay::Model), 1.0 / 2f64.powf(1.5));
     }
 
     #[test]

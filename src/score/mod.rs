@@ -9,6 +9,7 @@
 
 mod gravity;
 pub mod peers;
+pub mod rising;
 mod votes;
 mod weighted;
 mod window;
@@ -21,7 +22,7 @@ pub use window::WindowParams;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ArticleMeta, Counters, Timestamp};
+use crate::model::{ArticleMeta, Counters, ModelParams, Timestamp, Trend};
 
 /// The model names and score explanations are vocabulary every layer
 /// speaks; they live in [`crate::model`] so that `model` needs nothing
@@ -50,62 +51,121 @@ impl Models {
         Ok(warnings)
     }
 
-    pub fn score(&self, kind: ModelKind, c: &Counters, meta: &ArticleMeta, now: Timestamp) -> f64 {
-        let p = meta.published_at;
+    /// The score of `kind` with its parameters `p` at `now`. Rising reads
+    /// its `trend` (the views each store reads from its hourly buckets,
+    /// [`rising::evaluate`]); without one it is an article with no views.
+    pub fn score(
+        &self,
+        kind: ModelKind,
+        p: &ModelParams,
+        c: &Counters,
+        meta: &ArticleMeta,
+        trend: Option<&Trend>,
+        now: Timestamp,
+    ) -> f64 {
+        let pb = meta.published_at;
         match kind {
-            ModelKind::Gravity => self.gravity.score(c, p, now),
-            ModelKind::Weighted => self.weighted.score(c, p, now),
-            ModelKind::Votes => self.votes.score(c, p),
+            ModelKind::Gravity => self.gravity.score(c, pb, now, p.decay),
+            ModelKind::Weighted => self.weighted.score(c, pb, now, p.decay),
+            ModelKind::Votes => self.votes.score(c, pb),
             ModelKind::Window => self.window.score(c),
-            ModelKind::Reddit => self.reddit.score(c, p),
+            ModelKind::Reddit => self.reddit.score(c, pb),
             ModelKind::Controversy => peers::controversy(c),
             ModelKind::Confidence => peers::confidence(c),
-            ModelKind::Hn => peers::hn(c, p, now),
-            ModelKind::Lemmy => peers::lemmy(c, p, now),
+            ModelKind::Hn => peers::hn(c, pb, now),
+            ModelKind::Lemmy => peers::lemmy(c, pb, now),
+            ModelKind::Rising => rising::z(&trend.copied().unwrap_or_default()),
         }
     }
 
     /// A bound of the score at `now` and at every later time, as long as no
     /// new event arrives: what rankings order their candidates by. Equal to
     /// the score for every model whose score cannot rise with time alone.
+    /// Rising's comes from its hourly series ([`Models::standing`]).
     pub fn upper_bound(
         &self,
         kind: ModelKind,
+        p: &ModelParams,
         c: &Counters,
         meta: &ArticleMeta,
         now: Timestamp,
     ) -> f64 {
         match kind {
-            ModelKind::Weighted => self.weighted.upper_bound(c, meta.published_at, now),
+            ModelKind::Weighted => self
+                .weighted
+                .upper_bound(c, meta.published_at, now, p.decay),
             ModelKind::Hn => peers::hn_upper_bound(c, meta.published_at, now),
             ModelKind::Lemmy => peers::lemmy_upper_bound(c, meta.published_at, now),
             // Gravity: the windowed numerator can only lose buckets and the
-            // denominator grows. Window: sums over a shrinking window. Vote
-            // models: no dependence on time.
-            _ => self.score(kind, c, meta, now),
+            // denominator grows (a power of age or a half-life alike).
+            // Window: sums over a shrinking window. Vote models: no
+            // dependence on time.
+            _ => self.score(kind, p, c, meta, None, now),
         }
+    }
+
+    /// An article's score and bound in a ranking of `kind` at `now`, or
+    /// `None` when it cannot be listed there from now on without a new
+    /// event. `series`: for rising, its views per hour over
+    /// [`crate::model::RisingSpec::hours`] (ignored by other models).
+    pub fn standing(
+        &self,
+        kind: ModelKind,
+        p: &ModelParams,
+        c: &Counters,
+        meta: &ArticleMeta,
+        series: Option<&[u64]>,
+        now: Timestamp,
+    ) -> Option<Standing> {
+        if kind == ModelKind::Rising {
+            let series = series.expect("a rising score reads the article's hourly series");
+            let r = rising::evaluate(series, p.rising);
+            return Some(Standing {
+                score: r.z,
+                bound: r.bound?,
+                trend: Some(r.trend),
+            });
+        }
+        Some(Standing {
+            score: self.score(kind, p, c, meta, None, now),
+            bound: self.upper_bound(kind, p, c, meta, now),
+            trend: None,
+        })
     }
 
     pub fn explain(
         &self,
         kind: ModelKind,
+        p: &ModelParams,
         c: &Counters,
         meta: &ArticleMeta,
+        trend: Option<&Trend>,
         now: Timestamp,
     ) -> Explain {
-        let p = meta.published_at;
+        let pb = meta.published_at;
         match kind {
-            ModelKind::Gravity => self.gravity.explain(c, p, now),
-            ModelKind::Weighted => self.weighted.explain(c, p, now),
-            ModelKind::Votes => self.votes.explain(c, p),
+            ModelKind::Gravity => self.gravity.explain(c, pb, now, p.decay),
+            ModelKind::Weighted => self.weighted.explain(c, pb, now, p.decay),
+            ModelKind::Votes => self.votes.explain(c, pb),
             ModelKind::Window => self.window.explain(c),
-            ModelKind::Reddit => self.reddit.explain(c, p),
+            ModelKind::Reddit => self.reddit.explain(c, pb),
             ModelKind::Controversy => peers::votes_explain(c, "controversy", peers::controversy(c)),
             ModelKind::Confidence => peers::votes_explain(c, "lowerBound", peers::confidence(c)),
-            ModelKind::Hn => peers::hn_explain(c, p, now),
-            ModelKind::Lemmy => peers::lemmy_explain(c, p, now),
+            ModelKind::Hn => peers::hn_explain(c, pb, now),
+            ModelKind::Lemmy => peers::lemmy_explain(c, pb, now),
+            ModelKind::Rising => rising::explain(&trend.copied().unwrap_or_default(), p.rising),
         }
     }
+}
+
+/// One article's standing in a ranking ([`Models::standing`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Standing {
+    pub score: f64,
+    /// Bounds the score from now on while no event arrives.
+    pub bound: f64,
+    /// Rising's observed and expected views.
+    pub trend: Option<Trend>,
 }
 
 /// A parameter must be finite and within `lo..=hi`.
@@ -127,4 +187,9 @@ pub fn age_hours(published_at: Timestamp, now: Timestamp) -> f64 {
     } else {
         0.0
     }
+}
+
+/// 2^(ageHours / n): the divisor of a half-life of `n` hours.
+pub fn halving(age_hours: f64, n: u32) -> f64 {
+    (age_hours / f64::from(n)).exp2()
 }

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Explain, age_hours, check};
-use crate::model::{Counters, Timestamp};
+use super::{Explain, age_hours, check, halving};
+use crate::model::{Counters, Decay, Timestamp};
 
 /// `pv·ln(PV+1) + uv·UV + dwell·min(AvgDuration, cap)/60 + likes·Likes +
 /// comments·Comments + favorites·Favorites + shares·Shares − age·AgeHours`.
@@ -81,33 +81,71 @@ impl WeightedParams {
         ]
     }
 
-    pub fn score(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> f64 {
-        self.terms(c, published_at, now)
-            .iter()
-            .map(|(_, v)| v)
-            .sum()
+    /// The seed's sum, age penalty included; with `Decay::HalfLife(n)`
+    /// the sum without the penalty divided by 2^(ageHours / n).
+    pub fn score(&self, c: &Counters, published_at: Timestamp, now: Timestamp, d: Decay) -> f64 {
+        let t = self.terms(c, published_at, now);
+        match d {
+            Decay::Model => t.iter().map(|(_, v)| v).sum(),
+            Decay::HalfLife(n) => {
+                positive(&t).map(|(_, v)| v).sum::<f64>() / halving(age_hours(published_at, now), n)
+            }
+        }
     }
 
     /// The score can rise with time alone in one way only: old dwell
     /// reports leave the window and the average changes. Counting the dwell
-    /// term at its cap bounds every later score.
-    pub fn upper_bound(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> f64 {
+    /// term at its cap bounds every later score (with a half-life too: the
+    /// other terms only fall, none is negative, and the divisor grows).
+    pub fn upper_bound(
+        &self,
+        c: &Counters,
+        published_at: Timestamp,
+        now: Timestamp,
+        d: Decay,
+    ) -> f64 {
         let t = self.terms(c, published_at, now);
-        t.iter()
-            .map(|&(name, v)| {
-                if name == "dwellTerm" {
-                    self.dwell * self.dwell_cap_secs / 60.0
-                } else {
-                    v
-                }
-            })
-            .sum()
+        let capped = |&(name, v): &(&str, f64)| {
+            if name == "dwellTerm" {
+                self.dwell * self.dwell_cap_secs / 60.0
+            } else {
+                v
+            }
+        };
+        match d {
+            Decay::Model => t.iter().map(capped).sum(),
+            Decay::HalfLife(n) => {
+                positive(&t).map(capped).sum::<f64>() / halving(age_hours(published_at, now), n)
+            }
+        }
     }
 
-    pub fn explain(&self, c: &Counters, published_at: Timestamp, now: Timestamp) -> Explain {
-        let mut terms = self.terms(c, published_at, now).to_vec();
-        terms.push(("ageHours", age_hours(published_at, now)));
+    pub fn explain(
+        &self,
+        c: &Counters,
+        published_at: Timestamp,
+        now: Timestamp,
+        d: Decay,
+    ) -> Explain {
+        let t = self.terms(c, published_at, now);
+        let age = age_hours(published_at, now);
+        let mut terms: Vec<(&str, f64)> = match d {
+            Decay::Model => t.to_vec(),
+            Decay::HalfLife(_) => positive(&t).copied().collect(),
+        };
+        terms.push(("ageHours", age));
         terms.push(("avgDwellSeconds", c.avg_dwell_seconds()));
+        if let Decay::HalfLife(n) = d {
+            terms.push(("decay", halving(age, n)));
+            terms.push(("halfLifeHours", f64::from(n)));
+        }
         Explain(terms)
     }
+}
+
+/// The terms but the age penalty (a half-life divides instead).
+fn positive<'a>(
+    t: &'a [(&'static str, f64)],
+) -> impl Iterator<Item = &'a (&'static str, f64)> + 'a {
+    t.iter().filter(|(name, _)| *name != "agePenalty")
 }

@@ -23,10 +23,11 @@ pub fn why(s: &Scored<'_>) -> String {
     let age = age(s.now - s.published_at);
     match s.model {
         ModelKind::Gravity => format!(
-            "{} in {}, {age}: divided by {} for age",
+            "{} in {}, {age}: divided by {} for age{}",
             views(c),
             range(s.range),
-            num(e("decay"), 1)
+            num(e("decay"), 1),
+            half_life(s.explain)
         ),
         ModelKind::Weighted => {
             let mut parts = vec![views(c)];
@@ -35,12 +36,40 @@ pub fn why(s: &Scored<'_>) -> String {
                 parts.push(format!("{} s average read", num(dwell, 0)));
             }
             parts.extend(signals(c, &["likes", "comments", "favorites", "shares"]));
+            if s.explain.get("halfLifeHours").is_some() {
+                return format!(
+                    "{} in {}; divided by {} for being {age}{}",
+                    list(&parts),
+                    range(s.range),
+                    num(e("decay"), 1),
+                    half_life(s.explain)
+                );
+            }
             format!(
                 "{} in {}; minus {} for being {age}",
                 list(&parts),
                 range(s.range),
                 num(-e("agePenalty"), 2)
             )
+        }
+        ModelKind::Rising => {
+            let window = RangeSpec::Hours(e("windowHours") as u32);
+            let baseline = RangeSpec::Hours(e("baselineHours") as u32);
+            let observed = format!(
+                "{} in the last {}",
+                count(e("observed") as u64, "view"),
+                range(window)
+            );
+            match s.explain.get("ratio") {
+                None => format!("{observed}, none in the {} before", range(baseline)),
+                Some(r) => format!(
+                    "{observed}, {}× its usual rate (95 %: {}–{}×, from the {} before)",
+                    num(r, 1),
+                    num(e("ratioLow"), 1),
+                    num(e("ratioHigh"), 1),
+                    range(baseline)
+                ),
+            }
         }
         ModelKind::Window => {
             let mut parts = vec![count(c.pv, "view")];
@@ -109,6 +138,13 @@ pub fn why(s: &Scored<'_>) -> String {
             }
         }
     }
+}
+
+/// " (half-life 6 h)" when the age divisor is a half-life.
+fn half_life(e: &Explain) -> String {
+    e.get("halfLifeHours")
+        .map(|n| format!(" (half-life {})", duration(n * 3600.0)))
+        .unwrap_or_default()
 }
 
 /// "26 views from 26 visitors": visitors are an estimate, never shown
@@ -250,7 +286,7 @@ mod tests {
             published_at,
             ..ArticleMeta::default()
         };
-        let explain = Models::default().explain(model, c, &meta, NOW);
+        let explain = Models::default().explain(model, &Default::default(), c, &meta, None, NOW);
         why(&Scored {
             model,
             explain: &explain,
@@ -293,6 +329,69 @@ mod tests {
             s,
             "120 views from 97 visitors in 3 d, 16 h old: divided by 76.4 for age"
         );
+    }
+
+    #[test]
+    fn rising_says_the_views_and_the_rate() {
+        let models = Models::default();
+        let meta = ArticleMeta::default();
+        let say = |observed: u64, expected: f64| {
+            let t = crate::model::Trend { observed, expected };
+            let p = crate::model::ModelParams::default();
+            let c = Counters::default();
+            let explain = models.explain(ModelKind::Rising, &p, &c, &meta, Some(&t), NOW);
+            why(&Scored {
+                model: ModelKind::Rising,
+                explain: &explain,
+                counters: &c,
+                range: RangeSpec::Hours(1),
+                published_at: 0,
+                now: NOW,
+            })
+        };
+        let s = say(26, 26.0 * 24.0 / 24.0 / 6.5);
+        assert!(
+            s.starts_with("26 views in the last 1 h, 6.5× its usual rate (95 %: "),
+            "{s}"
+        );
+        assert!(s.ends_with("×, from the 24 h before)"), "{s}");
+        assert_eq!(
+            say(5, 0.0),
+            "5 views in the last 1 h, none in the 24 h before"
+        );
+    }
+
+    #[test]
+    fn half_life_says_its_divisor() {
+        let c = Counters {
+            pv: 120,
+            uv: 97,
+            ..Counters::default()
+        };
+        let meta = ArticleMeta {
+            published_at: NOW - 12 * 3600,
+            ..ArticleMeta::default()
+        };
+        let p = crate::model::ModelParams {
+            decay: crate::model::Decay::HalfLife(6),
+            ..Default::default()
+        };
+        for model in [ModelKind::Gravity, ModelKind::Weighted] {
+            let explain = Models::default().explain(model, &p, &c, &meta, None, NOW);
+            let s = why(&Scored {
+                model,
+                explain: &explain,
+                counters: &c,
+                range: RangeSpec::Hours(24),
+                published_at: meta.published_at,
+                now: NOW,
+            });
+            assert!(
+                s.ends_with("12 h old: divided by 4 for age (half-life 6 h)")
+                    || s.ends_with("divided by 4 for being 12 h old (half-life 6 h)"),
+                "{model:?}: {s}"
+            );
+        }
     }
 
     #[test]

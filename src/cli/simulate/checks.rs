@@ -88,7 +88,8 @@ pub(super) fn check_long_dwell(
             let mut uncapped = models.clone();
             uncapped.weighted.dwell_cap_secs = 86_400.0;
             let now = SIM_START + last.offset;
-            let s = uncapped.score(ModelKind::Weighted, &c, &meta, now);
+            let p = Default::default();
+            let s = uncapped.score(ModelKind::Weighted, &p, &c, &meta, None, now);
             let rank = 1 + last.ranked.iter().filter(|r| r.0 != i && r.1 > s).count();
             detail += &format!(
                 " (score {:.2}; without the cap it would score {s:.2}, rank {rank})",

@@ -6,9 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use crate::clock::GateClock;
-use crate::model::{RankedItem, Timestamp};
+use crate::model::{HotQuery, RankedItem, Timestamp};
 use crate::rank::pages::{SnapItem, Snapshot};
-use crate::score::{ModelKind, Models};
+use crate::score::Models;
 use crate::store::StoreSettings;
 
 use super::newest;
@@ -133,9 +133,8 @@ impl Inner {
         &self,
         items: &[SnapItem],
         first_rank: usize,
-        model: ModelKind,
+        q: &HotQuery,
         models: &Models,
-        explain: bool,
     ) -> Vec<RankedItem> {
         items
             .iter()
@@ -151,7 +150,10 @@ impl Inner {
                     id: s.id.clone(),
                     score: s.score,
                     counters: s.counters,
-                    explain: explain.then(|| models.explain(model, &s.counters, &meta, s.at)),
+                    explain: q.explain.then(|| {
+                        let (p, t) = (&q.params, s.trend.as_ref());
+                        models.explain(q.model, p, &s.counters, &meta, t, s.at)
+                    }),
                     meta,
                 }
             })

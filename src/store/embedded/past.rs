@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::model::{ArticleId, HotQuery, RangeSpec, Timestamp, hour_of};
+use crate::model::{ArticleId, HotQuery, ModelKind, RangeSpec, Timestamp, hour_of};
 use crate::rank::pages::SnapItem;
 use crate::rank::{Filter, Walk};
 
@@ -67,7 +67,14 @@ impl EmbeddedStore {
             if !c.is_active() {
                 continue;
             }
-            let score = models.score(q.model, &c, &meta, at);
+            // Rising reads its views per hour up to `at`.
+            let series =
+                (q.model == ModelKind::Rising).then(|| a.pv_series(q.params.rising.hours(at)));
+            let Some(st) = models.standing(q.model, &q.params, &c, &meta, series.as_deref(), at)
+            else {
+                continue;
+            };
+            let score = st.score;
             // The walk keeps what it is offered: offer only what may
             // still enter the first `depth` (a full scan sees them all).
             if !walk.wants(score, &a.id) {
@@ -79,6 +86,7 @@ impl EmbeddedStore {
                 counters: c,
                 author: meta.author.clone(),
                 at,
+                trend: st.trend,
             };
             walk.offer(item, None);
         }

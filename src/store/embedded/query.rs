@@ -1,7 +1,7 @@
 //! Answering queries under the state lock: a `/api/hot` page over a built
 //! ranking (first pages and cursor pages), and a `/api/new` page.
 
-use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
+use crate::model::{ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Timestamp, Trend};
 use crate::rank::pages::{self, First};
 use crate::store::{Pick, Picker, StoreError, cursor};
 
@@ -33,13 +33,7 @@ impl EmbeddedStore {
                 match pages::first(key.clone(), q, cap, items, at) {
                     First::Page(items) => {
                         return Ok(HotPage {
-                            items: inner.page_items(
-                                &items,
-                                q.offset + 1,
-                                q.model,
-                                models,
-                                q.explain,
-                            ),
+                            items: inner.page_items(&items, q.offset + 1, q, models),
                             generated_at: at,
                             cursor: None,
                         });
@@ -71,7 +65,7 @@ impl EmbeddedStore {
         }
         let (items, more) = c.snap.page(offset, q.limit, cap);
         let page = HotPage {
-            items: inner.page_items(items, offset + 1, q.model, models, q.explain),
+            items: inner.page_items(items, offset + 1, q, models),
             generated_at: c.snap.generated_at,
             cursor: more.then(|| cursor::snapshot(snap_id, offset + q.limit)),
         };
@@ -130,15 +124,17 @@ impl EmbeddedStore {
                 let counters = inner.data.window(idx, q.range, now);
                 let a = inner.data.article(idx);
                 let meta = a.meta.get().into_owned();
-                let score = models.score(q.model, &counters, &meta, now);
+                let trend = (q.model == ModelKind::Rising)
+                    .then(|| trend_of(&a.pv_series(q.params.rising.hours(now)), q));
+                let (p, t) = (&q.params, trend.as_ref());
+                let score = models.score(q.model, p, &counters, &meta, t, now);
                 RankedItem {
                     rank: skip + i + 1,
                     id: a.id.clone(),
                     score,
                     counters,
-                    explain: q
-                        .explain
-                        .then(|| models.explain(q.model, &counters, &meta, now)),
+                    explain: (q.explain)
+                        .then(|| models.explain(q.model, p, &counters, &meta, t, now)),
                     meta,
                 }
             })
@@ -153,4 +149,9 @@ impl EmbeddedStore {
             cursor,
         })
     }
+}
+
+/// The trend of `q`'s rising parameters in an article's series.
+fn trend_of(series: &[u64], q: &HotQuery) -> Trend {
+    crate::score::rising::evaluate(series, q.params.rising).trend
 }

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::model::{ArticleId, Counters, HotQuery, RangeSpec, Timestamp};
+use crate::model::{ArticleId, Counters, HotQuery, ModelParams, RangeSpec, Timestamp, Trend};
 use crate::rank::pages::SnapItem;
 use crate::rank::{self, Filter, Walk};
 use crate::score::{ModelKind, Models};
@@ -30,6 +30,8 @@ pub struct RankKey {
     pub model: ModelKind,
     pub range: RangeSpec,
     pub filter: Filter,
+    /// What the model reads of them ([`ModelParams::of`]).
+    pub params: ModelParams,
 }
 
 impl RankKey {
@@ -37,13 +39,9 @@ impl RankKey {
     pub fn of(q: &HotQuery) -> Self {
         RankKey {
             model: q.model,
-            // Vote models rank every live article: one ranking whatever the range.
-            range: if q.model.lists_every_live_article() {
-                RangeSpec::All
-            } else {
-                q.range
-            },
+            range: q.ranked_range(),
             filter: Filter::of(q),
+            params: q.params.of(q.model),
         }
     }
 }
@@ -79,6 +77,7 @@ pub struct Exact {
     /// Bounds the score from now on while no event arrives.
     pub bound: f64,
     pub counters: Counters,
+    pub trend: Option<Trend>,
 }
 
 /// Exact score of one article for one ranking at `now`, or `None` when it
@@ -99,11 +98,22 @@ pub fn exact(
     if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
         return None;
     }
-    let meta = data.article(idx).meta.get();
+    let a = data.article(idx);
+    let series =
+        (key.model == ModelKind::Rising).then(|| a.pv_series(key.params.rising.hours(now)));
+    let st = (models.standing(
+        key.model,
+        &key.params,
+        &c,
+        &a.meta.get(),
+        series.as_deref(),
+        now,
+    ))?;
     Some(Exact {
-        score: models.score(key.model, &c, &meta, now),
-        bound: models.upper_bound(key.model, &c, &meta, now),
+        score: st.score,
+        bound: st.bound,
         counters: c,
+        trend: st.trend,
     })
 }
 
@@ -115,6 +125,7 @@ fn listed(data: &Data, idx: Idx, ex: &Exact, at: Timestamp) -> SnapItem {
         counters: ex.counters,
         author: a.meta.author().map(str::to_owned),
         at,
+        trend: ex.trend,
     }
 }
 
@@ -845,11 +856,7 @@ mod tests {
         let models = &s.models;
         let t0 = 1_800_000_000;
         let q = HotQuery::default_page();
-        let key = RankKey {
-            model: q.model,
-            range: q.range,
-            filter: Filter::of(&q),
-        };
+        let key = RankKey::of(&q);
         let mut data = Data::new(&s);
         let mut rankings = Rankings::new(4, usize::MAX);
         let Join::Start(signal) = rankings.join(&key, t0) else {

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 
 use crate::model::{
-    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Stats, Timestamp,
-    VoteDirection, VoteOutcome, hour_of,
+    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, ModelParams, Outcome, Stats,
+    Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
 use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
@@ -69,8 +69,14 @@ impl Store for EmbeddedStore {
             .into_iter()
             .map(|m| {
                 let c = inner.data.window(idx, m.default_range(), now);
-                let meta = inner.data.article(idx).meta.get().into_owned();
-                (m, models.score(m, &c, &meta, now))
+                let a = inner.data.article(idx);
+                let meta = a.meta.get().into_owned();
+                let p = ModelParams::default();
+                let trend = (m == ModelKind::Rising).then(|| {
+                    let series = a.pv_series(p.rising.hours(now));
+                    crate::score::rising::evaluate(&series, p.rising).trend
+                });
+                (m, models.score(m, &p, &c, &meta, trend.as_ref(), now))
             })
             .collect();
         let a = inner.data.article_mut(idx);

@@ -4,8 +4,10 @@
 use redis::Value;
 
 use super::{RedisStore, bad_reply, counters_from, v_i64};
-use crate::model::{ArticleId, ArticleView, Counters, Quarantine, RangeSpec, Timestamp};
-use crate::score::ModelKind;
+use crate::model::{
+    ArticleId, ArticleView, Counters, ModelParams, Quarantine, RangeSpec, Timestamp,
+};
+use crate::score::{ModelKind, rising};
 use crate::store::StoreError;
 
 /// The range each model's score in `GET /api/articles/{id}` uses.
@@ -38,7 +40,20 @@ impl RedisStore {
                 .windows(std::slice::from_ref(id), range, now, &seq)
                 .await?;
             let c = c.first().copied().unwrap_or_default();
-            scores.push((model, self.settings.models.score(model, &c, &m.meta, now)));
+            let p = ModelParams::default();
+            let trend = match model {
+                ModelKind::Rising => {
+                    let series = self.pv_series(std::slice::from_ref(id), p.rising.hours(now), now);
+                    let series = series.await?.pop().unwrap_or_default();
+                    Some(rising::evaluate(&series, p.rising).trend)
+                }
+                _ => None,
+            };
+            let models = &self.settings.models;
+            scores.push((
+                model,
+                models.score(model, &p, &c, &m.meta, trend.as_ref(), now),
+            ));
         }
         Ok(Some(ArticleView {
             id: id.clone(),

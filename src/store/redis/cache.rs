@@ -206,6 +206,48 @@ impl RedisStore {
         Ok(out.into_iter().map(Option::unwrap_or_default).collect())
     }
 
+    /// Counted views per hour over `hours` of each of `ids`, oldest first
+    /// (0 for an hour without a bucket): what a rising score reads. Per
+    /// chunk of articles, one pipelined read of the hours' activity sets
+    /// ([`dump::active_over`]), then one of the `pv` of the buckets they
+    /// name. Every hour must still have its bucket (`window_plan` hourly):
+    /// the API keeps `window + baseline` within it.
+    pub(crate) async fn pv_series(
+        &self,
+        ids: &[ArticleId],
+        hours: std::ops::RangeInclusive<i64>,
+        now: Timestamp,
+    ) -> Result<Vec<Vec<u64>>, StoreError> {
+        let first = *hours.start();
+        let len = hours.clone().count();
+        let mut out = Vec::with_capacity(ids.len());
+        for part in ids.chunks(calls::CHUNK) {
+            self.restore_if_evicted(part, now).await?;
+            #[allow(clippy::reversed_empty_ranges)]
+            let no_days = 1..=0;
+            let active = dump::active_over(self, part, hours.clone(), no_days).await?;
+            let mut pipe = redis::pipe();
+            let mut slots = Vec::new();
+            for (i, id) in part.iter().enumerate() {
+                for &h in active.spans(id).0 {
+                    pipe.hget(self.keys.bucket_h(id, h), "pv");
+                    slots.push((i, (h - first) as usize));
+                }
+            }
+            let got: Vec<Option<i64>> = if slots.is_empty() {
+                Vec::new()
+            } else {
+                self.query_pipe(&pipe).await.map_err(store_err)?
+            };
+            let mut series = vec![vec![0u64; len]; part.len()];
+            for ((i, at), pv) in slots.into_iter().zip(got) {
+                series[i][at] = pv.unwrap_or(0).max(0) as u64;
+            }
+            out.extend(series);
+        }
+        Ok(out)
+    }
+
     /// Takes in what every shard's change log says changed: drops cached
     /// state of those articles (all of it if this node fell behind a log).
     pub(super) fn absorb(&self, shards: &[changes::Synced]) {

@@ -423,9 +423,9 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "rankings",
         "hot:<model>:<range>:<filter>",
-        r"^hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})$",
+        r"^hot:[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})$",
         "zset",
-        "one ranking: member = id, score = an upper bound of its score (exact for the entries the last query visited); `<filter>` = `all` or a 64-bit hash of category/kind/group",
+        "one ranking: member = id, score = an upper bound of its score (exact for the entries the last query visited); `<model>` = the model's name and its parameters (`gravity.hl6h`: `decay=halflife&halfLife=6h`; `rising.b24h.m5`: `baseline=24h&min=5`, its `window` the `<range>`); `<filter>` = `all` or a 64-bit hash of category/kind/group",
         Ttl::Expires,
         "1 h unused",
         "writeback.lua"
@@ -443,7 +443,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "rankings",
         "hot:<model>:<range>:<filter>:state",
-        r"^hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
+        r"^hot:[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
         "hash",
         "the same for another ranking",
         Ttl::Expires,
@@ -453,7 +453,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "rankings",
         "<ranking>:build:<hex>",
-        r"^hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
+        r"^hot:(score|[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
         "zset",
         "a rebuild of the ranking `<ranking>` in progress (one per rebuild): its entries gathered over several calls, renamed over the ranking by the last",
         Ttl::Expires,
@@ -463,7 +463,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "rankings",
         "<ranking>:rebuilding",
-        r"^hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
+        r"^hot:(score|[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
         "string",
         "a token of the node rebuilding the ranking `<ranking>` (`SET NX`): other nodes' queries that need the same rebuild wait for it (at most 2 min), then walk what it built",
         Ttl::Expires,
@@ -713,7 +713,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "shards",
         "s<k>:hot:<model>:<range>:<filter>",
-        r"^s[0-9]{1,3}:hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})$",
+        r"^s[0-9]{1,3}:hot:[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})$",
         "zset",
         "another ranking's bounds of the shard's articles",
         Ttl::Expires,
@@ -723,7 +723,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "shards",
         "s<k>:hot:<model>:<range>:<filter>:state",
-        r"^s[0-9]{1,3}:hot:[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
+        r"^s[0-9]{1,3}:hot:[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16}):state$",
         "hash",
         "its state",
         Ttl::Expires,
@@ -733,7 +733,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "shards",
         "s<k>:<ranking>:build:<hex>",
-        r"^s[0-9]{1,3}:hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
+        r"^s[0-9]{1,3}:hot:(score|[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})):build:[0-9a-f]{16}$",
         "zset",
         "a rebuild of one of the shard's rankings in progress",
         Ttl::Expires,
@@ -743,7 +743,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
     key_spec!(
         "shards",
         "s<k>:<ranking>:rebuilding",
-        r"^s[0-9]{1,3}:hot:(score|[a-z]+:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
+        r"^s[0-9]{1,3}:hot:(score|[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})):rebuilding$",
         "string",
         "a node's claim to rebuild a ranking over every shard (shard 0's name stands for all)",
         Ttl::Expires,

@@ -5,7 +5,7 @@
 //! key, and free-text filter labels only ever appear hashed, so no input
 //! can forge a key.
 
-use crate::model::{ArticleId, HOUR, HotQuery, RangeSpec, Timestamp, hour_of};
+use crate::model::{ArticleId, HOUR, HotQuery, ModelParams, RangeSpec, Timestamp, hour_of};
 use crate::score::ModelKind;
 use crate::sketch::murmur64a;
 
@@ -477,8 +477,23 @@ impl ShardKeys {
         kind: Option<&str>,
         group: Option<&str>,
     ) -> String {
+        self.ranking_with(model, ModelParams::default(), range, category, kind, group)
+    }
+
+    /// [`Self::ranking`] of a model with its parameters: those it reads
+    /// ([`ModelParams::suffix`]) follow its name (`gravity.hl6h`).
+    pub fn ranking_with(
+        &self,
+        model: ModelKind,
+        params: ModelParams,
+        range: RangeSpec,
+        category: Option<&str>,
+        kind: Option<&str>,
+        group: Option<&str>,
+    ) -> String {
         let default = HotQuery::default_page();
         if model == default.model
+            && params.of(model) == default.params
             && range == default.range
             && category.is_none()
             && kind.is_none()
@@ -499,7 +514,11 @@ impl ShardKeys {
                 format!("{:016x}", murmur64a(text.as_bytes(), 0x686f_7472))
             }
         };
-        self.k(format_args!("hot:{}:{range}:{filter}", model.as_str()))
+        let suffix = params.suffix(model);
+        self.k(format_args!(
+            "hot:{}{suffix}:{range}:{filter}",
+            model.as_str()
+        ))
     }
 }
 
@@ -567,6 +586,7 @@ pub fn window_plan(range: RangeSpec, now: Timestamp, hourly_days: u32) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Decay, RisingSpec};
 
     #[test]
     fn plans() {
@@ -626,16 +646,69 @@ mod tests {
     fn default_ranking_is_seed_key() {
         let k = Keys::new("").shard(0);
         assert_eq!(
-            k.ranking(ModelKind::Gravity, RangeSpec::Hours(72), None, None, None),
+            k.ranking_with(
+                ModelKind::Gravity,
+                P,
+                RangeSpec::Hours(72),
+                None,
+                None,
+                None
+            ),
             "hot:score"
         );
-        let other = Keys::new("site1:").shard(0).ranking(
+        let other = Keys::new("site1:").shard(0).ranking_with(
             ModelKind::Gravity,
+            P,
             RangeSpec::Hours(24),
             Some("x"),
             None,
             None,
         );
         assert!(other.starts_with("site1:hot:gravity:24h:"));
+    }
+
+    const P: ModelParams = ModelParams {
+        rising: RisingSpec {
+            window: 1,
+            baseline: 24,
+            min: 5,
+        },
+        decay: Decay::Model,
+    };
+
+    /// A model's parameters are part of its ranking's name, and only those
+    /// it reads.
+    #[test]
+    fn parameters_name_their_ranking() {
+        let k = Keys::new("").shard(0);
+        let half = ModelParams {
+            decay: Decay::HalfLife(6),
+            ..P
+        };
+        let r = |m, p, h| k.ranking_with(m, p, RangeSpec::Hours(h), None, None, None);
+        assert_eq!(r(ModelKind::Gravity, half, 72), "hot:gravity.hl6h:72h:all");
+        assert_eq!(
+            r(ModelKind::Weighted, half, 24),
+            "hot:weighted.hl6h:24h:all"
+        );
+        assert_eq!(r(ModelKind::Window, half, 24), "hot:window:24h:all");
+        assert_eq!(r(ModelKind::Rising, P, 1), "hot:rising.b24h.m5:1h:all");
+        let other = ModelParams {
+            rising: RisingSpec {
+                window: 3,
+                baseline: 48,
+                min: 2,
+            },
+            ..P
+        };
+        assert_eq!(r(ModelKind::Rising, other, 3), "hot:rising.b48h.m2:3h:all");
+        let spec = super::super::KEY_TABLE
+            .iter()
+            .find(|s| s.pattern == "hot:<model>:<range>:<filter>")
+            .expect("the rankings' row");
+        let re = regex::Regex::new(spec.regex).unwrap();
+        for name in ["hot:gravity.hl6h:72h:all", "hot:rising.b48h.m2:3h:all"] {
+            assert!(re.is_match(name), "{name}");
+        }
     }
 }

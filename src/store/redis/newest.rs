@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use super::{MetaRec, RedisStore, store_err};
-use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
+use crate::model::{ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Timestamp, Trend};
 use crate::rank::Filter;
+use crate::score::rising;
 use crate::store::{Pick, Picker, StoreError, cursor};
 
 /// One shard's `articles:new` (or, in seed layout, the site's `time:`) as
@@ -272,25 +273,35 @@ impl RedisStore {
     ) -> Result<Vec<RankedItem>, StoreError> {
         let ids: Vec<ArticleId> = picked.iter().map(|p| p.0.clone()).collect();
         let windows = self.windows(&ids, q.range, now, seq).await?;
+        let trends: Vec<Option<Trend>> = if q.model == ModelKind::Rising {
+            let spec = q.params.rising;
+            let series = self.pv_series(&ids, spec.hours(now), now).await?;
+            (series.iter())
+                .map(|s| Some(rising::evaluate(s, spec).trend))
+                .collect()
+        } else {
+            vec![None; ids.len()]
+        };
         Ok(picked
             .into_iter()
             .zip(windows)
+            .zip(trends)
             .enumerate()
-            .map(|(i, ((id, m, votes), mut counters))| {
+            .map(|(i, (((id, m, votes), mut counters), trend))| {
                 // Seed layout: the site's votes (`article:<id>`).
                 if let Some(v) = votes {
                     counters.ups = v;
                     counters.downs = 0;
                 }
                 let models = &self.settings.models;
+                let (p, t) = (&q.params, trend.as_ref());
                 RankedItem {
                     rank: skip + i + 1,
                     id,
-                    score: models.score(q.model, &counters, &m.meta, now),
+                    score: models.score(q.model, p, &counters, &m.meta, t, now),
                     counters,
-                    explain: q
-                        .explain
-                        .then(|| models.explain(q.model, &counters, &m.meta, now)),
+                    explain: (q.explain)
+                        .then(|| models.explain(q.model, p, &counters, &m.meta, t, now)),
                     meta: m.meta.clone(),
                 }
             })

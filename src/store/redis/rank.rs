@@ -45,7 +45,9 @@ use super::keys::{ShardKeys, WindowPlan, window_plan};
 use super::writeback::WriteBack;
 use super::{ActiveSets, MetaRec, RedisStore, Seqs, bad_reply, sorted_ids, store_err};
 use crate::model::Timestamp;
-use crate::model::{ArticleId, Counters, HotPage, HotQuery, RangeSpec, RankedItem};
+use crate::model::{
+    ArticleId, Counters, HotPage, HotQuery, ModelKind, RangeSpec, RankedItem, Trend,
+};
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
 use crate::rank::{self, Filter, Walk};
 use crate::store::{StoreError, cursor};
@@ -99,6 +101,7 @@ pub(super) struct Scored {
     /// (`Models::upper_bound`): what the ranking set stores.
     pub bound: f64,
     pub counters: Counters,
+    pub trend: Option<Trend>,
     pub meta: Arc<MetaRec>,
 }
 
@@ -132,6 +135,7 @@ impl Scored {
             counters: self.counters,
             author: self.meta.meta.author.clone(),
             at,
+            trend: self.trend,
         }
     }
 }
@@ -139,8 +143,9 @@ impl Scored {
 impl RedisStore {
     /// The sorted set of the ranking of `q` in shard `sk`.
     fn ranking_key(sk: &ShardKeys, q: &HotQuery) -> String {
-        sk.ranking(
+        sk.ranking_with(
             q.model,
+            q.params,
             q.range,
             q.category.as_deref(),
             q.kind.as_deref(),
@@ -172,24 +177,40 @@ impl RedisStore {
         let windows = self
             .windows_known(&kept_ids, q.range, now, seq, known)
             .await?;
+        // Rising reads the views per hour of those active in its window.
+        let mut series: Vec<Option<Vec<u64>>> = vec![None; kept_ids.len()];
+        if q.model == ModelKind::Rising {
+            let active: Vec<usize> = (0..kept_ids.len())
+                .filter(|&j| windows[j].is_active())
+                .collect();
+            let ids: Vec<ArticleId> = active.iter().map(|&j| kept_ids[j].clone()).collect();
+            let read = self
+                .pv_series(&ids, q.params.rising.hours(now), now)
+                .await?;
+            for (j, s) in active.into_iter().zip(read) {
+                series[j] = Some(s);
+            }
+        }
         let mut out: Vec<Option<Scored>> = vec![None; ids.len()];
-        for (&i, c) in keep.iter().zip(windows) {
+        for ((&i, c), series) in keep.iter().zip(windows).zip(series) {
             if matches!(q.range, RangeSpec::Hours(_)) && !c.is_active() {
                 continue;
             }
             let Some(meta) = metas[i].clone() else {
                 continue;
             };
-            let score = self.settings.models.score(q.model, &c, &meta.meta, now);
-            let bound = self
-                .settings
-                .models
-                .upper_bound(q.model, &c, &meta.meta, now);
+            let models = &self.settings.models;
+            let Some(st) =
+                models.standing(q.model, &q.params, &c, &meta.meta, series.as_deref(), now)
+            else {
+                continue;
+            };
             out[i] = Some(Scored {
                 id: ids[i].clone(),
-                score,
-                bound,
+                score: st.score,
+                bound: st.bound,
                 counters: c,
+                trend: st.trend,
                 meta,
             });
         }
@@ -613,9 +634,8 @@ impl RedisStore {
                     score: s.score,
                     counters: s.counters,
                     explain: q.explain.then(|| {
-                        self.settings
-                            .models
-                            .explain(q.model, &s.counters, &meta, s.at)
+                        let (p, t) = (&q.params, s.trend.as_ref());
+                        (self.settings.models).explain(q.model, p, &s.counters, &meta, t, s.at)
                     }),
                     meta,
                 }

@@ -27,7 +27,7 @@ use redis::{Script, Value};
 
 use super::{MetaRec, RedisStore, bad_reply, script, store_err, v_str};
 use crate::model::{
-    ArticleId, ArticleMeta, ArticleView, Counters, HotPage, HotQuery, RangeSpec, RankedItem,
+    ArticleId, ArticleMeta, ArticleView, Counters, Decay, HotPage, HotQuery, RangeSpec, RankedItem,
     Timestamp, VoteOutcome,
 };
 use crate::score::ModelKind;
@@ -391,10 +391,14 @@ impl RedisStore {
         let computed = view.scores.is_empty();
         if computed {
             for model in ModelKind::ALL {
-                let s = self
-                    .settings
-                    .models
-                    .score(model, &view.lifetime, &view.meta, now);
+                let s = self.settings.models.score(
+                    model,
+                    &Default::default(),
+                    &view.lifetime,
+                    &view.meta,
+                    None,
+                    now,
+                );
                 view.scores.push((model, s));
             }
         }
@@ -558,9 +562,9 @@ impl RedisStore {
                 ups: votes_of(art),
                 ..Counters::default()
             };
-            let explain = q
-                .explain
-                .then(|| self.settings.models.explain(q.model, &counters, &m, now));
+            let explain = q.explain.then(|| {
+                (self.settings.models).explain(q.model, &q.params, &counters, &m, None, now)
+            });
             items.push(RankedItem {
                 rank: skip + i + 1,
                 id,
@@ -633,7 +637,7 @@ impl RedisStore {
                 if c.pv == 0 && c.uv == 0 {
                     continue;
                 }
-                let s = self.settings.models.gravity.score(&c, published, now);
+                let s = (self.settings.models.gravity).score(&c, published, now, Decay::Model);
                 best.push((s, id.clone()));
             }
         }
@@ -679,10 +683,14 @@ impl RedisStore {
                 let Some(m) = m.filter(|m| !m.deleted) else {
                     continue;
                 };
-                let score = self
-                    .settings
-                    .models
-                    .score(ModelKind::Weighted, &c, &m.meta, now);
+                let score = self.settings.models.score(
+                    ModelKind::Weighted,
+                    &Default::default(),
+                    &c,
+                    &m.meta,
+                    None,
+                    now,
+                );
                 all.push((score, id.as_str()));
                 if let Some(cat) = &m.meta.category {
                     by_category

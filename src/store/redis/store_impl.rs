@@ -6,8 +6,8 @@ use redis::Value;
 
 use super::{RedisStore, bad_reply, claim, ops, store_err, v_i64, v_str, version};
 use crate::model::{
-    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Quarantine, RangeSpec,
-    Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
+    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, Outcome, Quarantine, Stats,
+    Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
 
@@ -89,10 +89,11 @@ impl Store for RedisStore {
         if self.seed_serves(q) {
             return self.seed_votes_page(q, now).await;
         }
-        // Vote models rank every live article: one ranking whatever the range.
-        if q.model.lists_every_live_article() && q.range != RangeSpec::All {
+        // Vote models rank every live article: one ranking whatever the
+        // range; rising ranks over its window.
+        if q.range != q.ranked_range() {
             let q = HotQuery {
-                range: RangeSpec::All,
+                range: q.ranked_range(),
                 ..q.clone()
             };
             return self.hot_page(&q, now).await;

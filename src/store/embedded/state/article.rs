@@ -391,6 +391,21 @@ impl Article {
         }
     }
 
+    /// Counted views per hour over `hours`, oldest first (0 for an hour
+    /// with no bucket): what a rising score reads.
+    pub fn pv_series(&self, hours: std::ops::RangeInclusive<i64>) -> Vec<u64> {
+        let first = *hours.start();
+        let mut out = vec![0; hours.clone().count()];
+        let start = self.buckets.partition_point(|b| b.hour() < first);
+        for b in self.buckets[start..]
+            .iter()
+            .take_while(|b| b.hour() <= *hours.end())
+        {
+            out[(b.hour() - first) as usize] = u64::from(b.pv);
+        }
+        out
+    }
+
     pub fn hourly(&self, first_hour: i64, last_hour: i64) -> Vec<HourlyRow> {
         let start = self.buckets.partition_point(|b| b.hour() < first_hour);
         self.buckets[start..]
