@@ -104,7 +104,7 @@ fn start_webhooks(
         return Ok(None);
     }
     let parse: crate::webhooks::QueryParser =
-        |q, cap| crate::api::webhook_query(q, cap).map_err(|e| e.to_string());
+        |q, config| crate::api::webhook_query(q, config).map_err(|e| e.to_string());
     Webhooks::start(config, store.clone(), outbox, Arc::new(SystemClock), parse).map(Some)
 }
 

@@ -674,7 +674,7 @@ async fn rising_and_held_are_delivered() {
     let r = Receiver::start(0, Default::default(), 0).await;
     let outbox = Arc::new(EmbeddedOutbox::open(dir.path()).unwrap());
     let parse: hotrank::webhooks::QueryParser =
-        |q, cap| hotrank::api::webhook_query(q, cap).map_err(|e| e.to_string());
+        |q, config| hotrank::api::webhook_query(q, config).map_err(|e| e.to_string());
     let clock = Arc::new(hotrank::clock::ManualClock::at(now));
     let w = Webhooks::start(&config, store.clone(), outbox, clock, parse).unwrap();
     let sub = Subscription {

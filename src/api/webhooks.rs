@@ -39,7 +39,10 @@ fn query_param_allowed(k: &str) -> bool {
 
 /// A subscription's ranking query from its stored parameters, by
 /// `GET /api/hot`'s own rules ([`rankings::query_from`]).
-pub fn webhook_query(map: &BTreeMap<String, String>, cap: usize) -> Result<HotQuery, ApiError> {
+pub fn webhook_query(
+    map: &BTreeMap<String, String>,
+    config: &crate::config::Config,
+) -> Result<HotQuery, ApiError> {
     if let Some(k) = map.keys().find(|k| !query_param_allowed(k)) {
         let allowed: Vec<&str> = rankings::PARAMS
             .iter()
@@ -59,7 +62,7 @@ pub fn webhook_query(map: &BTreeMap<String, String>, cap: usize) -> Result<HotQu
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect::<HashMap<_, _>>(),
     );
-    rankings::query_from(&p, cap).map(|(q, _)| q)
+    rankings::query_from(&p, rankings::Limits::of(config)).map(|(q, _)| q)
 }
 
 #[derive(Deserialize)]
@@ -148,7 +151,7 @@ fn validate(b: CreateBody, state: &AppState, w: &Webhooks) -> Result<Subscriptio
         };
         query.insert(k, text);
     }
-    webhook_query(&query, state.config.retention.ranking_cap)?;
+    webhook_query(&query, &state.config)?;
     Ok(Subscription {
         id: new_id(),
         url: b.url,

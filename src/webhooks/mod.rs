@@ -70,11 +70,11 @@ pub mod metrics_names {
 }
 use metrics_names as m;
 
-/// Turns a subscription's stored ranking parameters (and the ranking
-/// depth, `retention.ranking_cap`) into the query it reads. The composition
-/// root passes the API's own parser (`GET /api/hot`'s rules, one place),
-/// so this module does not depend on the API, which depends on it.
-pub type QueryParser = fn(&BTreeMap<String, String>, usize) -> Result<HotQuery, String>;
+/// Turns a subscription's stored ranking parameters into the query it
+/// reads (under the configuration's limits). The composition root passes
+/// the API's own parser (`GET /api/hot`'s rules, one place), so this
+/// module does not depend on the API, which depends on it.
+pub type QueryParser = fn(&BTreeMap<String, String>, &Config) -> Result<HotQuery, String>;
 
 /// The running webhooks of one node.
 pub struct Webhooks {
@@ -82,6 +82,8 @@ pub struct Webhooks {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     cfg: WebhooksConfig,
+    /// The server's configuration, for the query parser's limits.
+    config: Config,
     ranking_cap: usize,
     parse: QueryParser,
     /// Serializes this node's decisions (the evaluator and `emit_held`).
@@ -115,6 +117,7 @@ impl Webhooks {
             store,
             clock,
             cfg: config.webhooks.clone(),
+            config: config.clone(),
             ranking_cap: config.retention.ranking_cap,
             parse,
             deciding: tokio::sync::Mutex::new(()),
@@ -255,7 +258,7 @@ impl Webhooks {
     /// Decides `sub`'s transitions now and commits them; whether anything
     /// was committed.
     async fn evaluate(&self, sub: &Subscription) -> Result<bool, StoreError> {
-        let mut q = match (self.parse)(&sub.query, self.ranking_cap) {
+        let mut q = match (self.parse)(&sub.query, &self.config) {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!(id = %sub.id, error = %e, "webhooks: a stored query no longer parses");

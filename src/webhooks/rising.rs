@@ -1,16 +1,21 @@
-//! The `rising` check, in one function so that it can switch to the
-//! ranking's own `model=rising` where that has landed: a listed article
-//! is rising when its views in the current hour are a spike against its
-//! mean hourly views of the 24 hours before, z = (o − e) / √(e + 1) at or
-//! above `webhooks.rising_z`, with at least `webhooks.rising_min_views`
+//! The `rising` check, in one function: a listed article is rising when
+//! the ranking's own `model=rising` score ([`crate::score::rising`]: views
+//! of the current hour against its 24 hours before, z = (o − e) / √(e + 1))
+//! reaches `webhooks.rising_z`, with at least `webhooks.rising_min_views`
 //! views this hour.
 
 use crate::config::WebhooksConfig;
-use crate::model::{ArticleId, Timestamp};
+use crate::model::{ArticleId, RisingSpec, Timestamp};
+use crate::score::rising;
 use crate::store::{Store, StoreError};
 
-/// Hours of the baseline the current hour is compared with.
-const BASELINE_HOURS: u32 = 24;
+/// The window and baseline of the check (`model=rising`'s defaults).
+fn spec(cfg: &WebhooksConfig) -> RisingSpec {
+    RisingSpec {
+        min: cfg.rising_min_views,
+        ..RisingSpec::default()
+    }
+}
 
 /// Whether `article` is rising now (its hourly buckets from
 /// [`Store::hourly`]); an unknown article is not.
@@ -23,33 +28,42 @@ pub async fn is_rising(
     let Ok(id) = ArticleId::parse(article) else {
         return Ok(false);
     };
-    let Some(rows) = store.hourly(&id, now, BASELINE_HOURS + 1).await? else {
+    let spec = spec(cfg);
+    let Some(rows) = store.hourly(&id, now, spec.span()).await? else {
         return Ok(false);
     };
-    let Some((current, past)) = rows.split_last() else {
-        return Ok(false);
-    };
-    Ok(spike(current.pv, past.iter().map(|r| r.pv), cfg))
+    let series: Vec<u64> = rows.iter().map(|r| r.pv).collect();
+    Ok(spike(&series, cfg))
 }
 
-/// The spike rule on counts: `observed` this hour against `past` hours.
-pub fn spike(observed: u64, past: impl Iterator<Item = u64>, cfg: &WebhooksConfig) -> bool {
-    let (sum, n) = past.fold((0u64, 0u64), |(s, n), pv| (s + pv, n + 1));
-    let expected = sum as f64 / n.max(1) as f64;
-    let z = (observed as f64 - expected) / (expected + 1.0).sqrt();
-    observed >= cfg.rising_min_views && z >= cfg.rising_z
+/// The rule on per-hour views, oldest first, the current hour last
+/// (`window + baseline` of them; fewer, and it is not rising).
+pub fn spike(series: &[u64], cfg: &WebhooksConfig) -> bool {
+    let spec = spec(cfg);
+    if series.len() != spec.span() as usize {
+        return false;
+    }
+    let r = rising::evaluate(series, spec);
+    r.trend.observed >= spec.min && r.z >= cfg.rising_z
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn series(past: u64, now: u64) -> Vec<u64> {
+        let mut s = vec![past; 24];
+        s.push(now);
+        s
+    }
+
     #[test]
     fn a_spike_against_its_own_past() {
         let cfg = WebhooksConfig::default(); // z >= 3, at least 5 views
-        assert!(spike(20, [1u64; 24].into_iter(), &cfg));
-        assert!(!spike(20, [20u64; 24].into_iter(), &cfg));
-        assert!(!spike(4, [0u64; 24].into_iter(), &cfg));
-        assert!(spike(5, [0u64; 24].into_iter(), &cfg));
+        assert!(spike(&series(1, 20), &cfg));
+        assert!(!spike(&series(20, 20), &cfg));
+        assert!(!spike(&series(0, 4), &cfg));
+        assert!(spike(&series(0, 5), &cfg));
+        assert!(!spike(&[5], &cfg));
     }
 }
