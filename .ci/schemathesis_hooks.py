@@ -11,6 +11,9 @@ Ids of people (`visitorId`, `userId`, `poster`) are 1-128 bytes of UTF-8,
 which JSON Schema's `maxLength` (code points) cannot state either:
 longer generated strings are cut to 128 bytes at a character boundary.
 
+A curation `until` is valid only after the server's clock (and at most ten
+years ahead): a generated non-negative integer becomes an hour from now.
+
 A `cursor` is valid only if this server issued it (it names a ranking
 snapshot), which no pattern can state either: generated positive cases
 drop it; the stateful phase passes real ones from `RankingPage.cursor`.
@@ -28,12 +31,14 @@ import time
 import schemathesis
 
 
-def _now_if_plain_integer(value):
+def _plain_integer(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    if value < 0 or value != int(value):
-        return value
-    return int(time.time())
+        return False
+    return value >= 0 and value == int(value)
+
+
+def _now_if_plain_integer(value):
+    return int(time.time()) if _plain_integer(value) else value
 
 
 _BYTE_LIMITED = ("visitorId", "userId", "poster")
@@ -79,3 +84,5 @@ def before_call(ctx, case, **kwargs):
         for key in ("ts", "publishedAt"):
             if key in body:
                 body[key] = _now_if_plain_integer(body[key])
+        if _plain_integer(body.get("until")):
+            body["until"] = int(time.time()) + 3600

@@ -66,6 +66,28 @@ pub fn open_store(config: &Config) -> Result<Arc<dyn Store>, String> {
     }
 }
 
+/// The curation state (pins, exclusions, review) of the configured store:
+/// `curation.json` in the data dir for the embedded store, the site's
+/// `curation` hash for Redis (read through a cache of
+/// [`crate::curation::REDIS_CACHE`]). Inside a tokio runtime for Redis.
+pub fn open_curation(config: &Config) -> Result<crate::curation::Curator, String> {
+    use crate::curation::{Curator, REDIS_CACHE, file::FileCuration, redis::RedisCuration};
+    Ok(match config.store {
+        StoreKind::Embedded => Curator::new(
+            Arc::new(FileCuration::open(&config.data_dir)?),
+            // Every change goes through this process, which clears it.
+            std::time::Duration::MAX,
+        ),
+        StoreKind::Redis => {
+            let redis = open_redis(config)?;
+            Curator::new(
+                Arc::new(RedisCuration::new(redis.con(), redis.keys())),
+                REDIS_CACHE,
+            )
+        }
+    })
+}
+
 /// The pipeline over the configured Redis, its consumer groups created if
 /// Redis is up. Inside a tokio runtime.
 pub async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, String> {

@@ -53,6 +53,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod ctr;
+pub mod curation;
 pub mod gate;
 pub mod loadgen;
 pub mod log_limit;

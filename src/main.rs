@@ -52,6 +52,9 @@ enum Command {
     Top(hotrank::cli::top::TopArgs),
     /// Print a running server's totals and quarantine by reason.
     Stats(hotrank::cli::top::StatsArgs),
+    /// List a running server's articles held for review, with their
+    /// evidence; `--allow ID` / `--deny ID` decide on one.
+    Review(hotrank::cli::review::ReviewArgs),
     /// Print the widget's click-through per model, raw and corrected for
     /// position bias (`GET /api/ctr`), from a server or a data dir.
     Ctr(hotrank::cli::ctr::CtrArgs),
@@ -687,6 +690,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => hotrank::cli::replay::run(args),
         Command::Top(args) => hotrank::cli::top::run_top(args),
         Command::Stats(args) => hotrank::cli::top::run_stats(args),
+        Command::Review(args) => hotrank::cli::review::run(args),
         Command::Ctr(args) => hotrank::cli::ctr::run(args),
     };
     match result {

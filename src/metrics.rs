@@ -152,6 +152,13 @@ pub const FAMILIES: &[Family] = &[
         SECONDS,
         "Time from a webhook transition being decided to its successful delivery (retries included).",
     ),
+    // Curation (src/curation)
+    family(
+        "hotrank_curation_held_total",
+        Counter,
+        COUNT,
+        "Articles held for review ([review] mode = new_entries) when a public ranking would first have served them.",
+    ),
     // Server upkeep
     family(
         "hotrank_store_up",

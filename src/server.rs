@@ -80,8 +80,10 @@ pub fn build_state(
         .iter()
         .map(|p| parse_cidr(p).ok_or_else(|| format!("trusted_proxies: bad entry {p:?}")))
         .collect::<Result<Vec<_>, _>>()?;
+    let curation = Arc::new(crate::app::open_curation(&config)?);
     Ok(AppState::new(api::Shared {
         store,
+        curation,
         queue,
         closing: tokio::sync::watch::Sender::new(false),
         config: Arc::new(config),

@@ -703,22 +703,7 @@ async fn overview_and_compare() {
     );
 
     // Keyboard: a control changed from the keyboard re-renders the view.
-    let el = browser
-        .cmd(
-            "POST",
-            "element",
-            json!({"using": "css selector", "value": "#o-form select[name=range]"}),
-        )
-        .await;
-    let el = el
-        .as_object()
-        .unwrap()
-        .values()
-        .next()
-        .unwrap()
-        .as_str()
-        .unwrap()
-        .to_string();
+    let el = browser.element("#o-form select[name=range]").await;
     browser
         .cmd("POST", &format!("element/{el}/value"), json!({"text": "7"}))
         .await;

@@ -28,6 +28,16 @@ const ROUTES: &[(&str, &str)] = &[
     ("/api/articles", "post"),
     ("/api/articles/{id}/vote", "post"),
     ("/api/articles/{id}/hourly", "get"),
+    // curation.rs
+    ("/api/articles/{id}/pin", "put"),
+    ("/api/articles/{id}/pin", "delete"),
+    ("/api/articles/{id}/exclude", "put"),
+    ("/api/articles/{id}/exclude", "delete"),
+    ("/api/review", "get"),
+    ("/api/review/{id}", "post"),
+    ("/review", "get"),
+    ("/review.js", "get"),
+    ("/review.css", "get"),
     // rankings.rs
     ("/api/hot", "get"),
     ("/api/new", "get"),

@@ -10,6 +10,8 @@ mod around;
 mod articles;
 pub mod budget;
 mod ctr;
+mod curated;
+mod curation;
 mod error;
 mod event_json;
 mod extract;
@@ -66,6 +68,8 @@ impl std::ops::Deref for AppState {
 /// What [`AppState`] points to.
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// Pins, exclusions and review, applied to every public ranking.
+    pub curation: Arc<crate::curation::Curator>,
     /// The queue ingest goes through instead of the store, if any (the
     /// Redis pipeline): events are answered `queued`.
     pub queue: Option<Arc<dyn crate::store::Queue>>,
@@ -172,6 +176,7 @@ pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(ingest::router().route_layer(around::Around(web::Cors(state.config.clone()))))
         .merge(articles::router())
+        .merge(curation::router())
         .merge(rankings::router().route_layer(public.clone()))
         .merge(feeds::router().route_layer(public.clone()))
         .merge(stream::router(&state).route_layer(public))

@@ -92,9 +92,10 @@ pub fn mark(at: Timestamp) -> Timestamp {
 /// What shapes a ranking's order (not its paging): the cache's key.
 fn ranking_key(q: &HotQuery) -> String {
     format!(
-        "{}|{}|{:?}|{:?}|{:?}|{:?}",
+        "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
         q.model.as_str(),
-        q.range,
+        q.ranked_range(),
+        q.params.of(q.model),
         q.category,
         q.kind,
         q.group,
@@ -140,9 +141,7 @@ impl Movements {
         at: Timestamp,
         wait: Duration,
     ) -> Option<Arc<Baseline>> {
-        if !matches!(q.range, crate::model::RangeSpec::Hours(_))
-            || q.model.lists_every_live_article()
-        {
+        if !matches!(q.ranked_range(), crate::model::RangeSpec::Hours(_)) {
             return None;
         }
         let since = mark(at);

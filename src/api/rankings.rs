@@ -9,6 +9,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::budget::QueryBudget;
+use super::curated::{self, CuratedPage};
 use super::extract::Params;
 use super::{ApiError, AppState};
 use crate::model::{
@@ -272,12 +273,18 @@ pub(super) fn item_json(it: &RankedItem, q: &HotQuery, now: Timestamp) -> Value 
     v
 }
 
-pub(super) fn page_json(page: &HotPage, q: &HotQuery, range_text: &str) -> Value {
+pub(super) fn page_json(page: &CuratedPage, q: &HotQuery, range_text: &str) -> Value {
     json!({
         "items": page
             .items
             .iter()
-            .map(|it| item_json(it, q, page.generated_at))
+            .map(|it| {
+                let mut v = item_json(it, q, page.generated_at);
+                if page.pinned.contains(&it.id) {
+                    v["pinned"] = json!(true);
+                }
+                v
+            })
             .collect::<Vec<_>>(),
         "model": q.model.as_str(),
         "range": range_text,
@@ -303,7 +310,7 @@ async fn get_new(
 }
 
 #[derive(Clone, Copy)]
-enum List {
+pub(super) enum List {
     Hot,
     New,
 }
@@ -343,25 +350,26 @@ pub(super) async fn with_movement(
 }
 
 /// The page of the hot ranking `q` asks for, as `GET /api/hot` gets it.
-pub(super) async fn hot(state: &AppState, q: &HotQuery) -> Result<HotPage, ApiError> {
+pub(super) async fn hot(state: &AppState, q: &HotQuery) -> Result<CuratedPage, ApiError> {
     fetch(state, q, List::Hot).await
 }
 
-async fn fetch(state: &AppState, q: &HotQuery, list: List) -> Result<HotPage, ApiError> {
+async fn fetch(state: &AppState, q: &HotQuery, list: List) -> Result<CuratedPage, ApiError> {
     let started = Instant::now();
     let now = state.clock.now();
     let (page, endpoint) = match list {
         // Past the ranking's depth: nothing to ask the store.
         _ if q.limit == 0 => (
-            HotPage {
+            CuratedPage::plain(HotPage {
                 items: Vec::new(),
                 generated_at: now,
                 cursor: None,
-            },
+            }),
             "empty",
         ),
-        List::Hot => (state.store.hot(q, now).await?, "hot"),
-        List::New => (state.store.newest(q, now).await?, "new"),
+        // Curation applies to every public ranking here, in one place.
+        List::Hot => (curated::page(state, q, list, now).await?, "hot"),
+        List::New => (curated::page(state, q, list, now).await?, "new"),
     };
     metrics::histogram!("hotrank_query_seconds", "endpoint" => endpoint)
         .record(started.elapsed().as_secs_f64());

@@ -204,6 +204,9 @@ async fn read(
         match rankings::hot(&state, &q).await {
             Ok(page) => {
                 let mut body = rankings::page_json(&page, &q, &range_text);
+                // Movement too (a new event once it is computed, and at
+                // each hour mark).
+                rankings::with_movement(&state, &q, &page, &mut body, Duration::ZERO).await;
                 let seen = compared(&body);
                 if last.as_ref() != Some(&seen) {
                     last = Some(seen);

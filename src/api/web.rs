@@ -28,7 +28,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// An embedded file with its content type, cache lifetime and `ETag`.
-struct Asset {
+pub(super) struct Asset {
     body: &'static str,
     content_type: &'static str,
     max_age: u32,
@@ -36,7 +36,7 @@ struct Asset {
 }
 
 impl Asset {
-    const fn new(body: &'static str, content_type: &'static str, max_age: u32) -> Self {
+    pub(super) const fn new(body: &'static str, content_type: &'static str, max_age: u32) -> Self {
         Asset {
             body,
             content_type,
@@ -54,7 +54,7 @@ impl Asset {
         })
     }
 
-    fn serve(&self, headers: &HeaderMap) -> Response {
+    pub(super) fn serve(&self, headers: &HeaderMap) -> Response {
         let etag = self.etag();
         let cache = format!("public, max-age={}", self.max_age);
         let matches = headers
@@ -110,7 +110,13 @@ const DASHBOARD_CSP: &str = "default-src 'none'; script-src 'self'; style-src 's
      frame-ancestors 'none'";
 
 async fn dashboard(headers: HeaderMap) -> Response {
-    let mut resp = DASHBOARD_HTML.serve(&headers);
+    html_page(&DASHBOARD_HTML, &headers)
+}
+
+/// A page of the dashboard (`/`, `/review`): its own files and this
+/// server's API only, never in a frame.
+pub(super) fn html_page(page: &Asset, headers: &HeaderMap) -> Response {
+    let mut resp = page.serve(headers);
     resp.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(DASHBOARD_CSP),

@@ -9,11 +9,14 @@
 //! - [`metrics`]: the pure list comparisons both use (and `/api/compare`).
 //! - [`top`]: `hotrank top` and `hotrank stats`, a running server's hot
 //!   list and totals in the terminal.
+//! - [`review`]: `hotrank review`, the review queue and an editor's
+//!   decisions in the terminal.
 //! - [`ctr`]: `hotrank ctr`, the widget's click-through per model.
 
 pub mod ctr;
 pub mod metrics;
 pub mod replay;
+pub mod review;
 pub mod seed_import;
 pub mod simulate;
 pub mod top;

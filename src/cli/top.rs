@@ -152,14 +152,28 @@ fn host_of(addr: &str) -> &str {
 
 /// `GET path` as JSON; a non-2xx answer becomes its error message.
 pub(super) async fn get_json(target: &Target, path: &str) -> Result<Value, String> {
+    call_json(target, "GET", path, &[], b"").await
+}
+
+/// `method path` with `headers` and `body`, answered in JSON; a non-2xx
+/// answer becomes its error message (`hotrank review` sends its token and
+/// decisions through it).
+pub(super) async fn call_json(
+    target: &Target,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Value, String> {
     let url = &target.url;
+    let mut all = vec![("accept", "application/json")];
+    all.extend_from_slice(headers);
     let (status, body) = match &target.tls {
         None => {
             let mut http = Http::connect(&target.addr)
                 .await
                 .map_err(|e| format!("cannot reach {url}: {e}"))?;
-            http.request("GET", path, &[("accept", "application/json")], b"")
-                .await
+            http.request(method, path, &all, body).await
         }
         Some((tls, name)) => {
             let tcp = tokio::net::TcpStream::connect(&target.addr)
@@ -170,8 +184,7 @@ pub(super) async fn get_json(target: &Target, path: &str) -> Result<Value, Strin
                 .await
                 .map_err(|e| format!("cannot reach {url}: TLS: {e}"))?;
             let mut http = Http::over(stream, &target.addr);
-            http.request("GET", path, &[("accept", "application/json")], b"")
-                .await
+            http.request(method, path, &all, body).await
         }
     }
     .map_err(|e| format!("{url}{path}: {e}"))?;
@@ -206,7 +219,7 @@ pub fn fmt_count(n: u64) -> String {
     out
 }
 
-fn count(v: &Value) -> String {
+pub(super) fn count(v: &Value) -> String {
     v.as_u64().map(fmt_count).unwrap_or_else(|| "–".into())
 }
 
@@ -226,7 +239,7 @@ fn movement(it: &Value) -> String {
 }
 
 /// Pads to `width` display columns (movement arrows are one column).
-fn pad_left(s: &str, width: usize) -> String {
+pub(super) fn pad_left(s: &str, width: usize) -> String {
     let n = s.chars().count();
     format!("{}{s}", " ".repeat(width.saturating_sub(n)))
 }

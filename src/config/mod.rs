@@ -9,6 +9,7 @@ mod http;
 mod pipeline;
 mod rankings;
 mod redact;
+mod review;
 mod store;
 mod validate;
 mod webhooks;
@@ -26,6 +27,7 @@ pub use feeds::FeedsConfig;
 pub use http::{HttpConfig, LimitsConfig, cidr_contains, parse_cidr};
 pub use pipeline::PipelineConfig;
 pub use rankings::{RankingsConfig, RetentionConfig};
+pub use review::{ReviewConfig, ReviewMode};
 pub use store::{
     EmbeddedConfig, FsyncMode, MAX_REDIS_SHARDS, RedisConfig, RedisLayout, StoreKind,
     valid_redis_prefix,
@@ -79,6 +81,7 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
     pub webhooks: WebhooksConfig,
+    pub review: ReviewConfig,
     pub ctr: CtrConfig,
     pub models: Models,
 }
@@ -111,6 +114,7 @@ impl Default for Config {
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
             webhooks: WebhooksConfig::default(),
+            review: ReviewConfig::default(),
             ctr: CtrConfig::default(),
             models: Models::default(),
         }

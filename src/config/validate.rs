@@ -16,6 +16,7 @@ impl Config {
         let mut warnings = self.models.validate()?;
         feeds(&self.feeds)?;
         webhooks(&self.webhooks)?;
+        review(&self.review)?;
         ctr(&self.ctr)?;
         gate(&self.gate, &mut warnings)?;
         retention(&self.retention)?;
@@ -47,6 +48,19 @@ where
         range.start(),
         range.end()
     ))
+}
+
+/// `[review]`.
+fn review(r: &super::ReviewConfig) -> Result<(), String> {
+    if r.mode == super::ReviewMode::Suspicious {
+        return Err(
+            "review.mode = \"suspicious\" is not available yet: the stores do not keep \
+                    per-article network evidence (distinct /24 and /64 blocks); use \"off\" or \
+                    \"new_entries\""
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// `[feeds]`.

@@ -3,6 +3,7 @@
 //! small HTTP conveniences.
 #![allow(dead_code)]
 
+pub mod curation;
 pub mod pg;
 pub mod pipeline;
 pub mod redis;

@@ -167,6 +167,28 @@ impl Browser {
         r["value"].clone()
     }
 
+    /// The WebDriver id of the element a CSS selector finds.
+    pub async fn element(&self, css: &str) -> String {
+        let v = self
+            .cmd(
+                "POST",
+                "element",
+                json!({"using": "css selector", "value": css}),
+            )
+            .await;
+        let id = v.as_object().and_then(|o| o.values().next());
+        id.and_then(Value::as_str)
+            .expect("an element id")
+            .to_string()
+    }
+
+    /// Clicks the element a CSS selector finds, as a user would.
+    pub async fn click(&self, css: &str) {
+        let e = self.element(css).await;
+        self.cmd("POST", &format!("element/{e}/click"), json!({}))
+            .await;
+    }
+
     pub async fn goto(&self, url: &str) {
         self.cmd("POST", "url", json!({"url": url})).await;
     }

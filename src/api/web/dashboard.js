@@ -1,6 +1,7 @@
 // hotrank dashboard. Client-side routes:
 //   #/?model=gravity&range=24h&category=&limit=10         the overview
 //   #/hot?model=gravity&range=72h&category=&kind=&limit=20 the hot list
+//   #/rising?window=1h&baseline=24h&min=5&category=&limit=20 what is rising
 //   #/compare?a=gravity&b=weighted&range=24h&limit=10      two models
 //   #/article/ID?hours=72                                  one article
 //   #/quarantine?hours=24                                  what was held back
@@ -105,7 +106,7 @@ function route() {
   return { path, params: new URLSearchParams(query || "") };
 }
 let timer = null;
-const VIEWS = ["overview", "hot", "compare", "article", "quarantine"];
+const VIEWS = ["overview", "hot", "rising", "compare", "article", "quarantine"];
 function show(name) {
   for (const v of VIEWS) $("view-" + v).hidden = v !== name;
   for (const a of document.querySelectorAll("nav a")) {
@@ -135,11 +136,15 @@ function render() {
     formFrom($("c-form"), params);
     loadCompare();
     timer = setInterval(loadCompare, REFRESH_MS * 2);
+  } else if (path === "/rising") {
+    show("rising");
+    formFrom($("r-form"), params);
+    follow(streamParams($("r-form"), RISING), renderRising, loadRising);
   } else if (path === "/hot") {
     show("hot");
     formFrom($("hot-form"), params);
-    loadHot();
-    followHot();
+    if ($("hot-form").auto.checked) followHot();
+    else loadHot();
   } else {
     show("overview");
     formFrom($("o-form"), params);
@@ -149,30 +154,40 @@ function render() {
 }
 
 // ---- the live stream ------------------------------------------------
-// The hot list and the overview follow their ranking over /api/stream
-// (Server-Sent Events): the server says when the list changes, so the
-// page does not poll. Only while the stream is down (the browser
-// reconnects by itself) does a poll stand in for it.
+// The hot list, the rising list and the overview follow their ranking
+// over /api/stream (Server-Sent Events): the server says when the list
+// changes, so the page does not poll. The stream's first event is the
+// list as it is now (a fetch beside it could land after a newer event
+// and show older data). Only while the stream is down (the browser
+// reconnects by itself) does a poll stand in for it, at once if the
+// stream never said anything.
 let live = null;
+let standInTimer = null;
 function unfollow() {
   if (live) live.close();
   live = null;
+  clearInterval(standInTimer);
+  standInTimer = null;
   document.body.dataset.live = "off";
 }
 function follow(params, onRanking, poll) {
   unfollow();
   const es = new EventSource("/api/stream?" + params);
   live = es;
+  let heard = false;
   const standIn = () => {
-    if (live === es && !timer) timer = setInterval(poll, REFRESH_MS);
+    if (live !== es || standInTimer) return;
+    if (!heard) poll();
+    standInTimer = setInterval(poll, REFRESH_MS);
   };
   es.addEventListener("open", () => {
-    clearInterval(timer);
-    timer = null;
+    clearInterval(standInTimer);
+    standInTimer = null;
     document.body.dataset.live = "on";
   });
   es.addEventListener("ranking", (e) => {
     if (live !== es) return;
+    heard = true;
     let body;
     try { body = JSON.parse(e.data); } catch { return; }
     document.body.dataset.liveEvents = String(Number(document.body.dataset.liveEvents || 0) + 1);
@@ -300,6 +315,54 @@ function renderHot(body) {
   $("hot-empty").hidden = body.items.length > 0;
   status(body.items.length + " items · " + body.model + " · " + body.range +
     " · generated " + when(body.generatedAt) + " " + zone());
+}
+
+// ---- what is rising ------------------------------------------------
+const RISING = { model: "rising", explain: "true" };
+async function loadRising() {
+  const p = formParams($("r-form"));
+  for (const [k, v] of Object.entries(RISING)) p.set(k, v);
+  try {
+    renderRising(await getJson("/api/hot?" + p));
+  } catch (e) {
+    status("rising: " + e.message, true);
+  }
+}
+// "6.5×" with its 95% interval, or what stands for it without a baseline.
+function ratioCell(x) {
+  if (!x || typeof x.ratio !== "number") {
+    return el("td", { class: "num", title: "no views in the baseline: nothing to compare with" }, "new");
+  }
+  const text = fmt(x.ratio, x.ratio < 10 ? 1 : 0) + "×";
+  const range = typeof x.ratioLow === "number"
+    ? "95% interval " + fmt(x.ratioLow, 1) + "–" + fmt(x.ratioHigh, 1) + "×" : "";
+  const cell = el("td", { class: "num", title: range }, text);
+  if (range) cell.append(el("div", { class: "muted" }, fmt(x.ratioLow, 1) + "–" + fmt(x.ratioHigh, 1)));
+  return cell;
+}
+function renderRising(body) {
+  const since = body.movementSince ? when(body.movementSince).slice(11) + " " + zone() : null;
+  $("r-since").textContent = since ? "· moves since " + since : "";
+  const rows = body.items.flatMap((it) => {
+    const id = it.articleId;
+    const x = it.explain || {};
+    const title = titleCell(it);
+    title.append(rowMeta(it, body.generatedAt));
+    return [el("tr", { "data-article-id": id },
+      el("td", { class: "num" }, it.rank),
+      movementCell(it, since),
+      title,
+      el("td", { class: "num" }, fmt(x.observed)),
+      el("td", { class: "num wide" }, fmt(x.expected, 1)),
+      ratioCell(x),
+      el("td", { class: "num score" }, whyButton(id, fmt(it.score, 2), loadRising))),
+      ...explainRow(body.model, it, 2, 5)];
+  });
+  $("r-items").replaceChildren(...rows);
+  $("r-items").dataset.generatedAt = String(body.generatedAt);
+  $("r-empty").hidden = body.items.length > 0;
+  status(body.items.length + " rising · last " + $("r-form").window.value + " against the " +
+    $("r-form").baseline.value + " before · generated " + when(body.generatedAt) + " " + zone());
 }
 
 // ---- the overview -------------------------------------------------
@@ -676,15 +739,10 @@ for (const sel of document.querySelectorAll("select[data-ranges]")) {
 bindForm($("o-form"), () => "#/");
 bindForm($("c-form"), () => "#/compare");
 bindForm($("hot-form"), () => "#/hot");
+bindForm($("r-form"), () => "#/rising");
 $("hot-form").auto.addEventListener("change", () => {
-  if ($("hot-form").auto.checked) {
-    loadHot();
-    followHot();
-  } else {
-    clearInterval(timer);
-    timer = null;
-    unfollow();
-  }
+  if ($("hot-form").auto.checked) followHot();
+  else unfollow();
 });
 bindForm($("a-form"), () => route().path);
 bindForm($("q-form"), () => "#/quarantine");

@@ -24,7 +24,7 @@ impl EmbeddedStore {
         at: Timestamp,
         depth: usize,
     ) -> Vec<ArticleId> {
-        let RangeSpec::Hours(hours) = q.range else {
+        let RangeSpec::Hours(hours) = q.ranked_range() else {
             return Vec::new();
         };
         if q.model.lists_every_live_article() {

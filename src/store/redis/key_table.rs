@@ -871,6 +871,16 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "webhooks lease script (`SET PX` when free, `PEXPIRE` by its holder)"
     ),
     key_spec!(
+        "curation",
+        "curation",
+        r"^curation$",
+        "hash",
+        "an editor's entries (src/curation): field `pin:<id>`, `exclude:<id>` or `review:<id>`, value the entry as JSON (position, query and `until`; reason and `until`; status, hold time and evidence)",
+        Ttl::None,
+        "none (an entry past its `until` is ignored, and replaced or removed by the editor)",
+        "src/curation/redis.rs (`HSET`, `HDEL`; `HSETNX` for a first hold)"
+    ),
+    key_spec!(
         "ctr",
         "ctr:lists",
         r"^ctr:lists$",

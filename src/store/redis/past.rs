@@ -18,14 +18,15 @@ impl RedisStore {
         at: Timestamp,
         depth: usize,
     ) -> Result<Vec<ArticleId>, StoreError> {
-        if !matches!(q.range, RangeSpec::Hours(_)) || q.model.lists_every_live_article() {
+        let range = q.ranked_range();
+        if !matches!(range, RangeSpec::Hours(_)) || q.model.lists_every_live_article() {
             return Ok(Vec::new());
         }
         let seq = self.sync_node().await?;
         let mut walk: Walk<SnapItem> = Walk::new(depth, q.per_author);
         for sk in self.keys.all_shards() {
             let mut active = ActiveSets::default();
-            let ids = self.candidates(&sk, q.range, at, &mut active).await?;
+            let ids = self.candidates(&sk, range, at, &mut active).await?;
             for chunk in ids.chunks(calls::CHUNK) {
                 let scored = self.exact_many(chunk, q, at, &seq, Some(&active)).await?;
                 // The walk keeps what it is offered: only what may still
