@@ -17,6 +17,14 @@ years ahead): a generated non-negative integer becomes an hour from now.
 A `cursor` is valid only if this server issued it (it names a ranking
 snapshot), which no pattern can state either: generated positive cases
 drop it; the stateful phase passes real ones from `RankingPage.cursor`.
+
+A webhook's `url` is valid only if it parses as a receiver URL and names
+no private address (`webhooks.allow_private = false`), which a pattern
+cannot state: generated positive cases get `https://hooks.invalid/hotrank`
+(the `.invalid` TLD never resolves, so no delivery leaves the machine).
+The parameters only some models take (`window`, `baseline`, `min` with
+`rising`; `decay`, `halfLife` with `gravity` and `weighted`) are dropped
+from a positive case's `query`: the schema cannot tie them to `model`.
 """
 import time
 
@@ -67,6 +75,11 @@ def before_call(ctx, case, **kwargs):
     # Safe in every mode: no schema bounds these ids' length, so a cut
     # turns no invalid case into a valid one.
     _cut_ids(body)
+    if positive and isinstance(body, dict) and "url" in body and "secret" in body:
+        body["url"] = "https://hooks.invalid/hotrank"
+        if isinstance(body.get("query"), dict):
+            for key in ("window", "baseline", "min", "decay", "halfLife"):
+                body["query"].pop(key, None)
     if isinstance(body, dict):
         for key in ("ts", "publishedAt"):
             if key in body:

@@ -15,6 +15,7 @@ use crate::pipeline::{
 use crate::store::embedded::{Durability, EmbeddedStore};
 use crate::store::redis::{RedisOptions, RedisStore, SEED_LAYOUT_LIMITS};
 use crate::store::{Queue, Store, StoreSettings};
+use crate::webhooks::{EmbeddedOutbox, Outbox, RedisOutbox, Webhooks};
 
 /// The embedded store in the configured data dir, opened and recovered
 /// (snapshot, then the log), with what recovery found logged.
@@ -109,6 +110,26 @@ pub async fn open_pipeline(config: &Config) -> Result<Arc<IngestPipeline>, Strin
     Ok(pipe)
 }
 
+/// The Redis outbox of webhooks, in the store's keys (its prefix, on a
+/// cluster its hash tag).
+fn redis_outbox(store: &RedisStore) -> Arc<dyn Outbox> {
+    Arc::new(RedisOutbox::new(store.con(), &store.keys().prefix))
+}
+
+/// Webhooks over `store` and `outbox`, if `[webhooks] enabled`.
+fn start_webhooks(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    outbox: Arc<dyn Outbox>,
+) -> Result<Option<Arc<Webhooks>>, String> {
+    if !config.webhooks.enabled {
+        return Ok(None);
+    }
+    let parse: crate::webhooks::QueryParser =
+        |q, config| crate::api::webhook_query(q, config).map_err(|e| e.to_string());
+    Webhooks::start(config, store.clone(), outbox, Arc::new(SystemClock), parse).map(Some)
+}
+
 /// What a process runs besides its HTTP server, built from the
 /// configuration: [`Parts::stop`] stops it in order.
 pub struct Parts {
@@ -117,6 +138,8 @@ pub struct Parts {
     pub store: Option<Arc<dyn Store>>,
     /// Where the API queues events instead (the pipeline), if anywhere.
     pub queue: Option<Arc<dyn Queue>>,
+    /// The webhooks' evaluator and sender (API nodes, `[webhooks] enabled`).
+    pub webhooks: Option<Arc<Webhooks>>,
     workers: Option<Workers>,
     archiver: Option<ArchiveTask>,
 }
@@ -142,12 +165,18 @@ impl Parts {
             if api {
                 tracing::info!(roles = %config.pipeline.roles, "redis store with the ingest pipeline");
             }
+            let outbox = redis_outbox(pipe.store());
             let queued = api.then(|| Arc::new(PipelineStore::new(pipe)));
             let store = queued.clone().map(|q| q as Arc<dyn Store>);
             let queue = queued.map(|q| q as Arc<dyn Queue>);
+            let webhooks = match &store {
+                Some(s) => start_webhooks(config, s, outbox)?,
+                None => None,
+            };
             return Ok(Parts {
                 store,
                 queue,
+                webhooks,
                 workers: Some(workers),
                 archiver,
             });
@@ -155,16 +184,31 @@ impl Parts {
         if config.store == StoreKind::Redis {
             let store = Arc::new(open_redis(config)?);
             let archiver = spawn_writer(config, store.clone(), None);
+            let webhooks = start_webhooks(
+                config,
+                &(store.clone() as Arc<dyn Store>),
+                redis_outbox(&store),
+            )?;
             return Ok(Parts {
                 store: Some(store),
                 queue: None,
+                webhooks,
                 workers: None,
                 archiver,
             });
         }
+        let store = open_store(config)?;
+        let webhooks = if config.webhooks.enabled {
+            let outbox = EmbeddedOutbox::open(&config.data_dir)
+                .map_err(|e| format!("webhooks log in {}: {e}", config.data_dir.display()))?;
+            start_webhooks(config, &store, Arc::new(outbox))?
+        } else {
+            None
+        };
         Ok(Parts {
-            store: Some(open_store(config)?),
+            store: Some(store),
             queue: None,
+            webhooks,
             workers: None,
             archiver: None,
         })
@@ -173,6 +217,9 @@ impl Parts {
     /// Stops the workers after their current step, then the archive writer
     /// (which flushes once more).
     pub async fn stop(self) {
+        if let Some(w) = self.webhooks {
+            w.stop().await;
+        }
         if let Some(w) = self.workers {
             w.stop().await;
         }

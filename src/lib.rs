@@ -27,6 +27,8 @@
 //! - [`app`]: the composition root: which store, pipeline, workers and
 //!   archive writer the configuration asks for; `main.rs` and every tool
 //!   ask it.
+//! - [`webhooks`]: subscriptions to a ranking's top N: transitions
+//!   decided once into an outbox in the store, signed deliveries, retries.
 //! - [`server`]: state, upkeep, and `run(listener, state, shutdown)`.
 //! - [`ctr`]: the widget's impressions and clicks per list and position,
 //!   apart from views, and click-through per model corrected for position
@@ -36,6 +38,7 @@
 //! - [`metrics`]: every exported metric family with its HELP text.
 //! - [`log_limit`]: log lines rate-limited under floods.
 //! - [`clock`]: where "now" comes from (system or manual, for tests).
+//! - [`tls`]: the TLS client configuration of outgoing https.
 //! - [`time`]: hour and day buckets and the hours a window covers, the
 //!   same for both stores.
 //! - [`loadgen`]: `hotrank bench`, the load generator.
@@ -65,3 +68,5 @@ pub mod server;
 pub mod sketch;
 pub mod store;
 pub mod time;
+pub mod tls;
+pub mod webhooks;

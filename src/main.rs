@@ -375,9 +375,20 @@ async fn serve(config: Config) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let state =
         hotrank::server::build_state(config, store, parts.queue.clone(), Arc::new(SystemClock))?;
+    let webhooks = parts.webhooks.clone();
+    if let Some(w) = &webhooks {
+        let _ = state.webhooks.set(w.clone());
+    }
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
     tokio::spawn(hotrank::gate::reload_on_sighup(state.bots.clone()));
-    let served = hotrank::server::run(listener, state, shutdown_signal())
+    // Webhooks stop first: nothing decides or sends while the store flushes.
+    let shutdown = async move {
+        shutdown_signal().await;
+        if let Some(w) = webhooks {
+            w.stop().await;
+        }
+    };
+    let served = hotrank::server::run(listener, state, shutdown)
         .await
         .map_err(|e| e.to_string());
     parts.stop().await;

@@ -115,6 +115,43 @@ pub const FAMILIES: &[Family] = &[
         COUNT,
         "Ranking events sent on live streams (one per stream per change of its list).",
     ),
+    // Webhooks (src/webhooks)
+    family(
+        "hotrank_webhook_transitions_total",
+        Counter,
+        COUNT,
+        "Webhook transitions decided and committed to the outbox, by event (entered, left, rising, held).",
+    ),
+    family(
+        "hotrank_webhook_deliveries_total",
+        Counter,
+        COUNT,
+        "Webhook delivery attempts by outcome: delivered (2xx), retry (failed, tried again), failed (given up after webhooks.max_attempts), dropped (subscription deleted).",
+    ),
+    family(
+        "hotrank_webhook_retries_total",
+        Counter,
+        COUNT,
+        "Webhook delivery attempts that failed and were scheduled again with backoff.",
+    ),
+    family(
+        "hotrank_webhook_outbox_pending",
+        Gauge,
+        COUNT,
+        "Webhook transitions decided but not yet delivered or given up (the outbox), as the sender last read it.",
+    ),
+    family(
+        "hotrank_webhook_subscriptions",
+        Gauge,
+        COUNT,
+        "Webhook subscriptions, as the evaluator last read them.",
+    ),
+    family(
+        "hotrank_webhook_delivery_latency_seconds",
+        Histogram,
+        SECONDS,
+        "Time from a webhook transition being decided to its successful delivery (retries included).",
+    ),
     // Curation (src/curation)
     family(
         "hotrank_curation_held_total",
@@ -517,6 +554,8 @@ pub const LABELLED_COUNTERS: &[&str] = &[
     "hotrank_pipeline_processed_total",
     "hotrank_pipeline_skipped_total",
     "hotrank_pipeline_claimed_total",
+    "hotrank_webhook_transitions_total",
+    "hotrank_webhook_deliveries_total",
 ];
 
 /// The build's version, exported as `hotrank_build_info{version} 1` and on

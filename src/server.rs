@@ -96,6 +96,7 @@ pub fn build_state(
         budgets: Arc::new(api::budget::Budgets::new(&config_limits)),
         // After metrics_handle(): the handles bind to the installed recorder.
         ingest_meters: api::IngestMeters::new(),
+        webhooks: OnceLock::new(),
         movements: Default::default(),
         ctr: Arc::new(ctr),
     }))

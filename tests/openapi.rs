@@ -50,6 +50,11 @@ const ROUTES: &[(&str, &str)] = &[
     // overview.rs
     ("/api/overview", "get"),
     ("/api/compare", "get"),
+    // webhooks.rs
+    ("/api/webhooks", "post"),
+    ("/api/webhooks", "get"),
+    ("/api/webhooks/{id}", "delete"),
+    ("/api/webhooks/{id}/deliveries", "get"),
     // ops.rs
     ("/healthz", "get"),
     ("/readyz", "get"),

@@ -27,11 +27,13 @@ mod overview;
 mod rankings;
 mod stream;
 mod web;
+mod webhooks;
 mod widget;
 
 pub use error::ApiError;
 pub use ingest::IngestMeters;
 pub use rankings::PARAMS as RANKING_PARAMS;
+pub use webhooks::webhook_query;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -83,6 +85,9 @@ pub struct Shared {
     pub metrics: Option<PrometheusHandle>,
     pub budgets: Arc<budget::Budgets>,
     pub ingest_meters: IngestMeters,
+    /// This node's webhooks (src/webhooks), set once they start
+    /// ([`crate::app::Parts`]); unset, the webhook routes answer 503.
+    pub webhooks: std::sync::OnceLock<Arc<crate::webhooks::Webhooks>>,
     /// Earlier rankings, for each item's movement.
     pub movements: Arc<movement::Movements>,
     /// The widget's impressions and clicks, apart from views.
@@ -178,6 +183,7 @@ pub fn router(state: AppState) -> Router {
         .merge(overview::router())
         .merge(ctr::router())
         .merge(ops::router())
+        .merge(webhooks::router())
         .merge(web::router())
         .merge(widget::router());
     guarded(routes, state)

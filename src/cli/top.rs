@@ -10,13 +10,10 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::ServerName;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
 
 use serde_json::Value;
 
@@ -103,7 +100,10 @@ impl Target {
             let host = host_of(&addr);
             let name = ServerName::try_from(host.to_string())
                 .map_err(|e| format!("--url: {host:?} is not a host name ({e})"))?;
-            Some((TlsConnector::from(tls_config(server.ca.as_deref())?), name))
+            Some((
+                TlsConnector::from(crate::tls::client_config(server.ca.as_deref())?),
+                name,
+            ))
         } else {
             if server.ca.is_some() {
                 return Err("--ca is for an https:// --url".into());
@@ -112,35 +112,6 @@ impl Target {
         };
         Ok(Target { url, addr, tls })
     }
-}
-
-/// rustls on ring with Mozilla's roots, and those of `ca`.
-fn tls_config(ca: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    if let Some(path) = ca {
-        let mut n = 0;
-        for cert in rustls::pki_types::CertificateDer::pem_file_iter(path)
-            .map_err(|e| format!("--ca {}: {e}", path.display()))?
-        {
-            let cert = cert.map_err(|e| format!("--ca {}: {e}", path.display()))?;
-            roots
-                .add(cert)
-                .map_err(|e| format!("--ca {}: {e}", path.display()))?;
-            n += 1;
-        }
-        if n == 0 {
-            return Err(format!("--ca {}: no PEM certificate in it", path.display()));
-        }
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
 }
 
 /// `http://host:port[/]` → (`host:port`, false); `https://…` → (…, true);

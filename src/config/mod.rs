@@ -13,6 +13,7 @@ mod redact;
 mod review;
 mod store;
 mod validate;
+mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ pub use store::{
     EmbeddedConfig, FsyncMode, MAX_REDIS_SHARDS, RedisConfig, RedisLayout, StoreKind,
     valid_redis_prefix,
 };
+pub use webhooks::WebhooksConfig;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -80,6 +82,7 @@ pub struct Config {
     pub archive: ArchiveConfig,
     pub pipeline: PipelineConfig,
     pub feeds: FeedsConfig,
+    pub webhooks: WebhooksConfig,
     pub review: ReviewConfig,
     pub dashboard: DashboardConfig,
     pub ctr: CtrConfig,
@@ -113,6 +116,7 @@ impl Default for Config {
             archive: ArchiveConfig::default(),
             pipeline: PipelineConfig::default(),
             feeds: FeedsConfig::default(),
+            webhooks: WebhooksConfig::default(),
             review: ReviewConfig::default(),
             dashboard: DashboardConfig::default(),
             ctr: CtrConfig::default(),

@@ -5,7 +5,7 @@ use super::http::{parse_cidr, valid_origin};
 use super::{
     ArchiveConfig, Config, CtrConfig, EmbeddedConfig, FeedsConfig, FsyncMode, GateConfig,
     HttpConfig, LimitsConfig, MAX_REDIS_SHARDS, RankingsConfig, RedisConfig, RedisLayout,
-    RetentionConfig, StoreKind, valid_archive_schema, valid_redis_prefix,
+    RetentionConfig, StoreKind, WebhooksConfig, valid_archive_schema, valid_redis_prefix,
 };
 use crate::gate::bots::{PatternSet, read_pattern_file};
 
@@ -15,6 +15,7 @@ impl Config {
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = self.models.validate()?;
         feeds(&self.feeds)?;
+        webhooks(&self.webhooks)?;
         review(&self.review)?;
         if !super::valid_time_zone(&self.dashboard.time_zone) {
             return Err(format!(
@@ -85,6 +86,47 @@ fn feeds(f: &FeedsConfig) -> Result<(), String> {
             "feeds.public_url = {u:?} is invalid: an http:// or https:// address with no trailing slash"
         ));
     }
+    Ok(())
+}
+
+/// `[webhooks]`.
+fn webhooks(w: &WebhooksConfig) -> Result<(), String> {
+    in_range("webhooks.interval_ms", w.interval_ms, 50..=3_600_000)?;
+    in_range("webhooks.hysteresis", w.hysteresis, 0..=100)?;
+    if !(w.rising_z.is_finite() && w.rising_z > 0.0 && w.rising_z <= 1000.0) {
+        return Err(format!(
+            "webhooks.rising_z = {} is invalid: must be a number in (0, 1000]",
+            w.rising_z
+        ));
+    }
+    in_range(
+        "webhooks.rising_min_views",
+        w.rising_min_views,
+        0..=1_000_000,
+    )?;
+    in_range("webhooks.max_attempts", w.max_attempts, 1..=100)?;
+    in_range("webhooks.retry_base_ms", w.retry_base_ms, 10..=3_600_000)?;
+    in_range(
+        "webhooks.retry_max_ms",
+        w.retry_max_ms,
+        w.retry_base_ms..=86_400_000,
+    )?;
+    in_range(
+        "webhooks.connect_timeout_ms",
+        w.connect_timeout_ms,
+        10..=60_000,
+    )?;
+    in_range(
+        "webhooks.response_timeout_ms",
+        w.response_timeout_ms,
+        10..=300_000,
+    )?;
+    in_range("webhooks.concurrency", w.concurrency, 1..=1000)?;
+    in_range(
+        "webhooks.max_subscriptions",
+        w.max_subscriptions,
+        1..=100_000,
+    )?;
     Ok(())
 }
 

@@ -851,6 +851,66 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "pipe_flag.lua"
     ),
     key_spec!(
+        "webhooks",
+        "webhooks:subs",
+        r"^webhooks:subs$",
+        "hash",
+        "webhook subscriptions: id → JSON (`url`, `secret`, `events`, `query`, `top`, `createdAt`)",
+        Ttl::None,
+        "none",
+        "src/webhooks/redis_outbox.rs (`POST`/`DELETE /api/webhooks`)"
+    ),
+    key_spec!(
+        "webhooks",
+        "webhooks:state",
+        r"^webhooks:state$",
+        "hash",
+        "per subscription: JSON of its list (`members`: article → rank and rising flag), `seq` (transitions decided: the next delivery id's number)",
+        Ttl::None,
+        "none",
+        "webhooks commit script (with the stream and `pending`, while holding the lease)"
+    ),
+    key_spec!(
+        "webhooks",
+        "webhooks:outbox",
+        r"^webhooks:outbox$",
+        "stream",
+        "every decided transition: fields `delivery` (id) and `entry` (JSON: `subscription`, `event`, `articleId`, `rank`, `at`, `decidedMs`)",
+        Ttl::None,
+        "none; `XADD MAXLEN ~ 10000`",
+        "webhooks commit script"
+    ),
+    key_spec!(
+        "webhooks",
+        "webhooks:pending",
+        r"^webhooks:pending$",
+        "hash",
+        "transitions not yet delivered or given up: delivery id → entry JSON; removed by the attempt that ends it (the delivered marker)",
+        Ttl::None,
+        "none",
+        "webhooks commit script; webhooks record script (HDEL)"
+    ),
+    key_spec!(
+        "webhooks",
+        "webhooks:attempts:<wid>",
+        r"^webhooks:attempts:[A-Za-z0-9_-]{1,64}$",
+        "list",
+        "a subscription's last 100 delivery attempts, newest first (JSON)",
+        Ttl::None,
+        "none; `LTRIM` to 100",
+        "webhooks record script; deleted with the subscription"
+    ),
+    key_spec!(
+        "webhooks",
+        "webhooks:lease",
+        r"^webhooks:lease$",
+        "string",
+        "the node that decides and sends webhooks (a random token)",
+        Ttl::Expires,
+        "`PX` 3 × `webhooks.interval_ms` (at least 3 s), renewed every interval",
+        "webhooks lease script (`SET PX` when free, `PEXPIRE` by its holder)"
+    ),
+    key_spec!(
         "curation",
         "curation",
         r"^curation$",

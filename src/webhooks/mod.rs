@@ -1,0 +1,351 @@
+//! Webhooks: subscriptions to a ranking query's top N, told when an
+//! article enters or leaves it, rises, or is held for review (README,
+//! "Webhooks"; the routes are src/api/webhooks.rs).
+//!
+//! How a transition travels:
+//!
+//! 1. The **evaluator** ([`Webhooks`]'s loop, every `webhooks.interval_ms`)
+//!    reads each subscription's ranking through [`Store::hot`] (exact, as
+//!    `GET /api/hot` serves it) and compares it with the membership it
+//!    persisted ([`decide`]).
+//! 2. The new membership and the outbox entries of the transitions (with
+//!    delivery ids numbered from the subscription's persisted count) are
+//!    **committed atomically** to the [`Outbox`] before anything is sent:
+//!    a transition is decided once, and a crash after the commit leaves
+//!    it in the outbox for the next start.
+//! 3. The **sender** ([`send`]) posts each entry, signed, until a 2xx
+//!    answer or `max_attempts`, under the same delivery id.
+//!
+//! On Redis, any number of nodes run this, but only the holder of a lease
+//! (`SET NX PX`, renewed every interval) decides and sends; its commits
+//! check the lease in the same script, so a node that lost it cannot
+//! decide a transition twice.
+//!
+//! Files: `model.rs` (the data), `target.rs` (receiver URLs and the SSRF
+//! rule), `decide.rs` (transitions), `rising.rs` (the spike check),
+//! `outbox.rs` (the trait), `embedded_outbox.rs`, `redis_outbox.rs`,
+//! `sign.rs` (body and signature), `post.rs` (the HTTP client), `send.rs`
+//! (retries and the delivery log).
+
+mod decide;
+mod embedded_outbox;
+pub mod model;
+mod outbox;
+mod post;
+mod redis_outbox;
+mod rising;
+mod send;
+mod sign;
+pub mod target;
+
+pub use embedded_outbox::EmbeddedOutbox;
+pub use outbox::Outbox;
+pub use redis_outbox::RedisOutbox;
+pub use sign::signature;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::clock::Clock;
+use crate::config::{Config, WebhooksConfig};
+use crate::model::{ArticleId, HotQuery, Timestamp};
+use crate::store::{Store, StoreError};
+use model::{Attempt, EventKind, SubState, Subscription, now_ms};
+
+/// The metric families webhooks emit (described in src/metrics.rs).
+pub mod metrics_names {
+    pub const TRANSITIONS: &str = "hotrank_webhook_transitions_total";
+    pub const DELIVERIES: &str = "hotrank_webhook_deliveries_total";
+    pub const RETRIES: &str = "hotrank_webhook_retries_total";
+    pub const PENDING: &str = "hotrank_webhook_outbox_pending";
+    pub const SUBSCRIPTIONS: &str = "hotrank_webhook_subscriptions";
+    pub const LATENCY: &str = "hotrank_webhook_delivery_latency_seconds";
+    /// The `outcome` label's values.
+    pub const OUTCOMES: [&str; 4] = ["delivered", "retry", "failed", "dropped"];
+}
+use metrics_names as m;
+
+/// Turns a subscription's stored ranking parameters into the query it
+/// reads (under the configuration's limits). The composition root passes
+/// the API's own parser (`GET /api/hot`'s rules, one place), so this
+/// module does not depend on the API, which depends on it.
+pub type QueryParser = fn(&BTreeMap<String, String>, &Config) -> Result<HotQuery, String>;
+
+/// The running webhooks of one node.
+pub struct Webhooks {
+    outbox: Arc<dyn Outbox>,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    cfg: WebhooksConfig,
+    /// The server's configuration, for the query parser's limits.
+    config: Config,
+    ranking_cap: usize,
+    parse: QueryParser,
+    /// Serializes this node's decisions (the evaluator and `emit_held`).
+    deciding: tokio::sync::Mutex<()>,
+    /// Whether this node holds the lease (it then also sends).
+    leader: AtomicBool,
+    wake: Notify,
+    stop: watch::Sender<bool>,
+    tasks: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Webhooks {
+    /// Starts the evaluator and the sender over `outbox`. Inside a tokio
+    /// runtime.
+    pub fn start(
+        config: &Config,
+        store: Arc<dyn Store>,
+        outbox: Arc<dyn Outbox>,
+        clock: Arc<dyn Clock>,
+        parse: QueryParser,
+    ) -> Result<Arc<Webhooks>, String> {
+        for o in m::OUTCOMES {
+            metrics::counter!(m::DELIVERIES, "outcome" => o).increment(0);
+        }
+        for k in EventKind::ALL {
+            metrics::counter!(m::TRANSITIONS, "event" => k.as_str()).increment(0);
+        }
+        let sender = Arc::new(send::Sender::new(outbox.clone(), &config.webhooks)?);
+        let w = Arc::new(Webhooks {
+            outbox,
+            store,
+            clock,
+            cfg: config.webhooks.clone(),
+            config: config.clone(),
+            ranking_cap: config.retention.ranking_cap,
+            parse,
+            deciding: tokio::sync::Mutex::new(()),
+            leader: AtomicBool::new(false),
+            wake: Notify::new(),
+            stop: watch::Sender::new(false),
+            tasks: parking_lot::Mutex::new(Vec::new()),
+        });
+        let evaluator = tokio::spawn(w.clone().evaluate_loop());
+        let sending = tokio::spawn(w.clone().send_loop(sender));
+        w.tasks.lock().extend([evaluator, sending]);
+        tracing::info!(
+            interval_ms = w.cfg.interval_ms,
+            allow_private = w.cfg.allow_private,
+            "webhooks started"
+        );
+        Ok(w)
+    }
+
+    pub fn config(&self) -> &WebhooksConfig {
+        &self.cfg
+    }
+
+    /// Stops both loops (deliveries in flight are cut: their entries stay
+    /// in the outbox and go out again after a restart, same ids) and gives
+    /// the lease back.
+    pub async fn stop(&self) {
+        self.stop.send_replace(true);
+        let tasks: Vec<_> = std::mem::take(&mut *self.tasks.lock());
+        for t in tasks {
+            let _ = t.await;
+        }
+        self.outbox.release().await;
+    }
+
+    /// Adds a subscription (validated by the caller).
+    pub async fn create(&self, s: &Subscription) -> Result<(), StoreError> {
+        self.outbox.put_subscription(s).await?;
+        tracing::info!(id = %s.id, url = %s.url, top = s.top, "webhook subscription created");
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    pub async fn list(&self) -> Result<Vec<Subscription>, StoreError> {
+        self.outbox.subscriptions().await
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let gone = self.outbox.delete_subscription(id).await?;
+        if gone {
+            tracing::info!(id, "webhook subscription deleted");
+        }
+        Ok(gone)
+    }
+
+    /// A subscription's recent attempts, newest first.
+    pub async fn deliveries(&self, id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.outbox.attempts(id).await
+    }
+
+    /// **The curation hook.** Tells every subscription that asked for
+    /// `held` that `article` was held for review: one `held` transition
+    /// each (its rank in the subscription's list, if there), committed and
+    /// delivered like any other. Call it once per decision to hold (it
+    /// decides a new transition each time). Returns how many subscriptions
+    /// were told.
+    pub async fn emit_held(
+        &self,
+        article: &ArticleId,
+        now: Timestamp,
+    ) -> Result<usize, StoreError> {
+        let _one = self.deciding.lock().await;
+        let mut told = 0;
+        for sub in self.outbox.subscriptions().await? {
+            if !sub.wants(EventKind::Held) {
+                continue;
+            }
+            let mut state = self.outbox.state(&sub.id).await?;
+            let change = decide::Change {
+                event: EventKind::Held,
+                article: article.as_str().to_string(),
+                rank: state.members.get(article.as_str()).map(|m| m.rank),
+            };
+            let entries = decide::entries(&sub, &mut state, vec![change], now, now_ms());
+            self.outbox.commit(&sub.id, &state, &entries, false).await?;
+            metrics::counter!(m::TRANSITIONS, "event" => "held").increment(1);
+            told += 1;
+        }
+        self.wake.notify_one();
+        Ok(told)
+    }
+
+    async fn evaluate_loop(self: Arc<Self>) {
+        let mut stop = self.stop.subscribe();
+        let mut tick = tokio::time::interval(Duration::from_millis(self.cfg.interval_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let lease_ms = (self.cfg.interval_ms * 3).max(3000);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => return,
+            }
+            let held = match self.outbox.lease(lease_ms).await {
+                Ok(h) => h,
+                Err(e) => {
+                    if let Some(held_back) = OUTAGE_LOG.allow() {
+                        tracing::warn!(error = %e, held_back, "webhooks: lease not renewed");
+                    }
+                    false
+                }
+            };
+            if self.leader.swap(held, Ordering::Relaxed) != held {
+                tracing::info!(held, "webhooks: deciding lease");
+            }
+            if held
+                && let Err(e) = self.evaluate_all().await
+                && let Some(held_back) = OUTAGE_LOG.allow()
+            {
+                tracing::warn!(error = %e, held_back, "webhooks: evaluation failed; retried next interval");
+            }
+        }
+    }
+
+    async fn evaluate_all(&self) -> Result<(), StoreError> {
+        let _one = self.deciding.lock().await;
+        let subs = self.outbox.subscriptions().await?;
+        metrics::gauge!(m::SUBSCRIPTIONS).set(subs.len() as f64);
+        let mut committed = false;
+        for sub in subs {
+            committed |= self.evaluate(&sub).await?;
+        }
+        if committed {
+            self.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Decides `sub`'s transitions now and commits them; whether anything
+    /// was committed.
+    async fn evaluate(&self, sub: &Subscription) -> Result<bool, StoreError> {
+        let mut q = match (self.parse)(&sub.query, &self.config) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(id = %sub.id, error = %e, "webhooks: a stored query no longer parses");
+                return Ok(false);
+            }
+        };
+        let depth = sub.top + self.cfg.hysteresis + 5;
+        q.offset = 0;
+        q.limit = (depth as usize).min(self.ranking_cap);
+        q.cursor = None;
+        q.explain = false;
+        let now = self.clock.now();
+        let page = self.store.hot(&q, now).await?;
+        let ranking: Vec<(String, u32)> = page
+            .items
+            .iter()
+            .map(|it| (it.id.as_str().to_string(), it.rank as u32))
+            .collect();
+        let prev = self.outbox.state(&sub.id).await?;
+        let (mut members, mut changes) =
+            decide::membership(&prev, &ranking, sub.top, self.cfg.hysteresis);
+        if sub.wants(EventKind::Rising) {
+            let mut now_rising = HashMap::new();
+            for article in members.keys() {
+                let r = rising::is_rising(&*self.store, article, now, &self.cfg).await?;
+                now_rising.insert(article.clone(), r);
+            }
+            changes.extend(decide::rising(&mut members, &now_rising));
+        }
+        let mut next = SubState {
+            members,
+            seq: prev.seq,
+            evaluated: true,
+        };
+        let for_metrics: Vec<EventKind> = changes.iter().map(|c| c.event).collect();
+        let entries = decide::entries(sub, &mut next, changes, now, now_ms());
+        if next == prev {
+            return Ok(false);
+        }
+        if !self.outbox.commit(&sub.id, &next, &entries, true).await? {
+            // The lease moved to another node between the renewal and
+            // the commit: it decides from here on.
+            self.leader.store(false, Ordering::Relaxed);
+            return Ok(false);
+        }
+        for k in for_metrics {
+            metrics::counter!(m::TRANSITIONS, "event" => k.as_str()).increment(1);
+        }
+        for e in &entries {
+            tracing::info!(
+                delivery = %e.delivery, event = e.event.as_str(), article = %e.article_id,
+                rank = e.rank, "webhook transition decided"
+            );
+        }
+        Ok(!entries.is_empty())
+    }
+
+    async fn send_loop(self: Arc<Self>, sender: Arc<send::Sender>) {
+        let mut stop = self.stop.subscribe();
+        let mut set: JoinSet<String> = JoinSet::new();
+        let mut inflight: Vec<String> = Vec::new();
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                Some(done) = set.join_next(), if !set.is_empty() => {
+                    if let Ok(id) = done {
+                        inflight.retain(|d| *d != id);
+                    }
+                    continue;
+                }
+            }
+            if self.leader.load(Ordering::Relaxed) {
+                sender.schedule(&mut set, &mut inflight).await;
+            }
+        }
+        set.abort_all();
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// While the store is down every interval fails: one line in 10 s says so.
+static OUTAGE_LOG: crate::log_limit::LogLimit =
+    crate::log_limit::LogLimit::new(Duration::from_secs(10), 1);
+
+/// A new subscription id: 16 random hex digits.
+pub fn new_id() -> String {
+    format!("wh{}", crate::secrets::random_hex(8))
+}
