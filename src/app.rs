@@ -130,6 +130,15 @@ fn start_webhooks(
     Webhooks::start(config, store.clone(), outbox, Arc::new(SystemClock), parse).map(Some)
 }
 
+/// Connects a node's webhooks to its API state: the routes serve them, and
+/// the evaluator reads the public list (curation applied) through the
+/// API's [`crate::api::public_ranking`], passed in like the query parser
+/// so the webhooks module does not depend on the API.
+pub fn attach_webhooks(state: &crate::api::AppState, webhooks: &Arc<Webhooks>) {
+    let _ = state.webhooks.set(webhooks.clone());
+    webhooks.read_public(crate::api::public_ranking(state));
+}
+
 /// What a process runs besides its HTTP server, built from the
 /// configuration: [`Parts::stop`] stops it in order.
 pub struct Parts {

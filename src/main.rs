@@ -377,7 +377,7 @@ async fn serve(config: Config) -> Result<(), String> {
         hotrank::server::build_state(config, store, parts.queue.clone(), Arc::new(SystemClock))?;
     let webhooks = parts.webhooks.clone();
     if let Some(w) = &webhooks {
-        let _ = state.webhooks.set(w.clone());
+        app::attach_webhooks(&state, w);
     }
     tracing::info!(%addr, "hotrank listening: dashboard at http://{addr}/");
     tokio::spawn(hotrank::gate::reload_on_sighup(state.bots.clone()));

@@ -677,6 +677,12 @@ async fn rising_and_held_are_delivered() {
         |q, config| hotrank::api::webhook_query(q, config).map_err(|e| e.to_string());
     let clock = Arc::new(hotrank::clock::ManualClock::at(now));
     let w = Webhooks::start(&config, store.clone(), outbox, clock, parse).unwrap();
+    // No API here: the public list is the store's (nothing is curated).
+    let read = store.clone();
+    w.read_public(Arc::new(move |q, now| {
+        let read = read.clone();
+        Box::pin(async move { read.hot(&q, now).await })
+    }));
     let sub = Subscription {
         id: "whtest".into(),
         url: r.url(),

@@ -13,8 +13,12 @@
 //! articles found on the way leave the page short. Ranks are the public
 //! list's, 1 up, contiguous. Without any pin for the query or any hidden
 //! article, the store's page is served as it is.
+//!
+//! Webhooks read the same list ([`public_ranking`]), and an article this
+//! module holds for the first time is told to them as `held`.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -22,7 +26,8 @@ use super::rankings::List;
 use super::{ApiError, AppState};
 use crate::curation::{Curation, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
-use crate::store::cursor;
+use crate::store::{StoreError, cursor};
+use crate::webhooks::PublicRanking;
 
 /// A public page, and which of its items are pinned.
 pub struct CuratedPage {
@@ -112,6 +117,30 @@ fn walk(
         }
     }
     w
+}
+
+/// The hot list as `GET /api/hot` serves it, for the webhooks' evaluator
+/// ([`crate::webhooks::Webhooks::read_public`]). It holds the state
+/// weakly (the state holds the webhooks): once the server is gone it
+/// answers unavailable.
+pub fn public_ranking(state: &AppState) -> PublicRanking {
+    let weak = Arc::downgrade(&state.0);
+    Arc::new(move |q: HotQuery, now: Timestamp| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(shared) = weak.upgrade() else {
+                return Err(StoreError::Unavailable("the server stopped".into()));
+            };
+            let state = AppState(shared);
+            page(&state, &q, List::Hot, now)
+                .await
+                .map(|p| p.page)
+                .map_err(|e| match e {
+                    ApiError::Unavailable(m) => StoreError::Unavailable(m),
+                    e => StoreError::Internal(e.to_string()),
+                })
+        })
+    })
 }
 
 /// Where a curated page starts: a ranking snapshot's cursor carries the
@@ -303,8 +332,11 @@ async fn pinned_item(
 }
 
 /// Records each never-reviewed article a public list would have shown as
-/// held, with its evidence, in one write. A failure is logged: the
-/// articles stay hidden either way, and the next answer tries again.
+/// held, with its evidence, in one write, and tells the webhooks each one
+/// held for the first time (`held`, to every subscription that asked for
+/// it: a hold hides the article from every public list). A failure is
+/// logged: the articles stay hidden either way, and the next answer tries
+/// again.
 async fn hold(
     state: &AppState,
     q: &HotQuery,
@@ -316,8 +348,24 @@ async fn hold(
         .iter()
         .map(|(it, rank)| (it.id.clone(), evidence(q, list, it, *rank, now)))
         .collect();
-    if let Err(e) = state.curation.hold(found, now).await {
-        tracing::warn!(error = %e, "curation: could not record holds");
+    let held = match state.curation.hold(found, now).await {
+        Ok(held) => held,
+        Err(e) => {
+            tracing::warn!(error = %e, "curation: could not record holds");
+            return;
+        }
+    };
+    if let Some(w) = state.webhooks.get().filter(|_| !held.is_empty()) {
+        // Apart from this answer: the evaluator may be the reader, and it
+        // decides under the lock `emit_held` takes.
+        let w = w.clone();
+        tokio::spawn(async move {
+            for id in held {
+                if let Err(e) = w.emit_held(&id, now).await {
+                    tracing::warn!(article = %id, error = %e, "webhooks: held not decided");
+                }
+            }
+        });
     }
 }
 

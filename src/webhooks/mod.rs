@@ -5,9 +5,11 @@
 //! How a transition travels:
 //!
 //! 1. The **evaluator** ([`Webhooks`]'s loop, every `webhooks.interval_ms`)
-//!    reads each subscription's ranking through [`Store::hot`] (exact, as
-//!    `GET /api/hot` serves it) and compares it with the membership it
-//!    persisted ([`decide`]).
+//!    reads each subscription's public list through the [`PublicRanking`]
+//!    the composition root gives it ([`Webhooks::read_public`]: the
+//!    curated page exactly as `GET /api/hot` serves it, so excluded, held
+//!    and denied articles never enter and pins do) and compares it with
+//!    the membership it persisted ([`decide`]).
 //! 2. The new membership and the outbox entries of the transitions (with
 //!    delivery ids numbered from the subscription's persisted count) are
 //!    **committed atomically** to the [`Outbox`] before anything is sent:
@@ -44,8 +46,8 @@ pub use redis_outbox::RedisOutbox;
 pub use sign::signature;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
@@ -53,7 +55,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::{Config, WebhooksConfig};
-use crate::model::{ArticleId, HotQuery, Timestamp};
+use crate::model::{ArticleId, HotPage, HotQuery, Timestamp};
 use crate::store::{Store, StoreError};
 use model::{Attempt, EventKind, SubState, Subscription, now_ms};
 
@@ -76,6 +78,19 @@ use metrics_names as m;
 /// module does not depend on the API, which depends on it.
 pub type QueryParser = fn(&BTreeMap<String, String>, &Config) -> Result<HotQuery, String>;
 
+/// Reads a page of the public ranking `q` asks for at `now`: the list
+/// readers see (curation applied), with the public list's ranks. The
+/// composition root passes the API's (src/api/curated.rs), as with
+/// [`QueryParser`], since the API depends on this module.
+pub type PublicRanking = Arc<
+    dyn Fn(
+            HotQuery,
+            Timestamp,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Result<HotPage, StoreError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The running webhooks of one node.
 pub struct Webhooks {
     outbox: Arc<dyn Outbox>,
@@ -86,6 +101,9 @@ pub struct Webhooks {
     config: Config,
     ranking_cap: usize,
     parse: QueryParser,
+    /// The public list each subscription reads; until it is set
+    /// ([`Webhooks::read_public`]) nothing is evaluated.
+    ranking: OnceLock<PublicRanking>,
     /// Serializes this node's decisions (the evaluator and `emit_held`).
     deciding: tokio::sync::Mutex<()>,
     /// Whether this node holds the lease (it then also sends).
@@ -120,6 +138,7 @@ impl Webhooks {
             config: config.clone(),
             ranking_cap: config.retention.ranking_cap,
             parse,
+            ranking: OnceLock::new(),
             deciding: tokio::sync::Mutex::new(()),
             leader: AtomicBool::new(false),
             wake: Notify::new(),
@@ -135,6 +154,15 @@ impl Webhooks {
             "webhooks started"
         );
         Ok(w)
+    }
+
+    /// Gives the evaluator the public list to read (once; later calls are
+    /// ignored). Until then it decides nothing, so no transition comes
+    /// from the uncurated ranking.
+    pub fn read_public(&self, ranking: PublicRanking) {
+        if self.ranking.set(ranking).is_ok() {
+            self.wake.notify_one();
+        }
     }
 
     pub fn config(&self) -> &WebhooksConfig {
@@ -242,12 +270,15 @@ impl Webhooks {
     }
 
     async fn evaluate_all(&self) -> Result<(), StoreError> {
+        let Some(ranking) = self.ranking.get() else {
+            return Ok(());
+        };
         let _one = self.deciding.lock().await;
         let subs = self.outbox.subscriptions().await?;
         metrics::gauge!(m::SUBSCRIPTIONS).set(subs.len() as f64);
         let mut committed = false;
         for sub in subs {
-            committed |= self.evaluate(&sub).await?;
+            committed |= self.evaluate(&sub, ranking).await?;
         }
         if committed {
             self.wake.notify_one();
@@ -257,7 +288,11 @@ impl Webhooks {
 
     /// Decides `sub`'s transitions now and commits them; whether anything
     /// was committed.
-    async fn evaluate(&self, sub: &Subscription) -> Result<bool, StoreError> {
+    async fn evaluate(
+        &self,
+        sub: &Subscription,
+        ranking: &PublicRanking,
+    ) -> Result<bool, StoreError> {
         let mut q = match (self.parse)(&sub.query, &self.config) {
             Ok(q) => q,
             Err(e) => {
@@ -271,7 +306,7 @@ impl Webhooks {
         q.cursor = None;
         q.explain = false;
         let now = self.clock.now();
-        let page = self.store.hot(&q, now).await?;
+        let page = ranking(q, now).await?;
         let ranking: Vec<(String, u32)> = page
             .items
             .iter()

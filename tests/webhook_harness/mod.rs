@@ -171,6 +171,8 @@ pub struct Site {
     pub max_attempts: u32,
     /// `webhooks.retry_base_ms`.
     pub retry_base_ms: u64,
+    /// More TOML tables at the end of the configuration (`[review]`).
+    pub extra: String,
 }
 
 pub fn free_port() -> u16 {
@@ -198,6 +200,7 @@ impl Site {
             cluster: false,
             max_attempts: 10,
             retry_base_ms: 100,
+            extra: String::new(),
         }
     }
 
@@ -212,11 +215,12 @@ impl Site {
         format!(
             "{store}[gate]\nvisitor_limit_per_minute = 0\nip_limit_per_minute = 0\n\
              [webhooks]\nallow_private = {}\ninterval_ms = 100\nhysteresis = 1\n\
-             retry_base_ms = {}\nretry_max_ms = {}\nmax_attempts = {}\n",
+             retry_base_ms = {}\nretry_max_ms = {}\nmax_attempts = {}\n{}",
             self.allow_private,
             self.retry_base_ms,
             self.retry_base_ms.max(400),
-            self.max_attempts
+            self.max_attempts,
+            self.extra
         )
     }
 
