@@ -264,9 +264,11 @@ if want 9; then
   ART=$(n 1000000)
   echo; echo "## 9. model=rising beside gravity: $ART articles with 25 hours of history, 10,000 updates/s"
   HP=$(free_port); start_hotrank "$HP" "$TMP/s9" '[gate]' 'ip_limit_per_minute = 0' 'visitor_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
-  # Every article gets its views spread over the last 25 hours: a baseline
-  # for rising to compare the last hour with.
-  bench --target "127.0.0.1:$HP" --preload --preload-visitors 3 --articles "$ART" --spread-secs $((25 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 900 >/dev/null
+  # Every article live (one view each), then 20 s of Zipf-distributed views
+  # spread over the last 25 hours: a baseline for rising to compare the
+  # last hour with.
+  bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 900 >/dev/null
+  bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --spread-secs $((25 * 3600 - 60)) --token bench-ingest-token --batch 1000 --connections 4 --duration-secs 20 >/dev/null
   QUERIES=("gravity:model=gravity&range=24h&limit=20" "rising:model=rising&limit=20" "rising-3h:model=rising&window=3h&limit=20")
   bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $(( ${#QUERIES[@]} * (DUR + 1) + 4 )) --token bench-ingest-token --json "$OUT/s9-updates.json" --label updates >/dev/null &
   UPD=$!

@@ -22,12 +22,18 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::rankings::List;
 use super::{ApiError, AppState};
 use crate::curation::{Curation, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
 use crate::store::{StoreError, cursor};
 use crate::webhooks::PublicRanking;
+
+/// Which public list a page is of: the hot ranking or the newest first.
+#[derive(Clone, Copy)]
+pub(super) enum List {
+    Hot,
+    New,
+}
 
 /// A public page, and which of its items are pinned.
 pub struct CuratedPage {

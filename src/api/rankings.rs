@@ -9,7 +9,7 @@ use axum::routing::get;
 use serde_json::{Value, json};
 
 use super::budget::QueryBudget;
-use super::curated::{self, CuratedPage};
+use super::curated::{self, CuratedPage, List};
 use super::extract::Params;
 use super::{ApiError, AppState};
 use crate::model::{
@@ -307,12 +307,6 @@ async fn get_new(
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
     answer(&state, raw.as_deref(), List::New).await
-}
-
-#[derive(Clone, Copy)]
-pub(super) enum List {
-    Hot,
-    New,
 }
 
 async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<Value>, ApiError> {
