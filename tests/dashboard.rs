@@ -552,3 +552,67 @@ async fn the_rising_view_ranks_against_the_usual_rate() {
     browser.screenshot(&shots().join("rising.png")).await;
     browser.quit().await;
 }
+
+/// The compare view shows what readers of the widget clicked on each
+/// model's lists (GET /api/ctr), raw and corrected for position bias.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_shows_the_widget_click_through_per_model() {
+    let Some((chromium, driver)) = tools() else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let server = three_hours().await;
+    // gravity's list: 20 impressions at positions 1 and 2, 4 clicks at 1;
+    // window's: 20 at 1 and 2, 1 click at 2.
+    let mut events = Vec::new();
+    for (list, clicks) in [("gravity:24h", vec![1, 1, 1, 1]), ("window:24h", vec![2])] {
+        for _ in 0..10 {
+            for position in [1, 2] {
+                events.push(json!({"type": "impression", "list": list, "position": position}));
+            }
+        }
+        for position in clicks {
+            events.push(json!({"type": "click", "list": list, "position": position}));
+        }
+    }
+    let (s, r) = server
+        .post("/api/events", &json!({ "events": events }))
+        .await;
+    assert!(s.is_success(), "{r}");
+    assert_eq!(r["errors"], json!([]), "{r}");
+    let (_, ctr) = server.get("/api/ctr").await;
+    let row = |m: &str| {
+        ctr["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == m)
+            .cloned()
+            .unwrap_or_else(|| panic!("{m} in {ctr}"))
+    };
+    let pct = |x: &Value| format!("{:.1}%", x.as_f64().unwrap() * 100.0);
+    let browser = Browser::start(&chromium, &driver).await;
+    browser
+        .goto(&format!(
+            "{}/#/compare?a=gravity&b=window&range=24h&limit=3",
+            server.base
+        ))
+        .await;
+    let shown = browser
+        .wait_js(
+            "const a = document.getElementById('c-ctr-a').textContent, b = document.getElementById('c-ctr-b').textContent; return a !== '–' && b !== '–' && [a, b, document.getElementById('c-ctr-a-raw').textContent, document.getElementById('c-ctr-b-raw').textContent]",
+            "click-through on the compare view",
+        )
+        .await;
+    assert_eq!(shown[0], pct(&row("gravity")["ipwCtr"]), "{shown}");
+    assert_eq!(shown[1], pct(&row("window")["ipwCtr"]), "{shown}");
+    assert_eq!(
+        shown[2],
+        format!("raw {} · 4 clicks of 20 shown", pct(&row("gravity")["ctr"]))
+    );
+    assert_eq!(
+        shown[3],
+        format!("raw {} · 1 click of 20 shown", pct(&row("window")["ctr"]))
+    );
+    browser.quit().await;
+}

@@ -597,8 +597,24 @@ async function loadCompare() {
       }));
     }
     status("compare · " + c.a.model + " vs " + c.b.model + " · " + c.range + " · " + when(c.generatedAt) + " " + zone());
+    await showClickThrough(c.a.model, c.b.model);
   } catch (e) {
     status("compare: " + e.message, true);
+  }
+}
+// What readers of the widget's lists clicked, per model (GET /api/ctr):
+// raw, and corrected for position bias.
+async function showClickThrough(a, b) {
+  const ctr = await getJson("/api/ctr");
+  const pct = (x) => (typeof x === "number" ? (x * 100).toFixed(1) + "%" : "–");
+  for (const [side, model] of [["a", a], ["b", b]]) {
+    const row = (ctr.models || []).find((m) => m.model === model);
+    $("c-ctr-" + side).textContent = row && row.impressions ? pct(row.ipwCtr) : "–";
+    $("c-ctr-" + side + "-label").textContent = side.toUpperCase() + " (" + model + "): click-through, corrected for position";
+    $("c-ctr-" + side + "-raw").textContent = row && row.impressions
+      ? "raw " + pct(row.ctr) + " · " + fmt(row.clicks) + (row.clicks === 1 ? " click" : " clicks") +
+        " of " + fmt(row.impressions) + " shown"
+      : "no widget impressions yet";
   }
 }
 
