@@ -65,12 +65,46 @@ def _cut_ids(node):
             _cut_ids(item)
 
 
+def _hours(value):
+    """Hours of a `6h` / `2d` duration, else None."""
+    if not isinstance(value, str) or len(value) < 2 or not value[:-1].isdigit():
+        return None
+    return int(value[:-1]) * {"h": 1, "d": 24}.get(value[-1], 0) or None
+
+
+def _only_the_models_params(query):
+    """Leaves the parameters only some models read on the models that read
+    them, and in the combinations the server takes (the schema can state
+    neither): `window`, `baseline`, `min` with rising (window + baseline
+    within the 192 hours kept hour by hour); `decay`, `halfLife` with
+    gravity and weighted, `halfLife` with `decay=halflife` only."""
+    model = query.get("model", "gravity")
+    if model != "rising":
+        for key in ("window", "baseline", "min"):
+            query.pop(key, None)
+    else:
+        span = (_hours(query.get("window", "1h")) or 0) + (_hours(query.get("baseline", "24h")) or 0)
+        if span > 192:
+            query.pop("window", None)
+            query.pop("baseline", None)
+    if model not in ("gravity", "weighted"):
+        query.pop("decay", None)
+        query.pop("halfLife", None)
+    elif query.get("decay") == "halflife":
+        query.setdefault("halfLife", "6h")
+    else:
+        query.pop("halfLife", None)
+
+
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     meta = case.meta
     positive = meta is not None and meta.generation.mode.value == "positive"
+    negative = meta is not None and meta.generation.mode.value == "negative"
     if positive and meta.phase.name.value != "stateful" and case.query:
         case.query.pop("cursor", None)
+    if not negative and isinstance(case.query, dict):
+        _only_the_models_params(case.query)
     body = case.body
     # Safe in every mode: no schema bounds these ids' length, so a cut
     # turns no invalid case into a valid one.

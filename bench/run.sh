@@ -273,6 +273,7 @@ if want 9; then
   bench --target "127.0.0.1:$HP" --articles "$ART" --zipf 1.0 --visitors 10000000 --batch 100 --connections 2 --rate 10000 --duration-secs $(( ${#QUERIES[@]} * (DUR + 1) + 4 )) --token bench-ingest-token --json "$OUT/s9-updates.json" --label updates >/dev/null &
   UPD=$!
   sleep 2
+  curl -s "127.0.0.1:$HP/metrics" > "$OUT/s9-metrics-before.txt"
   for q in "${QUERIES[@]}"; do
     label=${q%%:*}
     curl -s "127.0.0.1:$HP/api/hot?${q#*:}" >/dev/null  # the ranking's index is built before it is timed
@@ -286,5 +287,8 @@ if want 9; then
   echo "p99 rising / gravity: $(ratio "$(field "$OUT/s9-rising.json" p99_us)" "$(field "$OUT/s9-gravity.json" p99_us)") (goal <= 1000 us each)"
   python3 -c "import json; d=json.load(open('$OUT/s9-updates.json')); print('updates kept at %s events/s; ingest meanwhile (batches of 100): p50 %s us, p99 %s us, max %s us' % (d['events_per_sec'], d['p50_us'], d['p99_us'], d['max_us']))"
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  curl -s "127.0.0.1:$HP/metrics" > "$OUT/s9-metrics-after.txt"
+  echo "server side, from the first query:"
+  python3 bench/metrics_window.py "$OUT/s9-metrics-before.txt" "$OUT/s9-metrics-after.txt"
   stop_hotrank "$HPID"
 fi

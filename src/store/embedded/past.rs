@@ -52,11 +52,15 @@ impl EmbeddedStore {
     ) -> bool {
         let models = &self.settings.models;
         let end_hour = hour_of(at);
-        let held = Instant::now();
         let inner = self.inner.lock();
+        // Timed from when the lock is held (not from when it was asked
+        // for), and at least one article a hold: a hold that started late
+        // still moves the scan on instead of taking the lock for nothing.
+        let held = Instant::now();
         let data = &inner.data;
         let len = data.articles.len();
-        while (*next as usize) < len && held.elapsed() < HOLD {
+        let first = *next;
+        while (*next as usize) < len && (*next == first || held.elapsed() < HOLD) {
             let a = data.article(*next);
             *next += 1;
             let meta = a.meta.get();
