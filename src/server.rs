@@ -73,6 +73,7 @@ pub fn build_state(
         }
     };
     let config_limits = config.limits.clone();
+    let movement = config.rankings.movement;
     let ctr = crate::ctr::Ctr::open(&config).map_err(|e| e.to_string())?;
     let bots = BotDetector::from_config(&config.gate).map_err(|e| e.to_string())?;
     let trusted_proxies = config
@@ -97,7 +98,7 @@ pub fn build_state(
         // After metrics_handle(): the handles bind to the installed recorder.
         ingest_meters: api::IngestMeters::new(),
         webhooks: OnceLock::new(),
-        movements: Default::default(),
+        movements: Arc::new(api::movement::Movements::new(movement)),
         ctr: Arc::new(ctr),
     }))
 }

@@ -112,6 +112,8 @@ const QUEUED: usize = 4;
 
 /// Baselines computed or being computed, by ranking and mark.
 pub struct Movements {
+    /// `rankings.movement`: off, no baseline is ever computed.
+    enabled: bool,
     slots: Mutex<HashMap<(String, Timestamp), Slot>>,
     /// One computation at a time: each scans every article.
     scans: Arc<Semaphore>,
@@ -121,15 +123,21 @@ pub struct Movements {
 
 impl Default for Movements {
     fn default() -> Self {
+        Movements::new(true)
+    }
+}
+
+impl Movements {
+    /// Movement on or off (`rankings.movement`).
+    pub fn new(enabled: bool) -> Self {
         Movements {
+            enabled,
             slots: Mutex::new(HashMap::new()),
             scans: Arc::new(Semaphore::new(1)),
             queued: Arc::new(AtomicUsize::new(0)),
         }
     }
-}
 
-impl Movements {
     /// The baseline of `q`'s ranking for an answer generated at `at`,
     /// waiting at most `wait` for it; `None` if it is not ready by then
     /// (it goes on in the background) or the ranking has none (`range=all`,
@@ -141,7 +149,7 @@ impl Movements {
         at: Timestamp,
         wait: Duration,
     ) -> Option<Arc<Baseline>> {
-        if !matches!(q.ranked_range(), crate::model::RangeSpec::Hours(_)) {
+        if !self.enabled || !matches!(q.ranked_range(), crate::model::RangeSpec::Hours(_)) {
             return None;
         }
         let since = mark(at);

@@ -40,6 +40,10 @@ pub struct RankingsConfig {
     /// while a new ranking is built (a hold also ends after about 1 ms):
     /// ingest waits for at most one chunk.
     pub build_chunk: usize,
+    /// Each item's movement against the ranking an hour ago
+    /// (`src/api/movement.rs`): costs a scan of every candidate once per
+    /// ranking and hour; `false` answers `null` and scans nothing.
+    pub movement: bool,
 }
 
 impl Default for RankingsConfig {
@@ -48,6 +52,7 @@ impl Default for RankingsConfig {
             max_live: 64,
             max_bytes: 96 << 20,
             build_chunk: 2048,
+            movement: true,
         }
     }
 }
