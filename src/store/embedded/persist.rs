@@ -79,20 +79,22 @@ struct DataV1 {
 
 impl From<DataV1> for Data {
     fn from(v: DataV1) -> Data {
-        let mut d = Data::new(&StoreSettings::default());
+        // Version 2's fields, plus the dedupe entries version 1 kept inline.
+        let mut d = Data::from(DataV2 {
+            articles: v.articles,
+            event_ids: v.event_ids,
+            visitor_limits: v.visitor_limits,
+            ip_limits: v.ip_limits,
+            counted: v.counted,
+            quarantine: v.quarantine,
+            quarantine_by_hour: v.quarantine_by_hour,
+            next_post_id: v.next_post_id,
+        });
         d.dedupe = Dedupe::with_seed(d.dedupe.seed(), v.dedupe.len());
         (d.dedupe).extend(
             (v.dedupe.into_iter())
                 .map(|((idx, visitor, kind), t)| (DedupeKey::new(idx, visitor, kind), t)),
         );
-        d.articles = v.articles;
-        d.event_ids = v.event_ids;
-        d.visitor_limits = v.visitor_limits;
-        d.ip_limits = v.ip_limits;
-        d.counted = v.counted;
-        d.quarantine = v.quarantine;
-        d.quarantine_by_hour = v.quarantine_by_hour;
-        d.next_post_id = v.next_post_id;
         d
     }
 }
