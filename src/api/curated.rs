@@ -23,10 +23,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{ApiError, AppState};
-use crate::curation::{Curation, Visibility, arrange};
+use crate::curation::{Curation, ReviewStatus, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
 use crate::store::{StoreError, cursor};
-use crate::webhooks::PublicRanking;
+use crate::webhooks::{HeldArticles, PublicRanking};
 
 /// Which public list a page is of: the hot ranking or the newest first.
 #[derive(Clone, Copy)]
@@ -145,6 +145,28 @@ pub fn public_ranking(state: &AppState) -> PublicRanking {
                     ApiError::Unavailable(m) => StoreError::Unavailable(m),
                     e => StoreError::Internal(e.to_string()),
                 })
+        })
+    })
+}
+
+/// The articles held for review now, with when each was held, for the
+/// webhooks' evaluator ([`crate::webhooks::Webhooks::read_held`]; held
+/// weakly, as [`public_ranking`]).
+pub fn held_articles(state: &AppState) -> HeldArticles {
+    let weak = Arc::downgrade(&state.0);
+    Arc::new(move || {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(shared) = weak.upgrade() else {
+                return Err(StoreError::Unavailable("the server stopped".into()));
+            };
+            let curation = AppState(shared).curation.current().await?;
+            Ok(curation
+                .reviews
+                .iter()
+                .filter(|(_, r)| r.status == ReviewStatus::Held)
+                .map(|(id, r)| (id.as_str().to_string(), r.held_at.unwrap_or(0)))
+                .collect())
         })
     })
 }
@@ -338,11 +360,11 @@ async fn pinned_item(
 }
 
 /// Records each never-reviewed article a public list would have shown as
-/// held, with its evidence, in one write, and tells the webhooks each one
-/// held for the first time (`held`, to every subscription that asked for
-/// it: a hold hides the article from every public list). A failure is
-/// logged: the articles stay hidden either way, and the next answer tries
-/// again.
+/// held, with its evidence, in one write, and wakes the webhooks'
+/// evaluator, which tells every subscription that asked for `held` (a hold
+/// hides the article from every public list) from the recorded holds
+/// ([`held_articles`]). A failure is logged: the articles stay hidden
+/// either way, and the next answer tries again.
 async fn hold(
     state: &AppState,
     q: &HotQuery,
@@ -362,16 +384,7 @@ async fn hold(
         }
     };
     if let Some(w) = state.webhooks.get().filter(|_| !held.is_empty()) {
-        // Apart from this answer: the evaluator may be the reader, and it
-        // decides under the lock `emit_held` takes.
-        let w = w.clone();
-        tokio::spawn(async move {
-            for id in held {
-                if let Err(e) = w.emit_held(&id, now).await {
-                    tracing::warn!(article = %id, error = %e, "webhooks: held not decided");
-                }
-            }
-        });
+        w.held_changed();
     }
 }
 
