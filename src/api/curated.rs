@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::movement::PublicOrder;
 use super::{ApiError, AppState};
 use crate::curation::{Curation, ReviewStatus, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
@@ -67,6 +68,35 @@ async fn read(
         List::Hot => state.store.hot(q, now).await?,
         List::New => state.store.newest(q, now).await?,
     })
+}
+
+/// How the public list of `q` orders a store ranking's articles at `now`
+/// (for movement: the earlier ranking as this curation shows it), `None`
+/// when curation changes nothing or cannot be read. Hidden articles are
+/// left out, pinned ones go to their places, as [`page`] does.
+pub(super) async fn public_order(
+    state: &AppState,
+    q: &HotQuery,
+    now: Timestamp,
+) -> Option<Box<PublicOrder<'static>>> {
+    let mode = state.config.review.mode;
+    let cur = state.curation.current().await.ok()?;
+    let pins = cur.pins_for(q, now, mode);
+    if pins.is_empty() && !cur.hides_any(now, mode) {
+        return None;
+    }
+    Some(Box::new(move |order: &[ArticleId]| {
+        let pinned: HashSet<&ArticleId> = pins.iter().map(|(id, _)| id).collect();
+        let natural = order
+            .iter()
+            .filter(|id| !pinned.contains(id) && cur.visibility(id, now, mode) == Visibility::Shown)
+            .cloned();
+        let placed = pins.iter().map(|(id, p)| (*p, id.clone()));
+        arrange(natural, placed, usize::MAX)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }))
 }
 
 /// What one read of the store's ranking leaves for the public list.
