@@ -2,7 +2,9 @@
 -- layout: kind, article id, visitor hex, visitor bytes, ip hex, ts, rate
 -- clock (ms), arrival (s), eventId hex or '', dwell seconds, bot ('0', or
 -- its crawler family's name, src/crawler.rs; '1' from older nodes), trusted),
--- with its hour and day; nil when malformed. `tss`, `clocks` and `arrs`
+-- with its hour and day; nil when malformed. The ip field is the ip key's
+-- 16 hex digits, followed by the network block's 16 (`net`, the review's
+-- evidence) when known: `e.iph` is the key, `e.net` the block or ''. `tss`, `clocks` and `arrs`
 -- keep ts, clock and arrival as sent: values written back to Redis go as
 -- these strings (a Lua number passed to redis.call or concatenated is a
 -- floating-point sprintf each time).
@@ -19,6 +21,8 @@ local function parse_event(A, b)
       or e.art == '' or e.vh == '' or e.iph == '' then
     return nil
   end
+  e.net = string.sub(e.iph, 17)
+  e.iph = string.sub(e.iph, 1, 16)
   e.hour = math.floor(e.ts / 3600)
   e.day = math.floor(e.ts / 86400)
   return e
