@@ -57,8 +57,7 @@ impl Rule {
 
 /// The rule `e` breaks under `cfg`, if any (module docs).
 pub fn judge(e: &NetEvidence, cfg: &ReviewConfig) -> Option<Rule> {
-    if e.visitors >= cfg.min_visitors
-        && e.blocks as f64 <= cfg.max_block_share * e.visitors as f64
+    if e.visitors >= cfg.min_visitors && e.blocks as f64 <= cfg.max_block_share * e.visitors as f64
     {
         return Some(Rule::NarrowNetwork);
     }

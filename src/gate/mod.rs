@@ -222,7 +222,10 @@ mod tests {
         assert_eq!(net("2001:db8:1:2::1"), net("2001:db8:1:2:ffff::7"));
         assert_ne!(net("2001:db8:1:2::1"), net("2001:db8:1:3::1"));
         assert_ne!(net("192.0.2.1"), 0);
-        assert_ne!(net("192.0.2.1"), Identity::new([8; 16]).net_block(ip("192.0.2.1")));
+        assert_ne!(
+            net("192.0.2.1"),
+            Identity::new([8; 16]).net_block(ip("192.0.2.1"))
+        );
         // Not the rate-limit key of the same block.
         assert_ne!(net("192.0.2.1"), id.ip(ip("192.0.2.0")));
     }

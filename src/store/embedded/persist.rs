@@ -689,7 +689,10 @@ mod tests {
         }
         let hours = crate::time::last_hours(crate::model::hour_of(1_800_000_000), 2);
         let before = d.net_evidence(0, hours.clone());
-        assert_eq!((before.blocks, before.visitors, before.counted), (5, 50, 50));
+        assert_eq!(
+            (before.blocks, before.visitors, before.counted),
+            (5, 50, 50)
+        );
         let mut back = decode_state(STATE_VERSION, &encode_state(&d).unwrap(), false).unwrap();
         back.restore(&s);
         assert_eq!(back.net_evidence(0, hours.clone()), before);

@@ -254,8 +254,16 @@ impl Store for RedisStore {
         self.check_epoch()?;
         let hours = crate::time::last_hours(hour_of(now), hours);
         const FIELDS: [&str; 10] = [
-            "pv", "likes", "comments", "favorites", "shares", "dwell_n", "q_dup", "q_rl",
-            "q_bot", "q_rep",
+            "pv",
+            "likes",
+            "comments",
+            "favorites",
+            "shares",
+            "dwell_n",
+            "q_dup",
+            "q_rl",
+            "q_bot",
+            "q_rep",
         ];
         let mut pipe = redis::pipe();
         for id in ids {
@@ -265,11 +273,14 @@ impl Store for RedisStore {
             pipe.cmd("PFCOUNT").arg(&net);
             pipe.cmd("PFCOUNT").arg(&uv);
             for h in hours.clone() {
-                pipe.cmd("HMGET").arg(self.keys.bucket_h(id, h)).arg(&FIELDS);
+                pipe.cmd("HMGET")
+                    .arg(self.keys.bucket_h(id, h))
+                    .arg(&FIELDS);
             }
         }
-        let mut con = self.con();
-        let got: Vec<Value> = pipe.query_async(&mut con).await.map_err(store_err)?;
+        // (An article's keys share a slot; on a site over many slots the
+        // commands go one pipeline per slot.)
+        let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
         let per = 2 + hours.clone().count();
         let mut out = Vec::with_capacity(ids.len());
         for chunk in got.chunks(per) {

@@ -56,7 +56,8 @@ impl NetEvidence {
             .or_default()
             .entry(idx)
             .or_default();
-        h.blocks.add_hash(murmur64a(&ev.net.to_le_bytes(), HLL_SEED));
+        h.blocks
+            .add_hash(murmur64a(&ev.net.to_le_bytes(), HLL_SEED));
         h.visitors.add_hash(visitor_hash);
     }
 
@@ -118,7 +119,13 @@ mod tests {
         }
         let h = hour_of(t0);
         let f = n.figures(0, h..=h + 1);
-        assert_eq!(f, NetFigures { blocks: 1, visitors: 100 });
+        assert_eq!(
+            f,
+            NetFigures {
+                blocks: 1,
+                visitors: 100
+            }
+        );
         assert_eq!(n.figures(1, h..=h + 1), NetFigures::default());
         assert_eq!(n.len(), 1);
         n.expire(t0 + 3 * 3600, 2);
