@@ -24,10 +24,10 @@ use serde_json::{Value, json};
 
 use super::movement::PublicOrder;
 use super::{ApiError, AppState};
-use crate::curation::suspicious::{self, Rule};
+use crate::curation::suspicious::{self, Suspect};
 use crate::curation::{Curation, ReviewStatus, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
-use crate::store::{NetEvidence, StoreError, cursor};
+use crate::store::{StoreError, cursor};
 use crate::webhooks::{HeldArticles, PublicRanking};
 
 /// Which public list a page is of: the hot ranking or the newest first.
@@ -119,9 +119,6 @@ struct Walked {
     /// broke, with its evidence).
     unreviewed: Vec<(RankedItem, usize, Option<Suspect>)>,
 }
-
-/// A rule an article broke under `suspicious`, and its evidence.
-type Suspect = (Rule, NetEvidence);
 
 /// Under `suspicious`, the never-reviewed articles of a read that break a
 /// rule (the others are shown); `None` under the other modes.

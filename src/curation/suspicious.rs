@@ -55,6 +55,9 @@ impl Rule {
     }
 }
 
+/// A rule an article broke, and its evidence.
+pub type Suspect = (Rule, NetEvidence);
+
 /// The rule `e` breaks under `cfg`, if any (module docs).
 pub fn judge(e: &NetEvidence, cfg: &ReviewConfig) -> Option<Rule> {
     if e.visitors >= cfg.min_visitors && e.blocks as f64 <= cfg.max_block_share * e.visitors as f64
@@ -96,7 +99,7 @@ pub fn evidence_json(e: &NetEvidence, rule: Rule, now: Timestamp, cfg: &ReviewCo
 /// Remembered verdicts: article → (when, the rule broken and its evidence).
 #[derive(Default)]
 pub struct Screen {
-    seen: Mutex<HashMap<ArticleId, (Instant, Option<(Rule, NetEvidence)>)>>,
+    seen: Mutex<HashMap<ArticleId, (Instant, Option<Suspect>)>>,
 }
 
 impl Screen {
@@ -107,7 +110,7 @@ impl Screen {
         ids: Vec<ArticleId>,
         now: Timestamp,
         cfg: &ReviewConfig,
-    ) -> Result<HashMap<ArticleId, (Rule, NetEvidence)>, StoreError> {
+    ) -> Result<HashMap<ArticleId, Suspect>, StoreError> {
         let mut out = HashMap::new();
         let mut ask = Vec::new();
         {
