@@ -3,7 +3,8 @@
 //! through [`page`].
 //!
 //! The public list is the store's ranking without the hidden articles
-//! (excluded; denied or held, and under `new_entries` never reviewed),
+//! (excluded; denied or held, and under `new_entries` never reviewed,
+//! under `suspicious` never reviewed and breaking a rule: [`screen`]),
 //! with each pin of the query at its position and not at its natural
 //! place ([`crate::curation::arrange`]). A page of it is read from the
 //! top of the store's ranking (with the request's cursor, so a cursor

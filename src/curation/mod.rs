@@ -6,7 +6,8 @@
 //!   time; its events are still counted.
 //! - **Review** (`[review] mode = "new_entries"`): an article about to be
 //!   served in a public ranking for the first time is held, with the
-//!   evidence of that moment, until an editor allows or denies it.
+//!   evidence of that moment, until an editor allows or denies it; under
+//!   `suspicious` only one whose rise breaks [`suspicious`]'s rules.
 //!
 //! The state is a flat map of entries (`pin:<id>`, `exclude:<id>`,
 //! `review:<id>`, each a JSON value) behind [`CurationStore`], kept in the
@@ -138,8 +139,9 @@ pub enum Visibility {
     Shown,
     /// Excluded, denied, or held.
     Hidden,
-    /// Never reviewed, under `new_entries`: hidden, and held when a public
-    /// ranking would serve it.
+    /// Never reviewed, while review is on: under `new_entries` hidden, and
+    /// held when a public ranking would serve it; under `suspicious` the
+    /// same if its rise breaks a rule ([`suspicious`]), else shown.
     Unreviewed,
 }
 

@@ -144,8 +144,9 @@ impl IngestPipeline {
         let entries: Vec<Entry> = entries
             .into_iter()
             .map(|(id, mut f)| {
-                // A flagged entry of an older build has no crawler family
-                // and no network block (unknown).
+                // A flagged entry of an older build has no crawler family;
+                // one whose network block is unknown (or of an older
+                // build) has no block.
                 if role == Role::Count && f.len() == FLAGGED_FIELDS - 2 {
                     f.push(b"0".to_vec());
                 }

@@ -42,14 +42,18 @@ local function view_group(e)
     g = vgroups[key]
   end
   if not g then
-    g = { art = e.art, hour = e.hour, day = e.day, n = 0, nets = {}, nvb = {} }
+    g = { art = e.art, hour = e.hour, day = e.day, n = 0 }
     vgroups[key] = g
     vorder[#vorder + 1] = g
   end
   g.n = g.n + 1
   g[g.n] = e.vb
-  -- The review's evidence: the view's network block, when known.
+  -- The review's evidence: the view's network block, when known (only
+  -- under `[review] mode = "suspicious"`: no table is made otherwise).
   if e.net and e.net ~= '' then
+    if not g.nets then
+      g.nets, g.nvb = {}, {}
+    end
     g.nets[#g.nets + 1] = e.net
     g.nvb[#g.nvb + 1] = e.vb
   end
@@ -147,7 +151,7 @@ for _, g in ipairs(vorder) do
   view_bucket(A .. 'bucket:d:' .. a .. ':' .. d, A .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
   -- `[review] mode = "suspicious"`: the hour's network blocks and their
   -- visitors, expiring with the hour's bucket.
-  if #g.nets > 0 then
+  if g.nets then
     local s = ttl_s((g.hour + 1) * 3600 + hkeep)
     for _, pair in ipairs({ { 'hll:net:h:', g.nets }, { 'hll:netuv:h:', g.nvb } }) do
       local key = A .. pair[1] .. a .. ':' .. h

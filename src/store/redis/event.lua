@@ -4,8 +4,9 @@
 -- its crawler family's name, src/crawler.rs; '1' from older nodes), trusted),
 -- with its hour and day; nil when malformed. The ip field is the ip key's
 -- 16 hex digits, followed by the network block's 16 (`net`, the review's
--- evidence) when known: `e.iph` is the key, `e.net` the block or ''. `tss`, `clocks` and `arrs`
--- keep ts, clock and arrival as sent: values written back to Redis go as
+-- evidence) when known: `e.iph` is the key, `e.net` the block or '' (so
+-- raw entries of older builds read as unknown). `tss`, `clocks` and
+-- `arrs` keep ts, clock and arrival as sent: values written back to Redis go as
 -- these strings (a Lua number passed to redis.call or concatenated is a
 -- floating-point sprintf each time).
 local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
