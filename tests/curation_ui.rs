@@ -82,6 +82,18 @@ async fn cli_review_lists_and_decides() {
     assert!(!out.status.success());
 }
 
+/// Types the admin token into the review page's form and sends it.
+async fn sign_in(b: &webdriver::Browser) {
+    let token = b.element("#r-token input[name=token]").await;
+    b.cmd(
+        "POST",
+        &format!("element/{token}/value"),
+        json!({"text": ADMIN}),
+    )
+    .await;
+    b.click("#r-token button[type=submit]").await;
+}
+
 /// Waits until the review table has `n` rows.
 async fn rows(b: &webdriver::Browser, n: usize, what: &str) {
     let script = format!("return document.querySelectorAll('#r-items tr').length === {n}");
@@ -116,14 +128,7 @@ async fn review_page_allows_and_denies_by_click() {
     b.click("nav a[href=review]").await;
     b.wait_js("return location.pathname === '/review'", "the review page")
         .await;
-    let token = b.element("#r-token input[name=token]").await;
-    b.cmd(
-        "POST",
-        &format!("element/{token}/value"),
-        json!({"text": ADMIN}),
-    )
-    .await;
-    b.click("#r-token button[type=submit]").await;
+    sign_in(&b).await;
     rows(&b, 16, "sixteen held rows").await;
     let row = b
         .js("return document.querySelector('#r-items tr[data-article-id=a01]').innerText")
@@ -238,14 +243,7 @@ async fn review_page_shows_the_network_evidence() {
     let b = webdriver::Browser::start(&chromium, &driver).await;
     b.resize(1300, 700).await;
     b.goto(&format!("{}/review", s.base)).await;
-    let token = b.element("#r-token input[name=token]").await;
-    b.cmd(
-        "POST",
-        &format!("element/{token}/value"),
-        json!({"text": ADMIN}),
-    )
-    .await;
-    b.click("#r-token button[type=submit]").await;
+    sign_in(&b).await;
     rows(&b, 7, "seven held rows").await;
     let cell = b
         .js("return document.querySelector('#r-items tr[data-article-id=a00] td.network').innerText")

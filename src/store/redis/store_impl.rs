@@ -11,6 +11,21 @@ use crate::model::{
 };
 use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
 
+/// The event counts of an hourly bucket (`bucket:h:`): counted ones by
+/// type (`dwell_n` for dwell reports), then quarantined ones by reason.
+const BUCKET_H_EVENTS: [&str; 10] = [
+    "pv",
+    "likes",
+    "comments",
+    "favorites",
+    "shares",
+    "dwell_n",
+    "q_dup",
+    "q_rl",
+    "q_bot",
+    "q_rep",
+];
+
 #[async_trait]
 impl Store for RedisStore {
     async fn ingest(
@@ -205,23 +220,11 @@ impl Store for RedisStore {
             .await?;
         let last = hour_of(now);
         let first = *crate::time::last_hours(last, hours).start();
-        let fields = [
-            "pv",
-            "likes",
-            "comments",
-            "favorites",
-            "shares",
-            "dwell_n",
-            "q_dup",
-            "q_rl",
-            "q_bot",
-            "q_rep",
-        ];
         let mut pipe = redis::pipe();
         for h in first..=last {
             pipe.cmd("HMGET")
                 .arg(self.keys.bucket_h(id, h))
-                .arg(&fields);
+                .arg(&BUCKET_H_EVENTS);
             pipe.cmd("PFCOUNT").arg(self.keys.uv_h(id, h));
         }
         let mut con = self.con();
@@ -253,18 +256,6 @@ impl Store for RedisStore {
     ) -> Result<Vec<crate::store::NetEvidence>, StoreError> {
         self.check_epoch()?;
         let hours = crate::time::last_hours(hour_of(now), hours);
-        const FIELDS: [&str; 10] = [
-            "pv",
-            "likes",
-            "comments",
-            "favorites",
-            "shares",
-            "dwell_n",
-            "q_dup",
-            "q_rl",
-            "q_bot",
-            "q_rep",
-        ];
         let mut pipe = redis::pipe();
         for id in ids {
             // One multi-key PFCOUNT per sketch: an article's keys share its slot.
@@ -275,7 +266,7 @@ impl Store for RedisStore {
             for h in hours.clone() {
                 pipe.cmd("HMGET")
                     .arg(self.keys.bucket_h(id, h))
-                    .arg(&FIELDS);
+                    .arg(&BUCKET_H_EVENTS);
             }
         }
         // (An article's keys share a slot; on a site over many slots the
