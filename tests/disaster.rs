@@ -483,7 +483,10 @@ async fn the_replay_writes_the_network_evidence() {
         .net_evidence(&[ArticleId::from_number(2)], T0, 2)
         .await
         .unwrap();
-    assert_eq!((got[0].blocks, got[0].visitors, got[0].counted), (1, 25, 30));
+    assert_eq!(
+        (got[0].blocks, got[0].visitors, got[0].counted),
+        (1, 25, 30)
+    );
 }
 
 /// The journal keeps what the archive may need: with `journal_keep_secs

@@ -13,7 +13,7 @@
 //!   of one /24 (under `min_visitors`): served, never queued.
 //!
 //! A held article is in no public list (`/api/hot`, `/api/new`, the JSON
-//! feed) until allowed; the queue's evidence is what was sent.
+//! feed, `/api/stream`) until allowed; the queue's evidence is what was sent.
 
 mod common;
 
@@ -34,6 +34,7 @@ fn suspicious(c: &mut Config) {
     c.gate.visitor_limit_per_minute = 0;
     c.gate.ip_limit_per_minute = 0;
     c.gate.bot_articles_per_minute = 0;
+    c.feeds.stream_poll_ms = 50;
 }
 
 /// Views of `article` by `visitors` (ids `<article>-<n>`), each `times`
@@ -80,7 +81,35 @@ async fn served(s: &TestServer) -> BTreeMap<&'static str, Vec<String>> {
         .map(|i| i["id"].as_str().unwrap_or_default().to_string())
         .collect();
     out.insert("/feeds/hot.json", feed);
+    out.insert("/api/stream", stream_first(s).await);
     out
+}
+
+/// The ids of the first ranking `/api/stream` sends.
+async fn stream_first(s: &TestServer) -> Vec<String> {
+    let mut r = s
+        .client
+        .get(s.url("/api/stream?top=20"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let data = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(at) = buf.find("event: ranking\n")
+                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
+                && buf[at..].contains("\n\n")
+            {
+                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("a ranking event");
+    page_ids(&data).iter().map(|x| x.to_string()).collect()
 }
 
 fn serves(lists: &BTreeMap<&'static str, Vec<String>>, id: &str) -> Vec<&'static str> {
@@ -137,7 +166,7 @@ async fn scenario(s: &TestServer, settle: impl AsyncFn()) {
     for id in ["wide", "small"] {
         assert_eq!(
             serves(&lists, id).len(),
-            3,
+            4,
             "{id} is served everywhere: {lists:?}"
         );
     }
@@ -193,7 +222,22 @@ async fn scenario(s: &TestServer, settle: impl AsyncFn()) {
         assert_eq!(st, StatusCode::OK, "{v}");
     }
     let lists = served(s).await;
-    assert_eq!(serves(&lists, "narrow").len(), 3, "allowed: {lists:?}");
+    // (A stream's list is recomputed every `feeds.stream_poll_ms`: the
+    // allowed article shows in it from the next one on.)
+    for path in ["/api/hot?limit=50", "/api/new?limit=50", "/feeds/hot.json"] {
+        assert!(
+            serves(&lists, "narrow").contains(&path),
+            "allowed: {lists:?}"
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !stream_first(s).await.iter().any(|x| x == "narrow") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "allowed: in the stream"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(serves(&lists, "six").is_empty(), "denied: {lists:?}");
     assert!(serves(&lists, "dups").is_empty(), "still held: {lists:?}");
 
