@@ -268,6 +268,24 @@ async fn redis_holds_narrow_rises_with_their_evidence() {
     let s =
         TestServer::start_redis(Arc::new(tempfile::tempdir().unwrap()), &r.url(), suspicious).await;
     scenario(&s, nothing).await;
+    // The evidence keys (docs/redis-keys.md) expire with the hour's bucket.
+    let mut c = r.connection();
+    let hour = T0.div_euclid(3600);
+    let ttl = |c: &mut redis::Connection, key: String| -> i64 {
+        redis::cmd("TTL").arg(&key).query(c).unwrap()
+    };
+    let bucket = ttl(&mut c, format!("bucket:h:narrow:{hour}"));
+    assert!(bucket > 3600, "bucket TTL {bucket}");
+    for name in ["hll:net:h", "hll:netuv:h"] {
+        let t = ttl(&mut c, format!("{name}:narrow:{hour}"));
+        assert!(
+            (bucket - t).abs() <= 2,
+            "{name}: TTL {t}, its bucket's {bucket}"
+        );
+    }
+    // No address and no block in clear: the sketches hold hashes.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*198.51*").query(&mut c).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
 }
 
 /// A site split over two shards of a cluster: the gate stage's outbox
