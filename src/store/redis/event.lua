@@ -22,8 +22,11 @@ local function parse_event(A, b)
       or e.art == '' or e.vh == '' or e.iph == '' then
     return nil
   end
-  e.net = string.sub(e.iph, 17)
-  e.iph = string.sub(e.iph, 1, 16)
+  e.net = ''
+  if #e.iph > 16 then
+    e.net = string.sub(e.iph, 17)
+    e.iph = string.sub(e.iph, 1, 16)
+  end
   e.hour = math.floor(e.ts / 3600)
   e.day = math.floor(e.ts / 86400)
   return e
