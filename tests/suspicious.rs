@@ -345,3 +345,21 @@ async fn pipeline_holds_narrow_rises() {
     .await;
     workers.stop().await;
 }
+
+/// With review not `suspicious`, nothing of the evidence is kept: the
+/// same traffic (through the trusted proxy) writes no `hll:net` key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_modes_keep_no_evidence() {
+    let r = RedisServer::start();
+    let s = TestServer::start_redis(Arc::new(tempfile::tempdir().unwrap()), &r.url(), |c| {
+        suspicious(c);
+        c.review.mode = ReviewMode::NewEntries;
+    })
+    .await;
+    views(&s, "narrow", 0..100, 1, "198.51.100.7").await;
+    let mut c = r.connection();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*net*").query(&mut c).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let uv: Vec<String> = redis::cmd("KEYS").arg("hll:uv:h:*").query(&mut c).unwrap();
+    assert_eq!(uv.len(), 1, "the views were counted");
+}
