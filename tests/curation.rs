@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use common::curation::{CATS, N, admin, art, cat_query, review_mode, seed};
+use common::curation::{CATS, N, admin, art, cat_query, first_ranking, review_mode, seed};
 use common::redis::RedisServer;
 use common::{T0, TestServer, page_ids};
 use hotrank::clock::Clock;
@@ -740,28 +740,7 @@ async fn new_and_stream_are_curated() {
     }
     assert_eq!(seen, want);
 
-    let mut r = s
-        .client
-        .get(s.url("/api/stream?top=3"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let mut buf = String::new();
-    let data = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            if let Some(at) = buf.find("event: ranking\n")
-                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
-                && buf[at..].contains("\n\n")
-            {
-                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
-            }
-        }
-    })
-    .await
-    .expect("a ranking event");
+    let data = first_ranking(&s, "/api/stream?top=3").await;
     assert_eq!(page_ids(&data), ["a09", "a02", "a03"], "{data}");
     assert_eq!(data["items"][0]["pinned"], true);
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use common::curation::admin;
+use common::curation::{admin, first_ranking};
 use common::redis::{RedisCluster, RedisServer, unique_prefix};
 use common::{T0, TestServer, page_ids};
 use hotrank::config::{Config, ReviewMode};
@@ -87,28 +87,7 @@ async fn served(s: &TestServer) -> BTreeMap<&'static str, Vec<String>> {
 
 /// The ids of the first ranking `/api/stream` sends.
 async fn stream_first(s: &TestServer) -> Vec<String> {
-    let mut r = s
-        .client
-        .get(s.url("/api/stream?top=20"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let mut buf = String::new();
-    let data = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            if let Some(at) = buf.find("event: ranking\n")
-                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
-                && buf[at..].contains("\n\n")
-            {
-                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
-            }
-        }
-    })
-    .await
-    .expect("a ranking event");
+    let data = first_ranking(s, "/api/stream?top=20").await;
     page_ids(&data).iter().map(|x| x.to_string()).collect()
 }
 
