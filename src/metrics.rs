@@ -157,7 +157,13 @@ pub const FAMILIES: &[Family] = &[
         "hotrank_curation_held_total",
         Counter,
         COUNT,
-        "Articles held for review ([review] mode = new_entries) when a public ranking would first have served them.",
+        "Articles held for review ([review] mode = new_entries or suspicious) when a public ranking would have served them.",
+    ),
+    family(
+        "hotrank_review_holds_total",
+        Counter,
+        COUNT,
+        "Articles held for review by reason: new_entry (mode new_entries), narrow_network (few distinct /24 or /64 blocks against unique visitors in review.window_hours), held_back (the gate held back at least review.max_held_share of the article's events).",
     ),
     // Server upkeep
     family(

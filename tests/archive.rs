@@ -90,6 +90,7 @@ async fn feed(store: &dyn Store) {
                 seconds: if kind == EventType::Dwell { 40 } else { 0 },
                 bot: hotrank::crawler::Crawler::from_flag(rnd(30) == 0),
                 trusted: false,
+                net: 0,
             });
         }
         store.ingest(events, ts + 60).await.expect("ingest");

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use common::curation::{CATS, N, admin, art, cat_query, review_mode, seed};
+use common::curation::{CATS, N, admin, art, cat_query, first_ranking, review_mode, seed};
 use common::redis::RedisServer;
 use common::{T0, TestServer, page_ids};
 use hotrank::clock::Clock;
@@ -31,6 +31,10 @@ struct Model {
     excludes: BTreeMap<String, Option<i64>>,
     /// id → allowed?
     decided: BTreeMap<String, bool>,
+    /// The never-decided articles review holds when a list would serve
+    /// them: under `new_entries` every one, under `suspicious` those whose
+    /// rise breaks a rule.
+    suspects: BTreeSet<String>,
 }
 
 fn live(until: Option<i64>, now: i64) -> bool {
@@ -45,7 +49,12 @@ impl Model {
         self.mode_on && self.decided.get(id) == Some(&false)
     }
     fn shown(&self, id: &str, now: i64) -> bool {
-        !self.excluded(id, now) && (!self.mode_on || self.decided.get(id) == Some(&true))
+        !self.excluded(id, now)
+            && (!self.mode_on
+                || match self.decided.get(id) {
+                    Some(allowed) => *allowed,
+                    None => !self.suspects.contains(id),
+                })
     }
 
     /// The whole public list of category `cat`: (id, pinned).
@@ -110,7 +119,18 @@ fn check_page(page: &Value, want: &[(String, bool)], offset: usize, limit: usize
     }
 }
 
-async fn run(s: &TestServer, mode_on: bool, seed_n: u64, steps: usize) {
+/// How the oracle runs: review off, `new_entries`, or `suspicious` (the
+/// seeded views all come from one address, so the articles with at least
+/// `min_visitors` visitors break the network rule).
+#[derive(Clone, Copy, PartialEq)]
+enum Review {
+    Off,
+    NewEntries,
+    Suspicious { min_visitors: usize },
+}
+
+async fn run(s: &TestServer, review: Review, seed_n: u64, steps: usize) {
+    let mode_on = review != Review::Off;
     seed(s).await;
     let mut unc = BTreeMap::new();
     for cat in CATS {
@@ -122,8 +142,18 @@ async fn run(s: &TestServer, mode_on: bool, seed_n: u64, steps: usize) {
         assert_eq!(ids, expect, "the uncurated ranking is by design");
         unc.insert(cat, ids);
     }
+    let suspects = (0..N)
+        .filter(|&i| match review {
+            Review::Off => false,
+            Review::NewEntries => true,
+            // Article i has N + 4 - i visitors (common::curation::seed).
+            Review::Suspicious { min_visitors } => N + 4 - i >= min_visitors,
+        })
+        .map(art)
+        .collect();
     let mut m = Model {
         mode_on,
+        suspects,
         ..Model::default()
     };
     let mut rng = StdRng::seed_from_u64(seed_n);
@@ -234,7 +264,7 @@ async fn run(s: &TestServer, mode_on: bool, seed_n: u64, steps: usize) {
         assert_eq!(st, StatusCode::OK, "{page}");
         check_page(&page, &want, offset, limit, &format!("{what}, /api/new"));
         if mode_on {
-            check_holds(s, &m, &unc[&cat], cat, now, offset + limit).await;
+            check_holds(s, &m, &unc[&cat], cat, now, offset + limit, review).await;
         }
         let (_, mut page) = s
             .get(&format!("/api/hot?limit={limit}{}", cat_query(cat)))
@@ -263,9 +293,9 @@ async fn run(s: &TestServer, mode_on: bool, seed_n: u64, steps: usize) {
     }
 }
 
-/// Under `new_entries`: every never-decided article the public list would
-/// have shown within `want` (were it allowed) is in the review queue,
-/// with evidence.
+/// Under review: every never-decided suspect the public list would have
+/// shown within `want` (were it allowed) is in the review queue, with
+/// evidence (under `suspicious`, its network's), and no other article is.
 async fn check_holds(
     s: &TestServer,
     m: &Model,
@@ -273,6 +303,7 @@ async fn check_holds(
     cat: Option<&str>,
     now: i64,
     want: usize,
+    review: Review,
 ) {
     let (st, v) = admin(s, reqwest::Method::GET, "/api/review?status=all", None).await;
     assert_eq!(st, StatusCode::OK, "{v}");
@@ -282,22 +313,32 @@ async fn check_holds(
         .iter()
         .map(|i| (i["articleId"].as_str().unwrap().to_string(), i.clone()))
         .collect();
+    for (id, e) in listed.iter().filter(|(_, e)| !e["heldAt"].is_null()) {
+        assert!(m.suspects.contains(id), "{id} is no suspect, yet held: {e}");
+    }
     let mut open = Model {
         mode_on: false,
         pins: m.pins.clone(),
         excludes: m.excludes.clone(),
         decided: m.decided.clone(),
+        suspects: m.suspects.clone(),
     };
     open.decided.retain(|_, allowed| *allowed);
     let would = open.public(unc, cat, now);
     for (id, pinned) in would.iter().take(want) {
-        if !pinned && !m.decided.contains_key(id) {
+        if !pinned && !m.decided.contains_key(id) && m.suspects.contains(id) {
             let e = listed
                 .get(id)
                 .unwrap_or_else(|| panic!("{id} would have been served: held"));
             assert_eq!(e["status"], "held", "{e}");
             assert!(e["evidence"]["rank"].as_u64().unwrap() >= 1, "{e}");
             assert!(e["evidence"]["counters"]["pv"].as_u64().unwrap() > 0, "{e}");
+            if let Review::Suspicious { .. } = review {
+                let n = &e["evidence"]["network"];
+                assert_eq!(n["rule"], "narrow_network", "{e}");
+                assert_eq!(n["blocks"], 1, "one address sent them all: {e}");
+                assert_eq!(n["uv"], e["evidence"]["counters"]["uv"], "{e}");
+            }
         }
     }
 }
@@ -305,13 +346,13 @@ async fn check_holds(
 #[tokio::test]
 async fn oracle_embedded_without_review() {
     let s = TestServer::start_with(review_mode(false)).await;
-    run(&s, false, 1, 60).await;
+    run(&s, Review::Off, 1, 60).await;
 }
 
 #[tokio::test]
 async fn oracle_embedded_new_entries() {
     let s = TestServer::start_with(review_mode(true)).await;
-    run(&s, true, 2, 60).await;
+    run(&s, Review::NewEntries, 2, 60).await;
 }
 
 #[tokio::test]
@@ -323,7 +364,7 @@ async fn oracle_redis_without_review() {
         review_mode(false),
     )
     .await;
-    run(&s, false, 3, 60).await;
+    run(&s, Review::Off, 3, 60).await;
 }
 
 #[tokio::test]
@@ -335,7 +376,35 @@ async fn oracle_redis_new_entries() {
         review_mode(true),
     )
     .await;
-    run(&s, true, 4, 60).await;
+    run(&s, Review::NewEntries, 4, 60).await;
+}
+
+/// The seeded articles with at least 14 visitors (a00..a06) break the
+/// network rule (all seeded views come from 127.0.0.1); the others are
+/// served without review.
+fn suspicious_review(c: &mut Config) {
+    c.review.mode = hotrank::config::ReviewMode::Suspicious;
+    c.review.min_visitors = 14;
+    // The test moves the clock by at most 2.5 hours.
+    c.review.window_hours = 24;
+}
+
+#[tokio::test]
+async fn oracle_embedded_suspicious() {
+    let s = TestServer::start_with(suspicious_review).await;
+    run(&s, Review::Suspicious { min_visitors: 14 }, 5, 60).await;
+}
+
+#[tokio::test]
+async fn oracle_redis_suspicious() {
+    let r = RedisServer::start();
+    let s = TestServer::start_redis(
+        Arc::new(tempfile::tempdir().unwrap()),
+        &r.url(),
+        suspicious_review,
+    )
+    .await;
+    run(&s, Review::Suspicious { min_visitors: 14 }, 6, 60).await;
 }
 
 /// Under `new_entries` the public list reads the ranking as deep as it
@@ -561,12 +630,27 @@ async fn bad_input_changes_nothing() {
     );
 }
 
-/// `[review] mode = "suspicious"` is refused at start-up, saying why.
+/// `[review] mode = "suspicious"` starts, with its keys checked: a bad
+/// one is refused at start-up, naming it.
 #[test]
-fn suspicious_mode_is_refused() {
+fn suspicious_mode_keys_are_checked() {
     let c: Config = toml::from_str("[review]\nmode = \"suspicious\"\n").unwrap();
-    let e = c.validate().unwrap_err();
-    assert!(e.contains("not available yet"), "{e}");
+    c.validate().unwrap();
+    for (key, value) in [
+        ("window_hours", "0"),
+        ("window_hours", "25"),
+        ("min_visitors", "0"),
+        ("max_block_share", "1.5"),
+        ("max_held_share", "-0.1"),
+        ("max_held_share", "nan"),
+    ] {
+        let c: Config = toml::from_str(&format!(
+            "[review]\nmode = \"suspicious\"\n{key} = {value}\n"
+        ))
+        .unwrap();
+        let e = c.validate().unwrap_err();
+        assert!(e.contains(&format!("review.{key}")), "{key} = {value}: {e}");
+    }
 }
 
 /// Two nodes on one Redis agree: a pin made on one shows on the other
@@ -656,28 +740,7 @@ async fn new_and_stream_are_curated() {
     }
     assert_eq!(seen, want);
 
-    let mut r = s
-        .client
-        .get(s.url("/api/stream?top=3"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let mut buf = String::new();
-    let data = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            if let Some(at) = buf.find("event: ranking\n")
-                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
-                && buf[at..].contains("\n\n")
-            {
-                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
-            }
-        }
-    })
-    .await
-    .expect("a ranking event");
+    let data = first_ranking(&s, "/api/stream?top=3").await;
     assert_eq!(page_ids(&data), ["a09", "a02", "a03"], "{data}");
     assert_eq!(data["items"][0]["pinned"], true);
 }

@@ -82,6 +82,18 @@ async fn cli_review_lists_and_decides() {
     assert!(!out.status.success());
 }
 
+/// Types the admin token into the review page's form and sends it.
+async fn sign_in(b: &webdriver::Browser) {
+    let token = b.element("#r-token input[name=token]").await;
+    b.cmd(
+        "POST",
+        &format!("element/{token}/value"),
+        json!({"text": ADMIN}),
+    )
+    .await;
+    b.click("#r-token button[type=submit]").await;
+}
+
 /// Waits until the review table has `n` rows.
 async fn rows(b: &webdriver::Browser, n: usize, what: &str) {
     let script = format!("return document.querySelectorAll('#r-items tr').length === {n}");
@@ -116,14 +128,7 @@ async fn review_page_allows_and_denies_by_click() {
     b.click("nav a[href=review]").await;
     b.wait_js("return location.pathname === '/review'", "the review page")
         .await;
-    let token = b.element("#r-token input[name=token]").await;
-    b.cmd(
-        "POST",
-        &format!("element/{token}/value"),
-        json!({"text": ADMIN}),
-    )
-    .await;
-    b.click("#r-token button[type=submit]").await;
+    sign_in(&b).await;
     rows(&b, 16, "sixteen held rows").await;
     let row = b
         .js("return document.querySelector('#r-items tr[data-article-id=a01]').innerText")
@@ -160,5 +165,106 @@ async fn review_page_allows_and_denies_by_click() {
     );
     let (_, v) = admin(&s, reqwest::Method::GET, "/api/review?status=denied", None).await;
     assert_eq!(page_ids(&v), ["a01"]);
+    b.quit().await;
+}
+
+/// Under `suspicious` (the seeded views all come from 127.0.0.1, so the
+/// articles with at least 14 visitors, a00..a06, break the network rule):
+/// the held articles with their network evidence, as a public ranking
+/// held them.
+async fn suspicious_site() -> TestServer {
+    let s = TestServer::start_with(|c| {
+        c.review.mode = hotrank::config::ReviewMode::Suspicious;
+        c.review.min_visitors = 14;
+    })
+    .await;
+    seed(&s).await;
+    let (_, p) = s.get("/api/hot?limit=100").await;
+    assert_eq!(
+        page_ids(&p),
+        (7..16).map(|i| format!("a{i:02}")).collect::<Vec<_>>(),
+        "the narrow rises held, the others served"
+    );
+    s
+}
+
+/// `hotrank review` shows a `suspicious` hold's evidence: the rule, one
+/// block against the article's visitors, the held-back share and the hours.
+#[tokio::test]
+async fn cli_review_shows_the_network_evidence() {
+    let s = suspicious_site().await;
+    let args = vec!["review".to_string(), "--url".into(), s.base.clone()];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hotrank"))
+            .args(&args)
+            .env("HOTRANK_ADMIN_TOKEN", ADMIN)
+            .env_remove("HOTRANK_URL")
+            .output()
+            .expect("run hotrank")
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("review mode: suspicious; 7 article(s)"),
+        "{text}"
+    );
+    assert!(text.lines().next().unwrap_or("").contains("review mode"));
+    let row = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("{id} in {text}"))
+            .to_string()
+    };
+    // a00 had 20 visitors, a06 14, all from one /24.
+    assert!(
+        row("a00").contains("narrow_network 1/20uv held 0% "),
+        "{}",
+        row("a00")
+    );
+    assert!(
+        row("a06").contains("narrow_network 1/14uv"),
+        "{}",
+        row("a06")
+    );
+    assert!(!text.contains("a07 "), "{text}");
+}
+
+/// The review page shows a `suspicious` hold's evidence beside allow and
+/// deny; screenshot in docs/review-suspicious.png.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_page_shows_the_network_evidence() {
+    let Some((chromium, driver)) = webdriver::tools() else {
+        return;
+    };
+    let _serial = webdriver::SERIAL.lock().await;
+    let s = suspicious_site().await;
+    let b = webdriver::Browser::start(&chromium, &driver).await;
+    b.resize(1300, 700).await;
+    b.goto(&format!("{}/review", s.base)).await;
+    sign_in(&b).await;
+    rows(&b, 7, "seven held rows").await;
+    let cell = b
+        .js("return document.querySelector('#r-items tr[data-article-id=a00] td.network').innerText")
+        .await;
+    let cell = cell.as_str().unwrap();
+    for part in [
+        "narrow network",
+        "1 block / 20 visitors (5.0%)",
+        "held back 0 of 20 events (0.0%)",
+    ] {
+        assert!(cell.contains(part), "{part:?} in {cell:?}");
+    }
+    b.assert_contrast("#r-items td").await;
+    b.screenshot(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/review-suspicious.png"),
+    )
+    .await;
+    b.click("#r-items tr[data-article-id=a00] button.allow")
+        .await;
+    rows(&b, 6, "a00 gone from the held list").await;
+    let (_, p) = s.get("/api/hot?limit=1").await;
+    assert_eq!(page_ids(&p), ["a00"], "allowed by click");
     b.quit().await;
 }

@@ -449,6 +449,46 @@ async fn entries_in_flight_at_the_archive_cut_count_once() {
     site.disaster_and_restore(&truth).await;
 }
 
+/// `[review] mode = "suspicious"`'s evidence is written by the replay as
+/// by the count workers: views queued after the archive's cut, carrying
+/// their network block, are replayed from the journal with it (the
+/// evidence of views before the cut is not archived: it is lost with
+/// Redis, and builds again from new views).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_writes_the_network_evidence() {
+    let site = Site::new(|p| p.partitions = 1).await;
+    let pipe = site.pipeline();
+    pipe.ensure_groups().await.unwrap();
+    let view = |article: u64, visitor: u128, net: u64| Event {
+        net,
+        arrival_ms: T0 * 1000 + visitor as i64,
+        ..Event::view(ArticleId::from_number(article), visitor, T0)
+    };
+    let before: Vec<Event> = (0..10).map(|v| view(1, v, 7)).collect();
+    pipe.append(before.clone(), T0).await.unwrap();
+    drain(&pipe).await;
+    site.writer(&pipe).flush(&site.archive).await.unwrap();
+    // After the cut: 25 visitors of one block, and 5 of unknown blocks.
+    let after: Vec<Event> = (100..125)
+        .map(|v| view(2, v, 9))
+        .chain((200..205).map(|v| view(2, v, 0)))
+        .collect();
+    pipe.append(after.clone(), T0).await.unwrap();
+    let mut truth = Truth::default();
+    truth.add(&before);
+    truth.add(&after);
+    let fresh = site.disaster_and_restore(&truth).await;
+    let got = fresh
+        .store()
+        .net_evidence(&[ArticleId::from_number(2)], T0, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        (got[0].blocks, got[0].visitors, got[0].counted),
+        (1, 25, 30)
+    );
+}
+
 /// The journal keeps what the archive may need: with `journal_keep_secs
 /// = 0`, a flush trims the journal up to the archive's floor and no
 /// further; entries queued but not yet read by a filter stay, and a

@@ -602,6 +602,7 @@ async fn two_snapshots_never_share_a_seq_and_the_older_one_keeps_its_log() {
         seconds: 0,
         bot: hotrank::crawler::Crawler::NONE,
         trusted: false,
+        net: 0,
     };
     let (store, _) = EmbeddedStore::open(d.clone(), settings.clone()).unwrap();
     for i in 0..40 {
@@ -669,6 +670,7 @@ async fn a_snapshot_taken_while_ingest_runs_holds_exactly_its_seq() {
         seconds: 3,
         bot: hotrank::crawler::Crawler::from_flag(i.is_multiple_of(50)),
         trusted: true,
+        net: 0,
     };
     let dump = |store: &EmbeddedStore| {
         let mut lines: Vec<String> = (store.export().iter())

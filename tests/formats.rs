@@ -426,3 +426,43 @@ fn a_version_1_dump_imports_with_a_warning() {
     );
     assert!(!to.path().join("identity.key").exists());
 }
+
+/// A version 3 data dir (its events logged before they carried a network
+/// block) opened under `[review] mode = "suspicious"`: every event's block
+/// reads as unknown, so no article has network evidence and none is held
+/// (`max_held_share = 1` leaves the other rule out): the hot list is the
+/// one the fixture answered, and the review queue is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_3_data_dir_never_trips_the_network_rule() {
+    let dir = fixtures().join("embedded-v3");
+    let want: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("answers.json")).unwrap()).unwrap();
+    let tmp = Arc::new(tempfile::tempdir().unwrap());
+    copy_dir(&dir.join("data"), &tmp.path().join("data"));
+    let mut config = test_config(&tmp.path().join("data"));
+    config.gate.visitor_limit_per_minute = 0;
+    config.gate.ip_limit_per_minute = 0;
+    config.review.mode = hotrank::config::ReviewMode::Suspicious;
+    config.review.window_hours = 24;
+    config.review.min_visitors = 1;
+    config.review.max_held_share = 1.0;
+    let s = TestServer::start_in(Arc::clone(&tmp), config, NOW).await;
+    let path = "/api/hot?range=24h&limit=100";
+    let (status, mut body) = s.get(path).await;
+    assert_eq!(status, 200);
+    strip_cursors(&mut body);
+    let mut got = json!({"status": 200, "body": body});
+    only_fields_of(&mut got, &want[path]);
+    assert_eq!(got, want[path], "nothing held");
+    let resp = s
+        .client
+        .get(s.url("/api/review?status=all"))
+        .bearer_auth(common::ADMIN)
+        .send()
+        .await
+        .unwrap();
+    let queue: Value = resp.json().await.unwrap();
+    assert_eq!(queue["mode"], "suspicious");
+    assert_eq!(queue["items"], json!([]), "{queue}");
+    s.stop().await;
+}

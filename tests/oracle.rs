@@ -414,6 +414,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                     },
                     bot: hotrank::crawler::Crawler::NONE,
                     trusted: false,
+                    net: 0,
                 };
                 let out = nodes.a.ingest(vec![ev.clone()], now).await.unwrap();
                 let Ok(outcome) = out[0] else {
@@ -794,6 +795,7 @@ mod scenarios {
             seconds: 0,
             bot: hotrank::crawler::Crawler::NONE,
             trusted: false,
+            net: 0,
         }
     }
 

@@ -87,6 +87,15 @@ impl Store for Flaky {
         self.check()?;
         self.inner.ranked_at(q, at, depth).await
     }
+    async fn net_evidence(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Vec<hotrank::store::NetEvidence>, StoreError> {
+        self.check()?;
+        self.inner.net_evidence(ids, now, hours).await
+    }
     async fn stats(&self, now: Timestamp, hours: u32) -> Result<Stats, StoreError> {
         self.check()?;
         self.inner.stats(now, hours).await

@@ -3,7 +3,8 @@
 //! through [`page`].
 //!
 //! The public list is the store's ranking without the hidden articles
-//! (excluded; denied or held, and under `new_entries` never reviewed),
+//! (excluded; denied or held, and under `new_entries` never reviewed,
+//! under `suspicious` never reviewed and breaking a rule: [`screen`]),
 //! with each pin of the query at its position and not at its natural
 //! place ([`crate::curation::arrange`]). A page of it is read from the
 //! top of the store's ranking (with the request's cursor, so a cursor
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::movement::PublicOrder;
 use super::{ApiError, AppState};
+use crate::curation::suspicious::{self, Suspect};
 use crate::curation::{Curation, ReviewStatus, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
 use crate::store::{StoreError, cursor};
@@ -87,9 +89,17 @@ pub(super) async fn public_order(
     }
     Some(Box::new(move |order: &[ArticleId]| {
         let pinned: HashSet<&ArticleId> = pins.iter().map(|(id, _)| id).collect();
+        // Under `suspicious` an article never reviewed was shown unless its
+        // rise broke a rule then, which this order does not read again: it
+        // counts as shown (a suspect never served is off by its place).
+        let shown = |id: &ArticleId| match cur.visibility(id, now, mode) {
+            Visibility::Shown => true,
+            Visibility::Unreviewed => mode == crate::config::ReviewMode::Suspicious,
+            Visibility::Hidden => false,
+        };
         let natural = order
             .iter()
-            .filter(|id| !pinned.contains(id) && cur.visibility(id, now, mode) == Visibility::Shown)
+            .filter(|id| !pinned.contains(id) && shown(id))
             .cloned();
         let placed = pins.iter().map(|(id, p)| (*p, id.clone()));
         arrange(natural, placed, usize::MAX)
@@ -106,9 +116,14 @@ struct Walked {
     /// The pinned articles the read met, to show with their data.
     pinned_seen: HashMap<ArticleId, RankedItem>,
     /// Never-reviewed articles the public list would have shown, with the
-    /// rank each would have had.
-    unreviewed: Vec<(RankedItem, usize)>,
+    /// rank each would have had (and under `suspicious` the rule each
+    /// broke, with its evidence).
+    unreviewed: Vec<(RankedItem, usize, Option<Suspect>)>,
 }
+
+/// Under `suspicious`, the never-reviewed articles of a read that break a
+/// rule (the others are shown); `None` under the other modes.
+type Suspects = Option<HashMap<ArticleId, Suspect>>;
 
 /// Pins in placing order: (article, 1-based position).
 type Pins<'a> = &'a [(ArticleId, usize)];
@@ -122,6 +137,7 @@ fn walk(
     want: usize,
     now: Timestamp,
     mode: crate::config::ReviewMode,
+    suspects: &Suspects,
 ) -> Walked {
     let pinned: HashSet<&ArticleId> = pins.iter().map(|(id, _)| id).collect();
     let mut w = Walked {
@@ -138,6 +154,16 @@ fn walk(
             Visibility::Shown => w.natural.push(it),
             Visibility::Hidden => {}
             Visibility::Unreviewed => {
+                let suspect = match suspects {
+                    None => None,
+                    Some(s) => match s.get(&it.id) {
+                        Some(v) => Some(*v),
+                        None => {
+                            w.natural.push(it);
+                            continue;
+                        }
+                    },
+                };
                 // Where it would have gone: after the shown ones so far,
                 // pushed down by each pin at or above that place.
                 let mut rank = w.natural.len() + 1;
@@ -147,7 +173,7 @@ fn walk(
                     }
                 }
                 if rank <= want {
-                    w.unreviewed.push((it, rank));
+                    w.unreviewed.push((it, rank, suspect));
                 }
             }
         }
@@ -258,7 +284,8 @@ pub(super) async fn page(
         let mut p = read(state, &deep, list, now).await?;
         let more = p.items.len() >= depth && depth < cap;
         let items = std::mem::take(&mut p.items);
-        let w = walk(&cur, items, (&pins, placed), want, now, mode);
+        let suspects = screen(state, &cur, &items, now).await?;
+        let w = walk(&cur, items, (&pins, placed), want, now, mode, &suspects);
         if w.natural.len() + placed.len() > want || !more {
             break (p, w, more);
         }
@@ -389,6 +416,31 @@ async fn pinned_item(
     }))
 }
 
+/// Under `suspicious`, which never-reviewed articles of `items` break a
+/// rule ([`suspicious`]); `None` under the other modes.
+async fn screen(
+    state: &AppState,
+    cur: &Curation,
+    items: &[RankedItem],
+    now: Timestamp,
+) -> Result<Suspects, ApiError> {
+    let review = &state.config.review;
+    if review.mode != crate::config::ReviewMode::Suspicious {
+        return Ok(None);
+    }
+    let ids: Vec<ArticleId> = items
+        .iter()
+        .filter(|it| cur.visibility(&it.id, now, review.mode) == Visibility::Unreviewed)
+        .map(|it| it.id.clone())
+        .collect();
+    let found = state
+        .curation
+        .screen
+        .suspects(state.store.as_ref(), ids, now, review)
+        .await?;
+    Ok(Some(found))
+}
+
 /// Records each never-reviewed article a public list would have shown as
 /// held, with its evidence, in one write, and wakes the webhooks'
 /// evaluator, which tells every subscription that asked for `held` (a hold
@@ -399,12 +451,23 @@ async fn hold(
     state: &AppState,
     q: &HotQuery,
     list: List,
-    found: &[(RankedItem, usize)],
+    found: &[(RankedItem, usize, Option<Suspect>)],
     now: Timestamp,
 ) {
+    let review = &state.config.review;
     let found = found
         .iter()
-        .map(|(it, rank)| (it.id.clone(), evidence(q, list, it, *rank, now)))
+        .map(|(it, rank, suspect)| {
+            let mut e = evidence(q, list, it, *rank, now);
+            let reason = match suspect {
+                Some((rule, net)) => {
+                    e["network"] = suspicious::evidence_json(net, *rule, now, review);
+                    rule.as_str()
+                }
+                None => "new_entry",
+            };
+            (it.id.clone(), e, reason)
+        })
         .collect();
     let held = match state.curation.hold(found, now).await {
         Ok(held) => held,

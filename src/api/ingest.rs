@@ -74,6 +74,9 @@ struct Ctx<'a> {
     /// out once for the request's events rather than once an event.
     ip_key: u64,
     bot: crate::crawler::Crawler,
+    /// `ip`'s network block for the review's evidence, 0 unless
+    /// `[review] mode = "suspicious"` (nothing kept, nothing spent).
+    net: u64,
 }
 
 impl<'a> Ctx<'a> {
@@ -87,7 +90,17 @@ impl<'a> Ctx<'a> {
             now_ms: state.clock.now_ms(),
             ip_key: state.ip_key(ip),
             bot: state.bots.classify(user_agent),
+            net: net_block(state, ip),
         }
+    }
+}
+
+/// `ip`'s network block while the review needs it ([`Event::net`]), else 0.
+fn net_block(state: &AppState, ip: IpAddr) -> u64 {
+    if state.config.review.mode == crate::config::ReviewMode::Suspicious {
+        state.identity.net_block(ip)
+    } else {
+        0
     }
 }
 
@@ -222,6 +235,9 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
         )?)),
     };
     // A trusted backend speaks for its readers: their IP and user agent.
+    // A trusted backend's own address is not its readers': their block
+    // is unknown (0) unless the event names their `ip`.
+    let mut net = if ctx.trusted { 0 } else { ctx.net };
     let (ip, ip_key, user_agent, bot): (IpAddr, u64, Option<&str>, crate::crawler::Crawler) =
         if ctx.trusted {
             let (ip, ip_key) = match &ev.ip {
@@ -233,6 +249,7 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
                         .ok_or_else(|| {
                             ApiError::bad("invalid_ip", "ip must be an IPv4 or IPv6 address")
                         })?;
+                    net = net_block(ctx.state, ip);
                     (ip, ctx.state.ip_key(ip))
                 }
             };
@@ -284,6 +301,7 @@ fn parse_event(ev: RawEvent<'_>, ctx: &Ctx<'_>, only_views: bool) -> Result<Even
         seconds,
         bot,
         trusted: ctx.trusted,
+        net,
     })
 }
 

@@ -448,6 +448,7 @@ fn parse_line(text: &str, identity: &Identity) -> Result<Parsed, String> {
         event_id: line.event_id.as_deref().map(|e| identity.event_id(e)),
         seconds,
         bot: crate::crawler::Crawler::NONE,
+        net: ip.map_or(0, |ip| identity.net_block(ip)),
         trusted: true,
     };
     Ok(Parsed::Event(Box::new(ev), line.user_agent))

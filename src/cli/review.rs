@@ -27,7 +27,8 @@ pub struct ReviewArgs {
 }
 
 /// The queue as a table: article, status, when held, the query and rank it
-/// would have had, its PV and UV then, its title.
+/// would have had, its PV and UV then, the network evidence of a
+/// `suspicious` hold ([`network`]), its title.
 pub fn render(v: &Value) -> String {
     let items = v["items"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     let mut out = format!(
@@ -39,8 +40,8 @@ pub fn render(v: &Value) -> String {
         return out;
     }
     out.push_str(&format!(
-        "{:<20} {:<8} {:<20} {:>5} {:<24} {:>9} {:>9}  title\n",
-        "article", "status", "held at (UTC)", "rank", "query", "pv", "uv"
+        "{:<20} {:<8} {:<20} {:>5} {:<24} {:>9} {:>9}  {:<38} title\n",
+        "article", "status", "held at (UTC)", "rank", "query", "pv", "uv", "network"
     ));
     for it in items {
         let e = &it["evidence"];
@@ -72,7 +73,7 @@ pub fn render(v: &Value) -> String {
             .take(60)
             .collect();
         out.push_str(&format!(
-            "{:<20} {:<8} {:<20} {} {:<24} {} {}  {title}\n",
+            "{:<20} {:<8} {:<20} {} {:<24} {} {}  {:<38} {title}\n",
             it["articleId"].as_str().unwrap_or("?"),
             it["status"].as_str().unwrap_or("?"),
             held,
@@ -80,9 +81,35 @@ pub fn render(v: &Value) -> String {
             query,
             pad_left(&count(&e["counters"]["pv"]), 9),
             pad_left(&count(&e["counters"]["uv"]), 9),
+            network(&e["network"]),
         ));
     }
     out
+}
+
+/// A `suspicious` hold's evidence in one cell: the rule, blocks / visitors,
+/// the held-back share, the hours (`-` for a `new_entries` hold).
+fn network(n: &Value) -> String {
+    if n.is_null() {
+        return "-".into();
+    }
+    let pct = |x: &Value| {
+        x.as_f64()
+            .map_or("?".into(), |x| format!("{:.0}%", x * 100.0))
+    };
+    let hour = |x: &Value| {
+        x.as_i64()
+            .map_or("?".into(), |t| super::fmt_utc(t)[11..16].to_string())
+    };
+    format!(
+        "{} {}/{}uv held {} {}-{}",
+        n["rule"].as_str().unwrap_or("?"),
+        count(&n["blocks"]),
+        count(&n["uv"]),
+        pct(&n["heldShare"]),
+        hour(&n["from"]),
+        hour(&n["until"]),
+    )
 }
 
 pub fn run(args: ReviewArgs) -> Result<(), String> {

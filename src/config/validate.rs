@@ -58,13 +58,15 @@ where
 
 /// `[review]`.
 fn review(r: &super::ReviewConfig) -> Result<(), String> {
-    if r.mode == super::ReviewMode::Suspicious {
-        return Err(
-            "review.mode = \"suspicious\" is not available yet: the stores do not keep \
-                    per-article network evidence (distinct /24 and /64 blocks); use \"off\" or \
-                    \"new_entries\""
-                .into(),
-        );
+    in_range("review.window_hours", r.window_hours, 1..=24)?;
+    in_range("review.min_visitors", r.min_visitors, 1..=1_000_000)?;
+    for (name, v) in [
+        ("review.max_block_share", r.max_block_share),
+        ("review.max_held_share", r.max_held_share),
+    ] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("{name} must be 0..=1, got {v}"));
+        }
     }
     Ok(())
 }

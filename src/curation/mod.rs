@@ -6,7 +6,8 @@
 //!   time; its events are still counted.
 //! - **Review** (`[review] mode = "new_entries"`): an article about to be
 //!   served in a public ranking for the first time is held, with the
-//!   evidence of that moment, until an editor allows or denies it.
+//!   evidence of that moment, until an editor allows or denies it; under
+//!   `suspicious` only one whose rise breaks [`suspicious`]'s rules.
 //!
 //! The state is a flat map of entries (`pin:<id>`, `exclude:<id>`,
 //! `review:<id>`, each a JSON value) behind [`CurationStore`], kept in the
@@ -21,6 +22,7 @@
 
 pub mod file;
 pub mod redis;
+pub mod suspicious;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -137,8 +139,9 @@ pub enum Visibility {
     Shown,
     /// Excluded, denied, or held.
     Hidden,
-    /// Never reviewed, under `new_entries`: hidden, and held when a public
-    /// ranking would serve it.
+    /// Never reviewed, while review is on: under `new_entries` hidden, and
+    /// held when a public ranking would serve it; under `suspicious` the
+    /// same if its rise breaks a rule ([`suspicious`]), else shown.
     Unreviewed,
 }
 
@@ -299,7 +302,12 @@ pub struct Curator {
     /// only other nodes' writes wait for it (Redis: [`REDIS_CACHE`]).
     ttl: Duration,
     cache: Mutex<Option<(Instant, Arc<Curation>)>>,
+    /// `suspicious`'s remembered verdicts.
+    pub screen: suspicious::Screen,
 }
+
+/// Holds by reason: `new_entry`, `narrow_network`, `held_back`.
+pub const HOLDS_METRIC: &str = "hotrank_review_holds_total";
 
 /// How long a Redis node reuses a read of the curation hash: another
 /// node's pin, exclusion or decision shows on this node's answers within
@@ -312,6 +320,7 @@ impl Curator {
             backend,
             ttl,
             cache: Mutex::new(None),
+            screen: suspicious::Screen::default(),
         }
     }
 
@@ -347,10 +356,12 @@ impl Curator {
     }
 
     /// Holds each article for review with its evidence unless it has a
-    /// review entry already; the ones this call held.
+    /// review entry already; the ones this call held. Each comes with why
+    /// (`new_entry`, or the `suspicious` rule it broke), which the metric
+    /// [`HOLDS_METRIC`] counts.
     pub async fn hold(
         &self,
-        found: Vec<(ArticleId, serde_json::Value)>,
+        found: Vec<(ArticleId, serde_json::Value, &'static str)>,
         now: Timestamp,
     ) -> Result<Vec<ArticleId>, StoreError> {
         if found.is_empty() {
@@ -358,7 +369,7 @@ impl Curator {
         }
         let entries: Vec<(String, String)> = found
             .iter()
-            .map(|(id, evidence)| {
+            .map(|(id, evidence, _)| {
                 let review = Review {
                     status: ReviewStatus::Held,
                     held_at: Some(now),
@@ -374,7 +385,12 @@ impl Curator {
         let held: Vec<ArticleId> = found
             .into_iter()
             .zip(set?)
-            .filter_map(|((id, _), new)| new.then_some(id))
+            .filter_map(|((id, _, reason), new)| {
+                new.then(|| {
+                    metrics::counter!(HOLDS_METRIC, "reason" => reason).increment(1);
+                    id
+                })
+            })
             .collect();
         metrics::counter!("hotrank_curation_held_total").increment(held.len() as u64);
         for id in &held {

@@ -89,7 +89,23 @@ impl Identity {
     pub fn event_id(&self, event_id: &str) -> u128 {
         self.hash128(4, &[event_id.as_bytes()])
     }
+
+    /// The review's network block of a client address ([`Event::net`]):
+    /// the keyed hash of its /24 (IPv4, IPv4-mapped included) or /64
+    /// (IPv6), whatever prefixes the rate limits use; never 0, which
+    /// means unknown.
+    ///
+    /// [`Event::net`]: crate::model::Event::net
+    pub fn net_block(&self, ip: IpAddr) -> u64 {
+        let block = ip_block(ip, NET_V4_PREFIX, NET_V6_PREFIX);
+        (self.hash128(5, &[&ip_bytes(block)]) as u64).max(1)
+    }
 }
+
+/// The network block the review's evidence counts by (README, "Curation"):
+/// fixed, unlike `limits.ipv4_prefix`.
+pub const NET_V4_PREFIX: u8 = 24;
+pub const NET_V6_PREFIX: u8 = 64;
 
 /// The block a client address is budgeted by: its first `v4_prefix` bits
 /// for IPv4 (IPv4-mapped IPv6 included), its first `v6_prefix` bits for
@@ -193,6 +209,25 @@ mod tests {
             ip_block(ip("2001:db8:aa:bb:cc:dd:ee:ff"), 32, 64),
             ip("2001:db8:aa:bb::")
         );
+    }
+
+    #[test]
+    fn net_blocks_are_slash_24_and_slash_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let id = Identity::new([7; 16]);
+        let net = |s: &str| id.net_block(ip(s));
+        assert_eq!(net("192.0.2.1"), net("192.0.2.254"));
+        assert_eq!(net("192.0.2.1"), net("::ffff:192.0.2.9"));
+        assert_ne!(net("192.0.2.1"), net("192.0.3.1"));
+        assert_eq!(net("2001:db8:1:2::1"), net("2001:db8:1:2:ffff::7"));
+        assert_ne!(net("2001:db8:1:2::1"), net("2001:db8:1:3::1"));
+        assert_ne!(net("192.0.2.1"), 0);
+        assert_ne!(
+            net("192.0.2.1"),
+            Identity::new([8; 16]).net_block(ip("192.0.2.1"))
+        );
+        // Not the rate-limit key of the same block.
+        assert_ne!(net("192.0.2.1"), id.ip(ip("192.0.2.0")));
     }
 
     #[test]

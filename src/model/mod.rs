@@ -328,6 +328,12 @@ pub struct Event {
     pub bot: crate::crawler::Crawler,
     /// Sent by a trusted backend: rate limits follow `ts`.
     pub trusted: bool,
+    /// Keyed hash of the client address's network block (/24 for IPv4,
+    /// /64 for IPv6: [`crate::gate::Identity::net_block`]), the review's
+    /// evidence under `[review] mode = "suspicious"`; 0 when unknown (the
+    /// mode is off, a trusted backend sent no `ip`, or an event logged
+    /// before the field existed). Last, so older encodings end before it.
+    pub net: u64,
 }
 
 impl Event {
@@ -346,6 +352,7 @@ impl Event {
             seconds: 0,
             bot: crate::crawler::Crawler::NONE,
             trusted: false,
+            net: 0,
         }
     }
 

@@ -5,9 +5,9 @@
 -- acknowledges them.
 --
 -- ARGV[1..6]: prefix, hourly keep (s), daily keep (s), flagged stream,
--- group, number of entries. Then 11 per entry: its id and the fields
+-- group, number of entries. Then 12 per entry: its id and the fields
 -- pipe_flag.lua wrote (verdict, kind, article, visitor bytes, ts, dwell
--- seconds, tally, now, raw entry id, crawler family).
+-- seconds, tally, now, raw entry id, crawler family, network block).
 --
 -- Effectively once as in pipe_filter.lua: an entry no longer pending in
 -- the group was applied by the call that acknowledged it, and is skipped.
@@ -18,7 +18,7 @@ local hkeep = tonumber(ARGV[2])
 local dkeep = tonumber(ARGV[3])
 local SRC, GROUP = ARGV[4], ARGV[5]
 local n = tonumber(ARGV[6])
-local H, F = 6, 11
+local H, F = 6, 12
 if not (hkeep and dkeep and n) or #ARGV ~= H + n * F then
   return redis.error_reply('ERR pipe_count.lua: malformed header')
 end
@@ -36,7 +36,7 @@ for i = 1, n do
   if undone(SRC, GROUP, id, seen) then
     ev[#ev + 1] = {
       kind = ARGV[b + 3], art = ARGV[b + 4], vb = ARGV[b + 5], ts = ts, secs = secs,
-      tally = ARGV[b + 8] == '1', fam = ARGV[b + 11], hour = math.floor(ts / 3600), day = math.floor(ts / 86400),
+      tally = ARGV[b + 8] == '1', fam = ARGV[b + 11], net = ARGV[b + 12], hour = math.floor(ts / 3600), day = math.floor(ts / 86400),
     }
     verdicts[#verdicts + 1] = v
     acks[#acks + 1] = id

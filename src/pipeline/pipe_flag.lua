@@ -3,10 +3,17 @@
 -- needs: kind, article, visitor bytes, ts, dwell seconds, tally (its
 -- article existed: quarantine is tallied on it), the batch's `now`, and
 -- the raw entry's id, and the crawler family of a bot ('0' for none; the
--- quarantine report's, totals.lua); and the verdict of each event with an eventId.
+-- quarantine report's, totals.lua), and when known the network block (the
+-- review's evidence: the count worker reads a missing one as ''); and the verdict of each event with an eventId.
 for i, e in ipairs(ev) do
-  redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
-    't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id, 'c', e.fam)
+  if e.net == '' then
+    redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
+      't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id, 'c', e.fam)
+  else
+    redis.call('XADD', DST, '*', 'v', verdicts[i], 'k', e.kind, 'a', e.art, 'b', e.vb,
+      't', e.ts, 's', e.secs, 'g', e.tally and '1' or '0', 'n', now, 'r', e.id, 'c', e.fam,
+      'x', e.net)
+  end
 end
 -- Refusals (no article to tally them on): per reason, for /api/stats.
 local unknown, full = 0, 0

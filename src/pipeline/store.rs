@@ -127,6 +127,15 @@ impl Store for PipelineStore {
         self.inner().hourly(id, now, hours).await
     }
 
+    async fn net_evidence(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Vec<crate::store::NetEvidence>, StoreError> {
+        self.inner().net_evidence(ids, now, hours).await
+    }
+
     async fn post_article(
         &self,
         meta: ArticleMeta,

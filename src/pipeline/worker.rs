@@ -29,7 +29,7 @@ pub fn crash_point(step: &str) {
 /// Fields of a raw entry (pipe_append.lua) and of a flagged one
 /// (pipe_flag.lua).
 const RAW_FIELDS: usize = 13;
-const FLAGGED_FIELDS: usize = 10;
+const FLAGGED_FIELDS: usize = 11;
 
 /// Backlog of one stream for its group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,9 +144,14 @@ impl IngestPipeline {
         let entries: Vec<Entry> = entries
             .into_iter()
             .map(|(id, mut f)| {
-                // A flagged entry of an older build has no crawler family.
-                if role == Role::Count && f.len() == FLAGGED_FIELDS - 1 {
+                // A flagged entry of an older build has no crawler family;
+                // one whose network block is unknown (or of an older
+                // build) has no block.
+                if role == Role::Count && f.len() == FLAGGED_FIELDS - 2 {
                     f.push(b"0".to_vec());
+                }
+                if role == Role::Count && f.len() == FLAGGED_FIELDS - 1 {
+                    f.push(Vec::new());
                 }
                 (id, f)
             })

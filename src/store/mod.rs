@@ -53,6 +53,9 @@ pub struct StoreSettings {
     /// How long such a visitor stays quarantined.
     pub bot_quarantine_secs: u32,
     pub models: Models,
+    /// Hours of the review's network evidence kept (`[review] mode =
+    /// "suspicious"`: `review.window_hours`), 0: none kept.
+    pub net_evidence_hours: u32,
 }
 
 impl StoreSettings {
@@ -72,6 +75,7 @@ impl StoreSettings {
             bot_articles_per_minute: c.gate.bot_articles_per_minute,
             bot_quarantine_secs: c.gate.bot_quarantine_secs,
             models: c.models.clone(),
+            net_evidence_hours: c.review.evidence_hours(),
         }
     }
 }
@@ -229,6 +233,20 @@ pub enum PutOutcome {
     Updated,
 }
 
+/// One article's network evidence over some hours, for `[review] mode =
+/// "suspicious"` ([`crate::curation::suspicious`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetEvidence {
+    /// Distinct network blocks of its counted views with a known block.
+    pub blocks: u64,
+    /// Distinct visitors of those views.
+    pub visitors: u64,
+    /// Its counted events (every type).
+    pub counted: u64,
+    /// Its events the gate held back (quarantined, every reason).
+    pub held: u64,
+}
+
 /// Hourly detail of one article, for the dashboard.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HourlyRow {
@@ -329,6 +347,16 @@ pub trait Store: Lifecycle {
         now: Timestamp,
         hours: u32,
     ) -> Result<Option<Vec<HourlyRow>>, StoreError>;
+
+    /// The network evidence of each of `ids` (in order) over the last
+    /// `hours` hours to `now`'s; zeros for an article with none (unknown,
+    /// or kept by no store while the review is not `suspicious`).
+    async fn net_evidence(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Vec<NetEvidence>, StoreError>;
 
     /// Seed 003 posting: a new article whose id comes from a counter, with
     /// the poster's own up-vote recorded.

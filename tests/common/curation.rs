@@ -64,3 +64,24 @@ pub fn review_mode(on: bool) -> impl FnOnce(&mut Config) {
         }
     }
 }
+
+/// The first `ranking` event of `GET <path>` (`/api/stream?...`), as JSON.
+pub async fn first_ranking(s: &TestServer, path: &str) -> Value {
+    let mut r = s.client.get(s.url(path)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut buf = String::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let chunk = r.chunk().await.unwrap().expect("the stream goes on");
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(at) = buf.find("event: ranking\n")
+                && let Some(line) = buf[at..].lines().find(|l| l.starts_with("data: "))
+                && buf[at..].contains("\n\n")
+            {
+                return serde_json::from_str::<Value>(&line["data: ".len()..]).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("a ranking event")
+}

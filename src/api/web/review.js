@@ -35,6 +35,28 @@ function queryText(e) {
   return parts.join(" ");
 }
 
+const RULES = { narrow_network: "narrow network", held_back: "held back by the gate" };
+
+function pct(x) {
+  return typeof x === "number" ? (x * 100).toFixed(x < 0.1 ? 1 : 0) + "%" : "–";
+}
+
+// The network evidence of a hold under [review] mode = "suspicious": which
+// rule fired, distinct /24 or /64 blocks against unique visitors, the share
+// of events the gate held back, over which hours.
+function network(e) {
+  const n = e && e.network;
+  if (!n) return el("td", { class: "muted" }, "–");
+  const hours = when(n.from).slice(11, 16) + "–" + when(n.until).slice(11);
+  return el("td", { class: "network" },
+    el("strong", {}, RULES[n.rule] || n.rule),
+    el("div", {}, fmt(n.blocks) + " block" + (n.blocks === 1 ? "" : "s") + " / " + fmt(n.uv) +
+      " visitors (" + pct(n.blockShare) + ")"),
+    el("div", {}, "held back " + fmt(n.heldBack) + " of " + fmt(n.counted + n.heldBack) +
+      " events (" + pct(n.heldShare) + ")"),
+    el("div", { class: "muted" }, hours));
+}
+
 async function call(method, path, body) {
   const headers = { Accept: "application/json", Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
   if (body) headers["Content-Type"] = "application/json";
@@ -66,6 +88,7 @@ function row(it) {
     el("td", { class: "num" }, fmt(e.rank)),
     el("td", { class: "num" }, fmt(c.pv)),
     el("td", { class: "num" }, fmt(c.uv)),
+    network(e),
     buttons);
 }
 

@@ -372,5 +372,6 @@ pub(super) fn to_event(raw: &RawEvent, identity: &Identity, bots: &BotDetector) 
         seconds: raw.seconds,
         bot: bots.classify(raw.user_agent),
         trusted: false,
+        net: identity.net_block(raw.ip),
     }
 }

@@ -30,6 +30,11 @@
 //!   [`DataV2`]. Log records are unchanged but for an event's `bot`, now
 //!   its crawler family (`src/crawler.rs`): one byte, 0 or 1 as the
 //!   `bool` it was before, other values from this version on.
+//! - version 4: as version 3, with the review's network evidence
+//!   ([`super::state::net::NetEvidence`]) at the end of `Data`, and an
+//!   event's network block ([`crate::model::Event::net`], a u64) at the
+//!   end of its log encoding; version 3's are [`DataV3`] and
+//!   [`LogRecordV3`] (an event's block reads 0, unknown).
 //!
 //! Changing the serialized layout of `Data` or `LogRecord` (adding,
 //! removing, reordering or retyping a field or enum variant) must bump
@@ -49,6 +54,7 @@ use super::state::Data;
 use super::state::article::Article;
 use super::state::dedupe::{Dedupe, DedupeKey};
 use super::state::record::LogRecord;
+use super::state::site::SiteStats;
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{Quarantine, Timestamp};
 use crate::store::StoreSettings;
@@ -56,7 +62,7 @@ use crate::store::snapshot::{SnapshotReader, open_snapshot};
 use crate::store::storage::Storage;
 
 /// Payload version written by this build (snapshots and log segments).
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 
 /// Bytes of one dedupe entry in a version 2 state.
 pub const DEDUPE_ENTRY: usize = 4 + 16 + 1 + 8;
@@ -127,12 +133,115 @@ impl From<DataV2> for Data {
     }
 }
 
+/// `Data` (without the dedupe entries) as version 3 laid it out
+/// (frozen): version 4 added the network evidence after `site`.
+#[derive(Deserialize)]
+struct DataV3 {
+    /// Postcard writes a nested struct as its fields, nothing around
+    /// them: version 3 is version 2's fields, then `site`.
+    v2: DataV2,
+    site: SiteStats,
+}
+
+impl From<DataV3> for Data {
+    fn from(v: DataV3) -> Data {
+        let mut d = Data::from(v.v2);
+        d.site = v.site;
+        d
+    }
+}
+
 /// `Data` without its dedupe entries, as payload `version` (2 or later) lays it out.
 fn decode_rest(version: u32, rest: &[u8]) -> Result<Data, postcard::Error> {
-    if version == 2 {
-        postcard::from_bytes::<DataV2>(rest).map(Data::from)
-    } else {
-        postcard::from_bytes::<Data>(rest)
+    match version {
+        2 => postcard::from_bytes::<DataV2>(rest).map(Data::from),
+        3 => postcard::from_bytes::<DataV3>(rest).map(Data::from),
+        _ => postcard::from_bytes::<Data>(rest),
+    }
+}
+
+/// `Event` as versions 0 to 3 laid it out (frozen): version 4 added `net`.
+#[derive(Deserialize)]
+struct EventV3 {
+    kind: crate::model::EventType,
+    article: crate::model::ArticleId,
+    visitor: u128,
+    ip: u64,
+    ts: Timestamp,
+    arrival_ms: i64,
+    event_id: Option<u128>,
+    seconds: u32,
+    bot: crate::crawler::Crawler,
+    trusted: bool,
+}
+
+/// `LogRecord` as versions 0 to 3 laid it out (frozen): the same variants
+/// in the same order, an event as [`EventV3`].
+#[derive(Deserialize)]
+enum LogRecordV3 {
+    Event {
+        ev: EventV3,
+        verdict: crate::model::Verdict,
+    },
+    Put {
+        id: crate::model::ArticleId,
+        meta: crate::model::ArticleMeta,
+    },
+    Delete {
+        id: crate::model::ArticleId,
+    },
+    Post {
+        id: crate::model::ArticleId,
+        meta: crate::model::ArticleMeta,
+        poster: u128,
+    },
+    Vote {
+        id: crate::model::ArticleId,
+        user: u128,
+        direction: crate::model::VoteDirection,
+    },
+    PostVoted {
+        id: crate::model::ArticleId,
+        meta: crate::model::ArticleMeta,
+        poster: u128,
+    },
+}
+
+impl From<LogRecordV3> for LogRecord {
+    fn from(r: LogRecordV3) -> LogRecord {
+        match r {
+            LogRecordV3::Event { ev, verdict } => LogRecord::Event {
+                ev: crate::model::Event {
+                    kind: ev.kind,
+                    article: ev.article,
+                    visitor: ev.visitor,
+                    ip: ev.ip,
+                    ts: ev.ts,
+                    arrival_ms: ev.arrival_ms,
+                    event_id: ev.event_id,
+                    seconds: ev.seconds,
+                    bot: ev.bot,
+                    trusted: ev.trusted,
+                    net: 0,
+                },
+                verdict,
+            },
+            LogRecordV3::Put { id, meta } => LogRecord::Put { id, meta },
+            LogRecordV3::Delete { id } => LogRecord::Delete { id },
+            LogRecordV3::Post { id, meta, poster } => LogRecord::Post { id, meta, poster },
+            LogRecordV3::Vote {
+                id,
+                user,
+                direction,
+            } => LogRecord::Vote {
+                id,
+                user,
+                direction,
+            },
+            LogRecordV3::PostVoted { id, meta, poster } => {
+                LogRecord::PostVoted { id, meta, poster }
+            }
+        }
     }
 }
 
@@ -167,7 +276,7 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
         0 | 1 => postcard::from_bytes::<DataV1>(bytes)
             .map(Data::from)
             .map_err(bad),
-        2 | 3 => {
+        2..=4 => {
             let (seed, section, rest) = split_v2(bytes)?;
             let (data, dedupe) = if parallel {
                 std::thread::scope(|s| {
@@ -453,7 +562,10 @@ pub fn write_state_merged(
 /// Decodes a log record written with payload `version`.
 pub fn decode_record(version: u32, bytes: &[u8]) -> Result<LogRecord, StateError> {
     match version {
-        0..=3 => postcard::from_bytes(bytes).map_err(StateError::Record),
+        0..=3 => postcard::from_bytes::<LogRecordV3>(bytes)
+            .map(LogRecord::from)
+            .map_err(StateError::Record),
+        4 => postcard::from_bytes(bytes).map_err(StateError::Record),
         v => Err(newer("the log", v)),
     }
 }
@@ -522,6 +634,7 @@ mod tests {
                     seconds: 0,
                     bot: crate::crawler::Crawler::NONE,
                     trusted: true,
+                    net: 0,
                 };
                 d.apply(&LogRecord::Event {
                     ev,
@@ -555,6 +668,39 @@ mod tests {
         );
     }
 
+    /// Version 4: an event's network block round-trips in the log, and
+    /// the review's evidence in the state.
+    #[test]
+    fn network_blocks_and_their_evidence_round_trip() {
+        let s = StoreSettings {
+            net_evidence_hours: 2,
+            ..StoreSettings::default()
+        };
+        let mut d = Data::new(&s);
+        for v in 0..50u128 {
+            let LogRecord::Event { mut ev, verdict } = view(1, v, 1_800_000_000) else {
+                unreachable!()
+            };
+            ev.net = 7 + (v % 5) as u64;
+            let rec = LogRecord::Event { ev, verdict };
+            let bytes = postcard::to_allocvec(&rec).unwrap();
+            assert_eq!(decode_record(STATE_VERSION, &bytes).unwrap(), rec);
+            d.apply(&rec);
+        }
+        let hours = crate::time::last_hours(crate::model::hour_of(1_800_000_000), 2);
+        let before = d.net_evidence(0, hours.clone());
+        assert_eq!(
+            (before.blocks, before.visitors, before.counted),
+            (5, 50, 50)
+        );
+        let mut back = decode_state(STATE_VERSION, &encode_state(&d).unwrap(), false).unwrap();
+        back.restore(&s);
+        assert_eq!(back.net_evidence(0, hours.clone()), before);
+        // With the mode off the evidence is dropped at load.
+        back.restore(&StoreSettings::default());
+        assert_eq!(back.net_evidence(0, hours).blocks, 0);
+    }
+
     #[test]
     fn the_dedupe_section_round_trips_on_one_thread_and_on_two() {
         let d = state(500);
@@ -583,6 +729,7 @@ mod tests {
                 seconds: 0,
                 bot: crate::crawler::Crawler::NONE,
                 trusted: true,
+                net: 0,
             },
             verdict: Verdict::Counted,
         }

@@ -188,6 +188,23 @@ impl Store for EmbeddedStore {
         )))
     }
 
+    async fn net_evidence(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Vec<crate::store::NetEvidence>, StoreError> {
+        let range = crate::time::last_hours(hour_of(now), hours);
+        let inner = self.inner.lock();
+        Ok(ids
+            .iter()
+            .map(|id| match inner.data.lookup(id) {
+                Some(idx) => inner.data.net_evidence(idx, range.clone()),
+                None => crate::store::NetEvidence::default(),
+            })
+            .collect())
+    }
+
     async fn post_article(
         &self,
         mut meta: ArticleMeta,

@@ -48,6 +48,15 @@ local function view_group(e)
   end
   g.n = g.n + 1
   g[g.n] = e.vb
+  -- The review's evidence: the view's network block, when known (only
+  -- under `[review] mode = "suspicious"`: no table is made otherwise).
+  if e.net and e.net ~= '' then
+    if not g.nets then
+      g.nets, g.nvb = {}, {}
+    end
+    g.nets[#g.nets + 1] = e.net
+    g.nvb[#g.nvb + 1] = e.vb
+  end
 end
 -- Numbers as strings, each formatted once per batch: hours and days in key
 -- names, counts and expiries as arguments (a Lua number concatenated or
@@ -70,9 +79,9 @@ end
 -- creates the sketch.
 -- (PFADD in slices: unpack has a stack limit.)
 local PF_CHUNK = 1000
-local function pfadd(hll, g)
-  for s = 1, g.n, PF_CHUNK do
-    redis.call('PFADD', hll, unpack(g, s, math.min(s + PF_CHUNK - 1, g.n)))
+local function pfadd(hll, g, n)
+  for s = 1, n or g.n, PF_CHUNK do
+    redis.call('PFADD', hll, unpack(g, s, math.min(s + PF_CHUNK - 1, n or g.n)))
   end
 end
 local function view_bucket(key, hll, expires_at, g)
@@ -140,6 +149,16 @@ for _, g in ipairs(vorder) do
   pfadd(A .. 'hll:uv:' .. a, g)
   view_bucket(A .. 'bucket:h:' .. a .. ':' .. h, A .. 'hll:uv:h:' .. a .. ':' .. h, (g.hour + 1) * 3600 + hkeep, g)
   view_bucket(A .. 'bucket:d:' .. a .. ':' .. d, A .. 'hll:uv:d:' .. a .. ':' .. d, (g.day + 1) * 86400 + dkeep, g)
+  -- `[review] mode = "suspicious"`: the hour's network blocks and their
+  -- visitors, expiring with the hour's bucket.
+  if g.nets then
+    local s = ttl_s((g.hour + 1) * 3600 + hkeep)
+    for _, pair in ipairs({ { 'hll:net:h:', g.nets }, { 'hll:netuv:h:', g.nvb } }) do
+      local key = A .. pair[1] .. a .. ':' .. h
+      pfadd(key, pair[2], #pair[2])
+      redis.call('EXPIRE', key, s)
+    end
+  end
 end
 
 for _, key in ipairs(key_order) do

@@ -20,7 +20,8 @@ local now, hkeep, dkeep = d[1], d[2], d[3]
 local ev, verdicts, counted = {}, {}, 0
 for i, x in ipairs(d[4]) do
   ev[i] = {
-    kind = x[1], art = x[2], vb = x[3], secs = x[4],
+    -- x[8]: the network block (hex, '' unknown; absent from older entries).
+    kind = x[1], art = x[2], vb = x[3], secs = x[4], net = x[8] or '',
     hour = math.floor(x[5] / 3600), day = math.floor(x[5] / 86400), tally = x[7] == 1,
   }
   verdicts[i] = x[6]

@@ -2,8 +2,11 @@
 -- layout: kind, article id, visitor hex, visitor bytes, ip hex, ts, rate
 -- clock (ms), arrival (s), eventId hex or '', dwell seconds, bot ('0', or
 -- its crawler family's name, src/crawler.rs; '1' from older nodes), trusted),
--- with its hour and day; nil when malformed. `tss`, `clocks` and `arrs`
--- keep ts, clock and arrival as sent: values written back to Redis go as
+-- with its hour and day; nil when malformed. The ip field is the ip key's
+-- 16 hex digits, followed by the network block's 16 (`net`, the review's
+-- evidence) when known: `e.iph` is the key, `e.net` the block or '' (so
+-- raw entries of older builds read as unknown). `tss`, `clocks` and
+-- `arrs` keep ts, clock and arrival as sent: values written back to Redis go as
 -- these strings (a Lua number passed to redis.call or concatenated is a
 -- floating-point sprintf each time).
 local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
@@ -18,6 +21,11 @@ local function parse_event(A, b)
   if not (KINDS[e.kind] and e.ts and e.clock and e.arrival and e.secs)
       or e.art == '' or e.vh == '' or e.iph == '' then
     return nil
+  end
+  e.net = ''
+  if #e.iph > 16 then
+    e.net = string.sub(e.iph, 17)
+    e.iph = string.sub(e.iph, 1, 16)
   end
   e.hour = math.floor(e.ts / 3600)
   e.day = math.floor(e.ts / 86400)

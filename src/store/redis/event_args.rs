@@ -13,7 +13,12 @@ macro_rules! event_args {
             .arg(ev.article.as_str())
             .arg(format!("{:032x}", ev.visitor))
             .arg(&ev.visitor_element()[..])
-            .arg(format!("{:016x}", ev.ip))
+            // The ip key, and the network block when known (event.lua).
+            .arg(if ev.net == 0 {
+                format!("{:016x}", ev.ip)
+            } else {
+                format!("{:016x}{:016x}", ev.ip, ev.net)
+            })
             .arg(ev.ts)
             .arg(ev.rate_clock_ms())
             .arg(ev.arrival_ms.div_euclid(1000))

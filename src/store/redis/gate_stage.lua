@@ -21,7 +21,7 @@ for i, e in ipairs(ev) do
   vtxt[i] = tostring(v)
   if v == 0 or (e.tally and (v <= 4 or v >= 7)) then
     local evs = of_shard(e.art)[1]
-    evs[#evs + 1] = { e.kind, e.art, e.vb, e.secs, e.ts, v, e.tally and 1 or 0 }
+    evs[#evs + 1] = { e.kind, e.art, e.vb, e.secs, e.ts, v, e.tally and 1 or 0, e.net }
   end
 end
 for _, id in ipairs(new_arts) do

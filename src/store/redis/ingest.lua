@@ -12,7 +12,8 @@
 -- articles a minute, 0: off), behaviour quarantine (ms), batch id ('' =
 -- none), number of events. Then 12 fields per event: kind (v d l c f s),
 -- article id, visitor hex, visitor bytes (the 16 bytes added to UV
--- sketches), ip hex, ts, rate clock (ms), arrival (s), eventId hex or '',
+-- sketches), ip hex (with the network block's hex after it when known,
+-- event.lua), ts, rate clock (ms), arrival (s), eventId hex or '',
 -- dwell seconds, bot (0/1), trusted (0/1).
 --
 -- Returns 3 integers per event: verdict (0 counted, 1 duplicate,
@@ -133,6 +134,10 @@ if DECLARED and not GATE_STAGE then
     K(A .. 'meta:article:' .. a)
     K(A .. 'bucket:h:' .. a .. ':' .. h)
     K(A .. 'hll:uv:h:' .. a .. ':' .. h)
+    if e.net ~= '' then
+      K(A .. 'hll:net:h:' .. a .. ':' .. h)
+      K(A .. 'hll:netuv:h:' .. a .. ':' .. h)
+    end
     K(A .. 'bucket:d:' .. a .. ':' .. d)
     K(A .. 'hll:uv:d:' .. a .. ':' .. d)
     K(P .. 'stats:quarantine:h:' .. h)

@@ -296,6 +296,10 @@ impl RedisStore {
                 let kind = kind_char(ev.kind).chars().next().unwrap_or('v');
                 keys.insert(k.dedupe(a, kind, ev.visitor));
             }
+            if ev.kind == EventType::View && ev.net != 0 {
+                keys.insert(k.net_h(a, hour));
+                keys.insert(k.netuv_h(a, hour));
+            }
             let sk = k.of(a);
             for name in [
                 k.meta(a),

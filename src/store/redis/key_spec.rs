@@ -60,6 +60,8 @@ const ARTICLE_KEYS: &[&str] = &[
     "counter:article:<id>",
     "bucket:h:<id>:<hour>",
     "hll:uv:h:<id>:<hour>",
+    "hll:net:h:<id>:<hour>",
+    "hll:netuv:h:<id>:<hour>",
     "bucket:d:<id>:<day>",
     "hll:uv:d:<id>:<day>",
 ];

@@ -222,6 +222,26 @@ pub const KEY_TABLE: &[KeySpec] = &[
     ),
     key_spec!(
         "counters",
+        "hll:net:h:<id>:<hour>",
+        r"^hll:net:h:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "string",
+        "only under `[review] mode = \"suspicious\"`: the hour's sketch (HLL) of the network blocks (/24, /64) of its counted views whose block is known; `PFADD` of the block's keyed hash as 16 hex digits (no address is stored)",
+        Ttl::Expires,
+        "as its hourly bucket (`EXPIRE` after each `PFADD`)",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
+        "hll:netuv:h:<id>:<hour>",
+        r"^hll:netuv:h:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
+        "string",
+        "only under `[review] mode = \"suspicious\"`: the hour's sketch of the visitors of those views (the same 16 bytes as `hll:uv:h`)",
+        Ttl::Expires,
+        "as its hourly bucket (`EXPIRE` after each `PFADD`)",
+        "ingest.lua"
+    ),
+    key_spec!(
+        "counters",
         "bucket:d:<id>:<day>",
         r"^bucket:d:[A-Za-z0-9_-]{1,64}:-?[0-9]+$",
         "hash",

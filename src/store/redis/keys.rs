@@ -306,6 +306,15 @@ impl Keys {
     pub fn uv_h(&self, id: &ArticleId, hour: i64) -> String {
         self.a(id, format_args!("hll:uv:h:{id}:{hour}"))
     }
+    /// The hour's sketch of the network blocks of its counted views
+    /// (`[review] mode = "suspicious"`).
+    pub fn net_h(&self, id: &ArticleId, hour: i64) -> String {
+        self.a(id, format_args!("hll:net:h:{id}:{hour}"))
+    }
+    /// The hour's sketch of the visitors of those views.
+    pub fn netuv_h(&self, id: &ArticleId, hour: i64) -> String {
+        self.a(id, format_args!("hll:netuv:h:{id}:{hour}"))
+    }
     pub fn bucket_d(&self, id: &ArticleId, day: i64) -> String {
         self.a(id, format_args!("bucket:d:{id}:{day}"))
     }

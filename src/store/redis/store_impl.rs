@@ -11,6 +11,21 @@ use crate::model::{
 };
 use crate::store::{HourlyRow, IngestReject, Lifecycle, PutOutcome, Store, StoreError, Voter};
 
+/// The event counts of an hourly bucket (`bucket:h:`): counted ones by
+/// type (`dwell_n` for dwell reports), then quarantined ones by reason.
+const BUCKET_H_EVENTS: [&str; 10] = [
+    "pv",
+    "likes",
+    "comments",
+    "favorites",
+    "shares",
+    "dwell_n",
+    "q_dup",
+    "q_rl",
+    "q_bot",
+    "q_rep",
+];
+
 #[async_trait]
 impl Store for RedisStore {
     async fn ingest(
@@ -205,23 +220,11 @@ impl Store for RedisStore {
             .await?;
         let last = hour_of(now);
         let first = *crate::time::last_hours(last, hours).start();
-        let fields = [
-            "pv",
-            "likes",
-            "comments",
-            "favorites",
-            "shares",
-            "dwell_n",
-            "q_dup",
-            "q_rl",
-            "q_bot",
-            "q_rep",
-        ];
         let mut pipe = redis::pipe();
         for h in first..=last {
             pipe.cmd("HMGET")
                 .arg(self.keys.bucket_h(id, h))
-                .arg(&fields);
+                .arg(&BUCKET_H_EVENTS);
             pipe.cmd("PFCOUNT").arg(self.keys.uv_h(id, h));
         }
         let mut con = self.con();
@@ -243,6 +246,52 @@ impl Store for RedisStore {
             });
         }
         Ok(Some(rows))
+    }
+
+    async fn net_evidence(
+        &self,
+        ids: &[ArticleId],
+        now: Timestamp,
+        hours: u32,
+    ) -> Result<Vec<crate::store::NetEvidence>, StoreError> {
+        self.check_epoch()?;
+        let hours = crate::time::last_hours(hour_of(now), hours);
+        let mut pipe = redis::pipe();
+        for id in ids {
+            // One multi-key PFCOUNT per sketch: an article's keys share its slot.
+            let net: Vec<String> = hours.clone().map(|h| self.keys.net_h(id, h)).collect();
+            let uv: Vec<String> = hours.clone().map(|h| self.keys.netuv_h(id, h)).collect();
+            pipe.cmd("PFCOUNT").arg(&net);
+            pipe.cmd("PFCOUNT").arg(&uv);
+            for h in hours.clone() {
+                pipe.cmd("HMGET")
+                    .arg(self.keys.bucket_h(id, h))
+                    .arg(&BUCKET_H_EVENTS);
+            }
+        }
+        // (An article's keys share a slot; on a site over many slots the
+        // commands go one pipeline per slot.)
+        let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        let per = 2 + hours.clone().count();
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in got.chunks(per) {
+            let n = |v: &Value| v_i64(v).unwrap_or(0).max(0) as u64;
+            let mut e = crate::store::NetEvidence {
+                blocks: n(&chunk[0]),
+                visitors: n(&chunk[1]),
+                ..Default::default()
+            };
+            for row in &chunk[2..] {
+                let Value::Array(vals) = row else {
+                    return Err(bad_reply("net_evidence"));
+                };
+                let f = |i: usize| vals.get(i).and_then(v_i64).unwrap_or(0).max(0) as u64;
+                e.counted += (0..6).map(f).sum::<u64>();
+                e.held += (6..10).map(f).sum::<u64>();
+            }
+            out.push(e);
+        }
+        Ok(out)
     }
 
     async fn archive_age(&self) -> Result<Option<i64>, StoreError> {

@@ -406,6 +406,25 @@ impl Article {
         out
     }
 
+    /// Counted and quarantined events (every type) of the buckets in `hours`.
+    pub fn events_in(&self, hours: std::ops::RangeInclusive<i64>) -> (u64, u64) {
+        let start = self.buckets.partition_point(|b| b.hour() < *hours.start());
+        let (mut counted, mut held) = (0, 0);
+        for b in self.buckets[start..]
+            .iter()
+            .take_while(|b| b.hour() <= *hours.end())
+        {
+            counted += u64::from(b.pv)
+                + u64::from(b.likes)
+                + u64::from(b.comments)
+                + u64::from(b.favorites)
+                + u64::from(b.shares)
+                + u64::from(b.dwell_reports);
+            held += b.quarantine.value().total();
+        }
+        (counted, held)
+    }
+
     pub fn hourly(&self, first_hour: i64, last_hour: i64) -> Vec<HourlyRow> {
         let start = self.buckets.partition_point(|b| b.hour() < first_hour);
         self.buckets[start..]

@@ -14,6 +14,7 @@ pub mod dedupe;
 mod dump;
 mod gate;
 mod index;
+pub mod net;
 pub mod record;
 pub mod retention;
 pub mod sharded;
@@ -63,6 +64,12 @@ pub struct Data {
     pub(super) next_post_id: u64,
     /// Quarantine by crawler family and visitors by hour (state version 3).
     pub site: SiteStats,
+    /// The review's network evidence by article and hour (state version
+    /// 4), kept while `[review] mode = "suspicious"` ([`net`]).
+    pub net: net::NetEvidence,
+    /// Hours of `net` kept (`StoreSettings::net_evidence_hours`), 0: none.
+    #[serde(skip)]
+    net_hours: u32,
     /// Quarantined articles by hour and views by minute (derived).
     #[serde(skip)]
     site_live: SiteLive,
@@ -112,6 +119,8 @@ impl Data {
             quarantine_by_hour: BTreeMap::new(),
             next_post_id: 0,
             site: SiteStats::default(),
+            net: net::NetEvidence::default(),
+            net_hours: s.net_evidence_hours,
             site_live: SiteLive::default(),
             index: Index::default(),
             behaviour: ShardedMap::default(),
@@ -131,6 +140,10 @@ impl Data {
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
         self.window_budget = s.window_cache_bytes();
+        self.net_hours = s.net_evidence_hours;
+        if self.net_hours == 0 {
+            self.net = net::NetEvidence::default();
+        }
     }
 
     /// Counters of `articles[idx]` inside `range` at `now`, UV included,
@@ -177,6 +190,22 @@ impl Data {
         crate::store::SiteTraffic {
             views_by_minute: self.site_live.views_by_minute(now),
             visitors: self.site.visitors_since(first_hour),
+        }
+    }
+
+    /// `articles[idx]`'s network evidence over `hours` (the review's).
+    pub fn net_evidence(
+        &self,
+        idx: Idx,
+        hours: std::ops::RangeInclusive<i64>,
+    ) -> crate::store::NetEvidence {
+        let f = self.net.figures(idx, hours.clone());
+        let (counted, held) = self.article(idx).events_in(hours);
+        crate::store::NetEvidence {
+            blocks: f.blocks,
+            visitors: f.visitors,
+            counted,
+            held,
         }
     }
 
@@ -257,6 +286,9 @@ impl Data {
         self.site_live.counted(ev);
         if ev.kind == EventType::View {
             self.site.counted_view(ev.ts, hash);
+        }
+        if self.net_hours > 0 {
+            self.net.counted(idx, ev, hash);
         }
         self.in_windows(idx, |a| a.count(ev, hash));
         Change::Counted(idx)

@@ -102,6 +102,7 @@ impl Data {
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
         self.site.expire(first_hour);
         self.site_live.expire(first_hour);
+        self.net.expire(now, self.net_hours);
         let horizon = now - i64::from(s.event_id_ttl_secs);
         self.event_ids.retain(|_, &mut seen| seen > horizon);
         self.visitor_limits.sweep(now * 1000);
