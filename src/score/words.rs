@@ -16,8 +16,26 @@ pub struct Scored<'a> {
     pub now: Timestamp,
 }
 
-/// The sentence for one item.
+/// The sentence for one item; a score scaled by category says so last
+/// ("...; divided by 3.2 for its category's 1,580 events in 30 days").
 pub fn why(s: &Scored<'_>) -> String {
+    let base = model_why(s);
+    match (
+        s.explain.get("categoryScale"),
+        s.explain.get("categoryEvents"),
+    ) {
+        (Some(by), Some(events)) => format!(
+            "{base}; divided by {} for its category's {} in {} days",
+            num(by, 1),
+            count(events as u64, "event"),
+            crate::model::CATEGORY_DAYS
+        ),
+        _ => base,
+    }
+}
+
+/// The sentence of the model's own terms.
+fn model_why(s: &Scored<'_>) -> String {
     let c = s.counters;
     let e = |name: &str| s.explain.get(name).unwrap_or(0.0);
     let age = age(s.now - s.published_at);
@@ -392,6 +410,36 @@ mod tests {
                 "{model:?}: {s}"
             );
         }
+    }
+
+    #[test]
+    fn a_category_scale_says_its_divisor_and_events() {
+        let c = Counters {
+            pv: 120,
+            uv: 97,
+            ..Counters::default()
+        };
+        let meta = ArticleMeta {
+            published_at: NOW - 12 * 3600,
+            ..ArticleMeta::default()
+        };
+        let p = crate::model::ModelParams::default();
+        let explain = Models::default().explain(ModelKind::Gravity, &p, &c, &meta, None, NOW);
+        let scale = crate::score::CategoryScale { events: 1580 };
+        let explain = scale.explain(explain);
+        assert_eq!(explain.get("categoryEvents"), Some(1580.0));
+        let s = why(&Scored {
+            model: ModelKind::Gravity,
+            explain: &explain,
+            counters: &c,
+            range: RangeSpec::Hours(24),
+            published_at: meta.published_at,
+            now: NOW,
+        });
+        assert!(
+            s.ends_with("; divided by 3.2 for its category's 1,580 events in 30 days"),
+            "{s}"
+        );
     }
 
     #[test]

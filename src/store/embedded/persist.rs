@@ -30,6 +30,15 @@
 //!   [`DataV2`]. Log records are unchanged but for an event's `bot`, now
 //!   its crawler family (`src/crawler.rs`): one byte, 0 or 1 as the
 //!   `bool` it was before, other values from this version on.
+//! - version 4: as version 3, with the counted events by category and hour
+//!   ([`super::state::categories::CategoryCounts`], `scale=category`) at
+//!   the end of the site's figures; version 3's `Data` is [`DataV3`]. A
+//!   version 3 state converts with the category counts derived from its
+//!   articles' hourly buckets (every counted event they hold) and the
+//!   articles' current categories: hours no bucket holds any more count
+//!   nothing, and an article whose category changed before the upgrade
+//!   counts all its past events in its current one. Log records are
+//!   unchanged.
 //!
 //! Changing the serialized layout of `Data` or `LogRecord` (adding,
 //! removing, reordering or retyping a field or enum variant) must bump
@@ -56,7 +65,7 @@ use crate::store::snapshot::{SnapshotReader, open_snapshot};
 use crate::store::storage::Storage;
 
 /// Payload version written by this build (snapshots and log segments).
-pub const STATE_VERSION: u32 = 3;
+pub const STATE_VERSION: u32 = 4;
 
 /// Bytes of one dedupe entry in a version 2 state.
 pub const DEDUPE_ENTRY: usize = 4 + 16 + 1 + 8;
@@ -127,12 +136,71 @@ impl From<DataV2> for Data {
     }
 }
 
+/// The site's figures as version 3 laid them out (frozen).
+#[derive(Deserialize)]
+struct SiteStatsV3 {
+    crawlers_by_hour: BTreeMap<i64, Vec<u64>>,
+    visitors_by_hour: BTreeMap<i64, crate::sketch::Hll>,
+}
+
+/// `Data` (without the dedupe entries) as version 3 laid it out (frozen):
+/// version 2's fields, then the site's figures.
+#[derive(Deserialize)]
+struct DataV3 {
+    articles: Vec<Article>,
+    event_ids: KeyedMap<u128, Timestamp>,
+    visitor_limits: SlidingLimiter<u128>,
+    ip_limits: SlidingLimiter<u64>,
+    counted: u64,
+    quarantine: Quarantine,
+    quarantine_by_hour: BTreeMap<i64, Quarantine>,
+    next_post_id: u64,
+    site: SiteStatsV3,
+}
+
+impl From<DataV3> for Data {
+    fn from(v: DataV3) -> Data {
+        let mut d = Data::from(DataV2 {
+            articles: v.articles,
+            event_ids: v.event_ids,
+            visitor_limits: v.visitor_limits,
+            ip_limits: v.ip_limits,
+            counted: v.counted,
+            quarantine: v.quarantine,
+            quarantine_by_hour: v.quarantine_by_hour,
+            next_post_id: v.next_post_id,
+        });
+        d.site.crawlers_by_hour = v.site.crawlers_by_hour;
+        d.site.visitors_by_hour = v.site.visitors_by_hour;
+        // The category counts version 4 adds, from the articles' hourly
+        // buckets and current categories (module docs).
+        for a in &d.articles {
+            let category = a.meta.category();
+            for b in &a.buckets {
+                let n = [
+                    b.pv,
+                    b.likes,
+                    b.comments,
+                    b.favorites,
+                    b.shares,
+                    b.dwell_reports,
+                ]
+                .iter()
+                .map(|&x| u64::from(x))
+                .sum();
+                d.site.categories.add(category, b.hour(), n);
+            }
+        }
+        d
+    }
+}
+
 /// `Data` without its dedupe entries, as payload `version` (2 or later) lays it out.
 fn decode_rest(version: u32, rest: &[u8]) -> Result<Data, postcard::Error> {
-    if version == 2 {
-        postcard::from_bytes::<DataV2>(rest).map(Data::from)
-    } else {
-        postcard::from_bytes::<Data>(rest)
+    match version {
+        2 => postcard::from_bytes::<DataV2>(rest).map(Data::from),
+        3 => postcard::from_bytes::<DataV3>(rest).map(Data::from),
+        _ => postcard::from_bytes::<Data>(rest),
     }
 }
 
@@ -167,7 +235,7 @@ pub fn decode_state(version: u32, bytes: &[u8], parallel: bool) -> Result<Data, 
         0 | 1 => postcard::from_bytes::<DataV1>(bytes)
             .map(Data::from)
             .map_err(bad),
-        2 | 3 => {
+        2..=4 => {
             let (seed, section, rest) = split_v2(bytes)?;
             let (data, dedupe) = if parallel {
                 std::thread::scope(|s| {
@@ -453,7 +521,7 @@ pub fn write_state_merged(
 /// Decodes a log record written with payload `version`.
 pub fn decode_record(version: u32, bytes: &[u8]) -> Result<LogRecord, StateError> {
     match version {
-        0..=3 => postcard::from_bytes(bytes).map_err(StateError::Record),
+        0..=4 => postcard::from_bytes(bytes).map_err(StateError::Record),
         v => Err(newer("the log", v)),
     }
 }

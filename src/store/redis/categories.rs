@@ -1,0 +1,62 @@
+//! `scale=category` on Redis: the counted events of categories in a
+//! ranking's window ([`crate::model::category_hours`]), read from the
+//! hashes apply.lua keeps (`stats:cat:h:<hour>` and `stats:cat:d:<day>`,
+//! field = category, `""` for none; one copy per shard when the site
+//! spans slots, [`super::Keys::ledgers`]): the window's whole days from
+//! the day hashes and its last day's hours from the hour hashes, one
+//! `HMGET` each in one pipeline, for the categories a call needs.
+
+use std::collections::HashMap;
+
+use redis::Value;
+
+use super::{RedisStore, bad_reply, store_err, v_i64};
+use crate::model::{Timestamp, category_hours};
+use crate::score::CategoryScale;
+use crate::store::StoreError;
+use crate::time::split_days;
+
+impl RedisStore {
+    /// The scale of each of `categories` (`""`: no category) in a ranking
+    /// of UTC day `day` at `at`.
+    pub(super) async fn category_scales(
+        &self,
+        categories: &[String],
+        day: i64,
+        at: Timestamp,
+    ) -> Result<HashMap<String, CategoryScale>, StoreError> {
+        let mut out: HashMap<String, CategoryScale> = categories
+            .iter()
+            .map(|c| (c.clone(), CategoryScale { events: 0 }))
+            .collect();
+        if categories.is_empty() {
+            return Ok(out);
+        }
+        let k = &self.keys;
+        let (days, ends) = split_days(&category_hours(day, at));
+        let mut keys: Vec<String> = days.flat_map(|d| k.categories_d(d)).collect();
+        for r in ends {
+            keys.extend(r.flat_map(|h| k.categories_h(h)));
+        }
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("HMGET").arg(key).arg(categories);
+        }
+        let got: Vec<Value> = self.query_pipe(&pipe).await.map_err(store_err)?;
+        if got.len() != keys.len() {
+            return Err(bad_reply("category counts"));
+        }
+        for reply in got {
+            let Value::Array(counts) = reply else {
+                return Err(bad_reply("category counts"));
+            };
+            for (c, n) in categories.iter().zip(counts) {
+                let n = v_i64(&n).unwrap_or(0).max(0) as u64;
+                if let Some(s) = out.get_mut(c) {
+                    s.events += n;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
