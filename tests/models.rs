@@ -1072,6 +1072,39 @@ async fn half_life_over_http() {
     assert_eq!(plain["items"][0]["explain"]["halfLifeHours"], Value::Null);
 }
 
+/// `scale=category` over HTTP: `explain` ends with the category's events
+/// and divisor, `why` says them, the score is the unscaled one over the
+/// divisor, and `/api/new` scales alike.
+#[tokio::test]
+async fn category_scale_over_http() {
+    let s = TestServer::start().await;
+    let (status, body) = s
+        .admin_put(
+            "/api/articles/k1",
+            &json!({"title": "K", "category": "news", "publishedAt": T0}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let mut visitor = 0;
+    views_now(&s, "k1", 10, &mut visitor).await;
+    let (_, plain) = s.get("/api/hot?explain=true").await;
+    for route in ["/api/hot", "/api/new"] {
+        let (status, page) = s.get(&format!("{route}?scale=category&explain=true")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let it = &page["items"][0];
+        assert_eq!(it["explain"]["categoryEvents"], 10.0, "{route}: {it}");
+        let divisor = 12f64.log10();
+        assert_eq!(it["explain"]["categoryScale"], divisor);
+        let raw = plain["items"][0]["score"].as_f64().unwrap();
+        assert!((it["score"].as_f64().unwrap() - raw / divisor).abs() < 1e-12);
+        let why = it["why"].as_str().unwrap();
+        assert!(
+            why.ends_with("; divided by 1.1 for its category's 10 events in 30 days"),
+            "{why}"
+        );
+    }
+}
+
 /// Bad or misplaced model parameters: 400 `invalid_parameter` naming the
 /// parameter, on /api/hot and the routes that share its parsing.
 #[tokio::test]
