@@ -45,7 +45,7 @@ pub fn split_days(hours: &RangeInclusive<i64>) -> (std::ops::Range<i64>, [RangeI
     )
 }
 
-const EMPTY_HOURS: RangeInclusive<i64> = 1..=0;
+const EMPTY_HOURS: RangeInclusive<i64> = RangeInclusive::new(1, 0);
 
 /// Days since the epoch of a proleptic Gregorian date (UTC).
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {

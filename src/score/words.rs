@@ -379,8 +379,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn half_life_says_its_divisor() {
+    /// 120 views from 97 visitors of an article 12 hours old.
+    fn twelve_hours_old() -> (Counters, ArticleMeta) {
         let c = Counters {
             pv: 120,
             uv: 97,
@@ -390,6 +390,12 @@ mod tests {
             published_at: NOW - 12 * 3600,
             ..ArticleMeta::default()
         };
+        (c, meta)
+    }
+
+    #[test]
+    fn half_life_says_its_divisor() {
+        let (c, meta) = twelve_hours_old();
         let p = crate::model::ModelParams {
             decay: crate::model::Decay::HalfLife(6),
             ..Default::default()
@@ -414,15 +420,7 @@ mod tests {
 
     #[test]
     fn a_category_scale_says_its_divisor_and_events() {
-        let c = Counters {
-            pv: 120,
-            uv: 97,
-            ..Counters::default()
-        };
-        let meta = ArticleMeta {
-            published_at: NOW - 12 * 3600,
-            ..ArticleMeta::default()
-        };
+        let (c, meta) = twelve_hours_old();
         let p = crate::model::ModelParams::default();
         let explain = Models::default().explain(ModelKind::Gravity, &p, &c, &meta, None, NOW);
         let scale = crate::score::CategoryScale { events: 1580 };

@@ -144,32 +144,17 @@ struct SiteStatsV3 {
 }
 
 /// `Data` (without the dedupe entries) as version 3 laid it out (frozen):
-/// version 2's fields, then the site's figures.
+/// version 2's fields, then the site's figures (postcard writes a nested
+/// struct as its fields in order, with nothing around them).
 #[derive(Deserialize)]
 struct DataV3 {
-    articles: Vec<Article>,
-    event_ids: KeyedMap<u128, Timestamp>,
-    visitor_limits: SlidingLimiter<u128>,
-    ip_limits: SlidingLimiter<u64>,
-    counted: u64,
-    quarantine: Quarantine,
-    quarantine_by_hour: BTreeMap<i64, Quarantine>,
-    next_post_id: u64,
+    v2: DataV2,
     site: SiteStatsV3,
 }
 
 impl From<DataV3> for Data {
     fn from(v: DataV3) -> Data {
-        let mut d = Data::from(DataV2 {
-            articles: v.articles,
-            event_ids: v.event_ids,
-            visitor_limits: v.visitor_limits,
-            ip_limits: v.ip_limits,
-            counted: v.counted,
-            quarantine: v.quarantine,
-            quarantine_by_hour: v.quarantine_by_hour,
-            next_post_id: v.next_post_id,
-        });
+        let mut d = Data::from(v.v2);
         d.site.crawlers_by_hour = v.site.crawlers_by_hour;
         d.site.visitors_by_hour = v.site.visitors_by_hour;
         // The category counts version 4 adds, from the articles' hourly
