@@ -942,6 +942,58 @@ mod scenarios {
         assert_eq!(p.items[0].score, 3.0);
     }
 
+    /// Movement of a ranking scaled by category: the ranking at a past
+    /// hour mark counts each category's events up to the mark only. Before
+    /// the mark x (news, 3 views) scores above y (tech, 2), but news is
+    /// busier (w, a month old, ranks last with 20 views): scaled, y leads.
+    /// In the next hour 200 views of v (tech, a month old) make tech the
+    /// busier and x leads; the ranking at the mark still has y first.
+    async fn scaled_ranking_at_an_hour_mark(s: Arc<dyn Store>) {
+        let h1 = (START / 3600 + 2) * 3600;
+        let put = |id: &str, category: &str, published_at: Timestamp| {
+            let meta = ArticleMeta {
+                category: Some(category.to_string()),
+                published_at,
+                ..ArticleMeta::default()
+            };
+            (ArticleId::parse(id).unwrap(), meta)
+        };
+        for (id, meta) in [
+            put("x", "news", h1 - 7200),
+            put("y", "tech", h1 - 7200),
+            put("w", "news", h1 - 30 * 86_400),
+            put("v", "tech", h1 - 30 * 86_400),
+        ] {
+            s.put_article(id, meta, h1 - 7200).await.unwrap();
+        }
+        let t = h1 - 600;
+        let mut evs: Vec<Event> = (0..3).map(|v| view("x", v, t, t)).collect();
+        evs.extend((10..12).map(|v| view("y", v, t, t)));
+        evs.extend((20..40).map(|v| view("w", v, t, t)));
+        s.ingest(evs, t).await.unwrap();
+        let scaled = HotQuery {
+            params: ModelParams {
+                scale: Scale::Category,
+                ..ModelParams::default()
+            },
+            ..q(RangeSpec::Hours(24))
+        };
+        assert_eq!(
+            ids(&*s, &q(RangeSpec::Hours(24)), h1 - 1).await[..2],
+            ["x", "y"]
+        );
+        assert_eq!(ids(&*s, &scaled, h1 - 1).await, ["y", "x", "w"]);
+        let t = h1 + 60;
+        let evs = (100..300).map(|v| view("v", v, t, t)).collect();
+        s.ingest(evs, t).await.unwrap();
+        assert_eq!(ids(&*s, &scaled, h1 + 120).await[..2], ["x", "y"]);
+        let then: Vec<String> = (s.ranked_at(&scaled, h1 - 1, 10).await.unwrap())
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(then, ["y", "x", "w"], "the ranking at the mark");
+    }
+
     fn embedded() -> Arc<dyn Store> {
         Arc::new(EmbeddedStore::in_memory(settings()))
     }
@@ -976,6 +1028,7 @@ mod scenarios {
         future_dated_event,
         clock_step_back,
         deep_pages_per_author,
-        rising_bound_across_hour_turn
+        rising_bound_across_hour_turn,
+        scaled_ranking_at_an_hour_mark
     );
 }
