@@ -132,11 +132,13 @@ fn start_webhooks(
 
 /// Connects a node's webhooks to its API state: the routes serve them, and
 /// the evaluator reads the public list (curation applied) through the
-/// API's [`crate::api::public_ranking`], passed in like the query parser
+/// API's [`crate::api::public_ranking`] and the held articles through
+/// [`crate::api::held_articles`], passed in like the query parser
 /// so the webhooks module does not depend on the API.
 pub fn attach_webhooks(state: &crate::api::AppState, webhooks: &Arc<Webhooks>) {
     let _ = state.webhooks.set(webhooks.clone());
     webhooks.read_public(crate::api::public_ranking(state));
+    webhooks.read_held(crate::api::held_articles(state));
 }
 
 /// What a process runs besides its HTTP server, built from the

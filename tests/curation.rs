@@ -725,3 +725,58 @@ async fn embedded_curation_survives_a_restart() {
     let (_, held_after) = admin(&s, reqwest::Method::GET, "/api/review?status=all", None).await;
     assert_eq!(held_after, held_before);
 }
+
+/// Movement on a curated list compares public ranks: the earlier ranking
+/// as the same curation shows it. Excluding the leader moves no one else
+/// up (each was already one place higher in the public list then), and a
+/// pinned article at its place is where it was.
+#[tokio::test]
+async fn movement_compares_public_ranks() {
+    let s = TestServer::start().await;
+    seed(&s).await;
+    let (st, v) = admin(
+        &s,
+        reqwest::Method::PUT,
+        "/api/articles/a00/exclude",
+        Some(json!({"reason": "spam"})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (st, v) = admin(
+        &s,
+        reqwest::Method::PUT,
+        "/api/articles/a09/pin",
+        Some(json!({"position": 2})),
+    )
+    .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // Two hours on: the earlier ranking is the one at the hour mark after
+    // the views.
+    s.clock.advance(7200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let page = loop {
+        let (_, p) = s.get("/api/hot?limit=4").await;
+        if !p["movementSince"].is_null() {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no movement: {p}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let got: Vec<(String, Value, Value)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|it| {
+            (
+                it["articleId"].as_str().unwrap().to_string(),
+                it["previousRank"].clone(),
+                it["movement"].clone(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, Value, Value)> = [("a01", 1), ("a09", 2), ("a02", 3), ("a03", 4)]
+        .into_iter()
+        .map(|(a, r)| (a.to_string(), json!(r), json!("same")))
+        .collect();
+    assert_eq!(got, want, "{page}");
+}

@@ -694,11 +694,15 @@ async fn rising_and_held_are_delivered() {
     };
     w.create(&sub).await.unwrap();
     expect_transitions(&r, &[t("rising", "r", 2)]).await;
-    let told = w
-        .emit_held(&ArticleId::parse("s").unwrap(), now)
-        .await
-        .unwrap();
-    assert_eq!(told, 1);
+    // The curation's held articles: "s", held now.
+    let held: Arc<parking_lot::Mutex<BTreeMap<String, i64>>> = Default::default();
+    let read_held = held.clone();
+    w.read_held(Arc::new(move || {
+        let now_held = read_held.lock().clone();
+        Box::pin(async move { Ok(now_held) })
+    }));
+    held.lock().insert("s".into(), now);
+    w.held_changed();
     expect_transitions(&r, &[t("rising", "r", 2), t("held", "s", 1)]).await;
     w.stop().await;
 }

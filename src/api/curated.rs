@@ -22,11 +22,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::movement::PublicOrder;
 use super::{ApiError, AppState};
-use crate::curation::{Curation, Visibility, arrange};
+use crate::curation::{Curation, ReviewStatus, Visibility, arrange};
 use crate::model::{ArticleId, HotPage, HotQuery, RankedItem, Timestamp};
 use crate::store::{StoreError, cursor};
-use crate::webhooks::PublicRanking;
+use crate::webhooks::{HeldArticles, PublicRanking};
 
 /// Which public list a page is of: the hot ranking or the newest first.
 #[derive(Clone, Copy)]
@@ -67,6 +68,35 @@ async fn read(
         List::Hot => state.store.hot(q, now).await?,
         List::New => state.store.newest(q, now).await?,
     })
+}
+
+/// How the public list of `q` orders a store ranking's articles at `now`
+/// (for movement: the earlier ranking as this curation shows it), `None`
+/// when curation changes nothing or cannot be read. Hidden articles are
+/// left out, pinned ones go to their places, as [`page`] does.
+pub(super) async fn public_order(
+    state: &AppState,
+    q: &HotQuery,
+    now: Timestamp,
+) -> Option<Box<PublicOrder<'static>>> {
+    let mode = state.config.review.mode;
+    let cur = state.curation.current().await.ok()?;
+    let pins = cur.pins_for(q, now, mode);
+    if pins.is_empty() && !cur.hides_any(now, mode) {
+        return None;
+    }
+    Some(Box::new(move |order: &[ArticleId]| {
+        let pinned: HashSet<&ArticleId> = pins.iter().map(|(id, _)| id).collect();
+        let natural = order
+            .iter()
+            .filter(|id| !pinned.contains(id) && cur.visibility(id, now, mode) == Visibility::Shown)
+            .cloned();
+        let placed = pins.iter().map(|(id, p)| (*p, id.clone()));
+        arrange(natural, placed, usize::MAX)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
+    }))
 }
 
 /// What one read of the store's ranking leaves for the public list.
@@ -145,6 +175,28 @@ pub fn public_ranking(state: &AppState) -> PublicRanking {
                     ApiError::Unavailable(m) => StoreError::Unavailable(m),
                     e => StoreError::Internal(e.to_string()),
                 })
+        })
+    })
+}
+
+/// The articles held for review now, with when each was held, for the
+/// webhooks' evaluator ([`crate::webhooks::Webhooks::read_held`]; held
+/// weakly, as [`public_ranking`]).
+pub fn held_articles(state: &AppState) -> HeldArticles {
+    let weak = Arc::downgrade(&state.0);
+    Arc::new(move || {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(shared) = weak.upgrade() else {
+                return Err(StoreError::Unavailable("the server stopped".into()));
+            };
+            let curation = AppState(shared).curation.current().await?;
+            Ok(curation
+                .reviews
+                .iter()
+                .filter(|(_, r)| r.status == ReviewStatus::Held)
+                .map(|(id, r)| (id.as_str().to_string(), r.held_at.unwrap_or(0)))
+                .collect())
         })
     })
 }
@@ -338,11 +390,11 @@ async fn pinned_item(
 }
 
 /// Records each never-reviewed article a public list would have shown as
-/// held, with its evidence, in one write, and tells the webhooks each one
-/// held for the first time (`held`, to every subscription that asked for
-/// it: a hold hides the article from every public list). A failure is
-/// logged: the articles stay hidden either way, and the next answer tries
-/// again.
+/// held, with its evidence, in one write, and wakes the webhooks'
+/// evaluator, which tells every subscription that asked for `held` (a hold
+/// hides the article from every public list) from the recorded holds
+/// ([`held_articles`]). A failure is logged: the articles stay hidden
+/// either way, and the next answer tries again.
 async fn hold(
     state: &AppState,
     q: &HotQuery,
@@ -362,16 +414,7 @@ async fn hold(
         }
     };
     if let Some(w) = state.webhooks.get().filter(|_| !held.is_empty()) {
-        // Apart from this answer: the evaluator may be the reader, and it
-        // decides under the lock `emit_held` takes.
-        let w = w.clone();
-        tokio::spawn(async move {
-            for id in held {
-                if let Err(e) = w.emit_held(&id, now).await {
-                    tracing::warn!(article = %id, error = %e, "webhooks: held not decided");
-                }
-            }
-        });
+        w.held_changed();
     }
 }
 

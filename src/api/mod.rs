@@ -30,7 +30,7 @@ mod web;
 mod webhooks;
 mod widget;
 
-pub use curated::public_ranking;
+pub use curated::{held_articles, public_ranking};
 pub use error::ApiError;
 pub use ingest::IngestMeters;
 pub use rankings::PARAMS as RANKING_PARAMS;

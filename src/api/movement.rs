@@ -43,6 +43,8 @@ pub const DEPTH: usize = 1000;
 pub struct Baseline {
     /// The hour mark the ranking stood at (its scores at one second before).
     pub since: Timestamp,
+    /// The articles in rank order.
+    order: Vec<ArticleId>,
     ranks: HashMap<ArticleId, usize>,
     /// Whether the ranking held fewer than [`DEPTH`] articles (so an
     /// article not in it was not in the ranking at all).
@@ -51,15 +53,24 @@ pub struct Baseline {
 
 impl Baseline {
     fn new(since: Timestamp, ids: Vec<ArticleId>, depth: usize) -> Self {
+        Self::with(since, ids.len() < depth, ids)
+    }
+
+    fn with(since: Timestamp, whole: bool, order: Vec<ArticleId>) -> Self {
         Baseline {
             since,
-            whole: ids.len() < depth,
-            ranks: ids
-                .into_iter()
-                .enumerate()
-                .map(|(i, id)| (id, i + 1))
+            whole,
+            ranks: (order.iter().enumerate())
+                .map(|(i, id)| (id.clone(), i + 1))
                 .collect(),
+            order,
         }
+    }
+
+    /// The same ranking as a public list shows it: `public` turns the
+    /// store's order into the public one (curation applied).
+    fn public(&self, public: &PublicOrder<'_>) -> Baseline {
+        Self::with(self.since, self.whole, public(&self.order))
     }
 
     /// An item's earlier rank and how it moved: `up`, `down`, `same`, or
@@ -75,6 +86,9 @@ impl Baseline {
         }
     }
 }
+
+/// A ranking's order as a public list shows it (src/api/curated.rs).
+pub type PublicOrder<'a> = dyn Fn(&[ArticleId]) -> Vec<ArticleId> + Send + Sync + 'a;
 
 /// Counts a computation as finished when dropped (also if it panics).
 struct Done(Arc<AtomicUsize>);
@@ -213,18 +227,26 @@ impl Movements {
 
     /// Adds `previousRank` and `movement` to each item of `items` (the
     /// JSON of `ranked`, in order) and returns `movementSince` (`null`
-    /// while the baseline is not known).
+    /// while the baseline is not known). With `public`, `ranked` is a
+    /// public list and the earlier ranking is compared as that list
+    /// would show it (the same curation applied).
+    #[allow(clippy::too_many_arguments)]
     pub async fn annotate(
         &self,
         store: &Arc<dyn Store>,
         q: &HotQuery,
         at: Timestamp,
         wait: Duration,
+        public: Option<&PublicOrder<'_>>,
         ranked: &[RankedItem],
         items: &mut [Value],
     ) -> Value {
         self.forget_failed();
         let baseline = self.baseline(store, q, at, wait).await;
+        let baseline = match (baseline, public) {
+            (Some(b), Some(public)) => Some(Arc::new(b.public(public))),
+            (b, _) => b,
+        };
         for (it, v) in ranked.iter().zip(items.iter_mut()) {
             let (previous, moved) = baseline
                 .as_ref()
@@ -304,5 +326,19 @@ mod tests {
         // A baseline shorter than its depth held the whole ranking.
         let short = Baseline::new(0, ids(&["a"]), 3);
         assert_eq!(short.movement(&id("z"), 40), (None, Some("new")));
+        // As a public list shows it: "b" hidden, "c" pinned first. A full
+        // baseline stays full however many its public order leaves.
+        let public = b.public(&|o: &[ArticleId]| {
+            let mut v = vec![id("c")];
+            v.extend(
+                o.iter()
+                    .filter(|x| !["b", "c"].contains(&x.as_str()))
+                    .cloned(),
+            );
+            v
+        });
+        assert_eq!(public.movement(&id("c"), 1), (Some(1), Some("same")));
+        assert_eq!(public.movement(&id("a"), 2), (Some(2), Some("same")));
+        assert_eq!(public.movement(&id("z"), 3), (None, None));
     }
 }

@@ -197,7 +197,15 @@ async fn get_overview(
         })
         .collect();
     let movement_since = (state.movements)
-        .annotate(&state.store, &whole, now, MOVEMENT_WAIT, shown, &mut items)
+        .annotate(
+            &state.store,
+            &whole,
+            now,
+            MOVEMENT_WAIT,
+            None,
+            shown,
+            &mut items,
+        )
         .await;
 
     metrics::histogram!("hotrank_query_seconds", "endpoint" => "overview")

@@ -336,7 +336,9 @@ async fn answer(state: &AppState, raw: Option<&str>, list: List) -> Result<Json<
 }
 
 /// Adds each item's `previousRank` and `movement` and the page's
-/// `movementSince` (movement.rs), waiting at most `wait` for them.
+/// `movementSince` (movement.rs), waiting at most `wait` for them. The
+/// page is a public list: the earlier ranking is compared as the same
+/// curation shows it ([`curated::public_order`]).
 pub(super) async fn with_movement(
     state: &AppState,
     q: &HotQuery,
@@ -345,10 +347,19 @@ pub(super) async fn with_movement(
     wait: Duration,
 ) {
     let mut items = std::mem::take(&mut body["items"]);
+    let public = curated::public_order(state, q, page.generated_at).await;
     let since = match items.as_array_mut() {
         Some(items) => {
             (state.movements)
-                .annotate(&state.store, q, page.generated_at, wait, &page.items, items)
+                .annotate(
+                    &state.store,
+                    q,
+                    page.generated_at,
+                    wait,
+                    public.as_deref(),
+                    &page.items,
+                    items,
+                )
                 .await
         }
         None => Value::Null,

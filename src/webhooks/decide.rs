@@ -6,9 +6,11 @@
 //! - `left`: a listed article now below `top + hysteresis`, or out of the
 //!   ranking (so an item moving around rank `top` does not flap);
 //! - `rising`: a listed article whose spike check ([`super::rising`])
-//!   turned true; sent once per spike (the flag clears when it ends).
+//!   turned true; sent once per spike (the flag clears when it ends);
+//! - `held`: an article held for review since the subscription was
+//!   created that it was not yet told of; sent once per hold.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::model::{Entry, EventKind, Member, SubState, Subscription};
 
@@ -86,6 +88,35 @@ pub fn rising(
     out
 }
 
+/// The `held` changes of a subscription created at `since` that was told
+/// of `told`, with `now_held` the articles held now and when each was
+/// held: one for each article held since `since` it was not told of (at
+/// its rank in `members`, if listed). Returns the told set to keep: the
+/// articles still held that it was told of, so one released and held
+/// again is told again.
+pub fn held(
+    told: &BTreeSet<String>,
+    now_held: &BTreeMap<String, i64>,
+    since: i64,
+    members: &BTreeMap<String, Member>,
+) -> (BTreeSet<String>, Vec<Change>) {
+    let mut keep = BTreeSet::new();
+    let mut changes = Vec::new();
+    for (article, &at) in now_held {
+        if told.contains(article) {
+            keep.insert(article.clone());
+        } else if at >= since {
+            keep.insert(article.clone());
+            changes.push(Change {
+                event: EventKind::Held,
+                article: article.clone(),
+                rank: members.get(article).map(|m| m.rank),
+            });
+        }
+    }
+    (keep, changes)
+}
+
 /// The outbox entries of the changes `sub` asked for, numbered on from
 /// `state.seq` (which is advanced): the ids are a function of the state
 /// they are committed with, so deciding again after a crash before the
@@ -160,6 +191,48 @@ mod tests {
         assert_eq!(ch, [(EventKind::Left, "c".into())]);
         let (_, ch) = step(&s4, &["a"]);
         assert_eq!(ch, [(EventKind::Left, "b".into())]);
+    }
+
+    #[test]
+    fn held_once_per_hold_and_only_since_the_subscription() {
+        let members = BTreeMap::from([(
+            "a".to_string(),
+            Member {
+                rank: 2,
+                rising: false,
+            },
+        )]);
+        let now = |v: &[(&str, i64)]| -> BTreeMap<String, i64> {
+            v.iter().map(|(a, t)| (a.to_string(), *t)).collect()
+        };
+        // "old" was held before the subscription (at 100) existed: never told.
+        let (told, ch) = held(
+            &BTreeSet::new(),
+            &now(&[("a", 150), ("old", 50)]),
+            100,
+            &members,
+        );
+        assert_eq!(
+            ch,
+            [Change {
+                event: EventKind::Held,
+                article: "a".into(),
+                rank: Some(2)
+            }]
+        );
+        assert_eq!(told, BTreeSet::from(["a".to_string()]));
+        // Read again (a crash before the commit re-decides; after it, this):
+        // nothing new.
+        let (told, ch) = held(&told, &now(&[("a", 150), ("b", 160)]), 100, &members);
+        assert_eq!(ch.len(), 1);
+        assert_eq!((ch[0].article.as_str(), ch[0].rank), ("b", None));
+        // "a" allowed, later held again: told again.
+        let (told, ch) = held(&told, &now(&[("b", 160)]), 100, &members);
+        assert!(ch.is_empty());
+        assert_eq!(told, BTreeSet::from(["b".to_string()]));
+        let (_, ch) = held(&told, &now(&[("a", 300), ("b", 160)]), 100, &members);
+        assert_eq!(ch.len(), 1);
+        assert_eq!(ch[0].article, "a");
     }
 
     #[test]

@@ -18,6 +18,14 @@
 //! 3. The **sender** ([`send`]) posts each entry, signed, until a 2xx
 //!    answer or `max_attempts`, under the same delivery id.
 //!
+//! A `held` is decided the same way: each evaluation reads the articles
+//! held for review now ([`Webhooks::read_held`]) and tells each
+//! subscription of those held since it was created that it was not yet
+//! told of, in the same commit as its list. A hold is recorded first
+//! (curation), told after: a crash or an outage between the two delays the
+//! `held`, never loses it. A hold wakes the evaluator at once
+//! ([`Webhooks::held_changed`]).
+//!
 //! On Redis, any number of nodes run this, but only the holder of a lease
 //! (`SET NX PX`, renewed every interval) decides and sends; its commits
 //! check the lease in the same script, so a node that lost it cannot
@@ -46,6 +54,8 @@ pub use redis_outbox::RedisOutbox;
 pub use sign::signature;
 
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -55,7 +65,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::Clock;
 use crate::config::{Config, WebhooksConfig};
-use crate::model::{ArticleId, HotPage, HotQuery, Timestamp};
+use crate::model::{HotPage, HotQuery, Timestamp};
 use crate::store::{Store, StoreError};
 use model::{Attempt, EventKind, SubState, Subscription, now_ms};
 
@@ -91,6 +101,15 @@ pub type PublicRanking = Arc<
         + Sync,
 >;
 
+/// Reads the articles held for review now, each with when it was held
+/// (Unix seconds): the curation's (src/api/curated.rs), passed by the
+/// composition root as [`PublicRanking`] is.
+pub type HeldArticles = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<BTreeMap<String, i64>, StoreError>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The running webhooks of one node.
 pub struct Webhooks {
     outbox: Arc<dyn Outbox>,
@@ -104,8 +123,12 @@ pub struct Webhooks {
     /// The public list each subscription reads; until it is set
     /// ([`Webhooks::read_public`]) nothing is evaluated.
     ranking: OnceLock<PublicRanking>,
-    /// Serializes this node's decisions (the evaluator and `emit_held`).
+    /// The held articles (none set: no `held` is decided).
+    held: OnceLock<HeldArticles>,
+    /// Serializes this node's decisions.
     deciding: tokio::sync::Mutex<()>,
+    /// Runs an evaluation before the next interval (a hold was recorded).
+    evaluate_now: Notify,
     /// Whether this node holds the lease (it then also sends).
     leader: AtomicBool,
     wake: Notify,
@@ -139,7 +162,9 @@ impl Webhooks {
             ranking_cap: config.retention.ranking_cap,
             parse,
             ranking: OnceLock::new(),
+            held: OnceLock::new(),
             deciding: tokio::sync::Mutex::new(()),
+            evaluate_now: Notify::new(),
             leader: AtomicBool::new(false),
             wake: Notify::new(),
             stop: watch::Sender::new(false),
@@ -206,36 +231,20 @@ impl Webhooks {
         self.outbox.attempts(id).await
     }
 
-    /// **The curation hook.** Tells every subscription that asked for
-    /// `held` that `article` was held for review: one `held` transition
-    /// each (its rank in the subscription's list, if there), committed and
-    /// delivered like any other. Call it once per decision to hold (it
-    /// decides a new transition each time). Returns how many subscriptions
-    /// were told.
-    pub async fn emit_held(
-        &self,
-        article: &ArticleId,
-        now: Timestamp,
-    ) -> Result<usize, StoreError> {
-        let _one = self.deciding.lock().await;
-        let mut told = 0;
-        for sub in self.outbox.subscriptions().await? {
-            if !sub.wants(EventKind::Held) {
-                continue;
-            }
-            let mut state = self.outbox.state(&sub.id).await?;
-            let change = decide::Change {
-                event: EventKind::Held,
-                article: article.as_str().to_string(),
-                rank: state.members.get(article.as_str()).map(|m| m.rank),
-            };
-            let entries = decide::entries(&sub, &mut state, vec![change], now, now_ms());
-            self.outbox.commit(&sub.id, &state, &entries, false).await?;
-            metrics::counter!(m::TRANSITIONS, "event" => "held").increment(1);
-            told += 1;
+    /// Gives the evaluator the held articles to read (once; later calls
+    /// are ignored).
+    pub fn read_held(&self, held: HeldArticles) {
+        if self.held.set(held).is_ok() {
+            self.evaluate_now.notify_one();
         }
-        self.wake.notify_one();
-        Ok(told)
+    }
+
+    /// **The curation hook**: an article was held for review. The
+    /// evaluator runs now rather than at its next interval (on the node
+    /// holding the lease; another node's evaluator sees the hold within
+    /// `webhooks.interval_ms` plus the curation cache's second).
+    pub fn held_changed(&self) {
+        self.evaluate_now.notify_one();
     }
 
     async fn evaluate_loop(self: Arc<Self>) {
@@ -246,6 +255,7 @@ impl Webhooks {
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
+                _ = self.evaluate_now.notified() => {}
                 _ = stop.changed() => return,
             }
             let held = match self.outbox.lease(lease_ms).await {
@@ -276,9 +286,15 @@ impl Webhooks {
         let _one = self.deciding.lock().await;
         let subs = self.outbox.subscriptions().await?;
         metrics::gauge!(m::SUBSCRIPTIONS).set(subs.len() as f64);
+        // Read before the lists: a hold the lists' reads record is told
+        // at the next evaluation (which it wakes).
+        let now_held = match self.held.get() {
+            Some(read) if subs.iter().any(|s| s.wants(EventKind::Held)) => Some(read().await?),
+            _ => None,
+        };
         let mut committed = false;
         for sub in subs {
-            committed |= self.evaluate(&sub, ranking).await?;
+            committed |= self.evaluate(&sub, ranking, now_held.as_ref()).await?;
         }
         if committed {
             self.wake.notify_one();
@@ -292,6 +308,7 @@ impl Webhooks {
         &self,
         sub: &Subscription,
         ranking: &PublicRanking,
+        now_held: Option<&BTreeMap<String, i64>>,
     ) -> Result<bool, StoreError> {
         let mut q = match (self.parse)(&sub.query, &self.config) {
             Ok(q) => q,
@@ -323,10 +340,17 @@ impl Webhooks {
             }
             changes.extend(decide::rising(&mut members, &now_rising));
         }
+        let mut told = prev.held.clone();
+        if let Some(now_held) = now_held.filter(|_| sub.wants(EventKind::Held)) {
+            let (keep, held) = decide::held(&prev.held, now_held, sub.created_at, &members);
+            told = keep;
+            changes.extend(held);
+        }
         let mut next = SubState {
             members,
             seq: prev.seq,
             evaluated: true,
+            held: told,
         };
         let for_metrics: Vec<EventKind> = changes.iter().map(|c| c.event).collect();
         let entries = decide::entries(sub, &mut next, changes, now, now_ms());

@@ -3,7 +3,7 @@
 //! to be delivered) and delivery attempts. Plain data, serialized as JSON
 //! by both outboxes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +18,8 @@ pub enum EventKind {
     /// An article in the list whose current hour's views are a spike
     /// against its own past (`webhooks.rising_z`).
     Rising,
-    /// The article was held for review (curation, [`super::Webhooks::emit_held`]).
+    /// The article was held for review (curation; decided by the evaluator
+    /// from the held articles it reads, [`super::Webhooks::read_held`]).
     Held,
 }
 
@@ -83,6 +84,11 @@ pub struct SubState {
     /// Whether the subscription was evaluated once (its first list).
     #[serde(default)]
     pub evaluated: bool,
+    /// The articles it was told are held (a `held` decided), while they
+    /// still are: the next hold of one of them after a decision is told
+    /// again, and none is told twice for one hold.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub held: BTreeSet<String>,
 }
 
 /// A decided transition: what one delivery sends.
