@@ -4,7 +4,9 @@
 //! field = category, `""` for none; one copy per shard when the site
 //! spans slots, [`super::Keys::ledgers`]): the window's whole days from
 //! the day hashes and its last day's hours from the hour hashes, one
-//! `HMGET` each in one pipeline, for the categories a call needs.
+//! `HMGET` each in one pipeline, for the categories a query has not read
+//! yet ([`Scales`]: one read per category and query, however many chunks
+//! its walk scores).
 
 use std::collections::HashMap;
 
@@ -16,10 +18,59 @@ use crate::score::CategoryScale;
 use crate::store::StoreError;
 use crate::time::split_days;
 
+/// The category scales one query reads: the day of its ranking when it
+/// is scaled by category (`None`: unscaled, nothing to read), and each
+/// category's scale as first read. A count read once serves the rest of
+/// the query: a later event only raises it, so a bound written with the
+/// earlier count still holds.
+#[derive(Debug, Default)]
+pub(super) struct Scales {
+    pub day: Option<i64>,
+    known: HashMap<String, CategoryScale>,
+}
+
+impl Scales {
+    pub fn new(day: Option<i64>) -> Self {
+        Scales {
+            day,
+            known: HashMap::new(),
+        }
+    }
+
+    /// The scale of `category` (`None`: no category), once read; `None`
+    /// when the query is not scaled.
+    pub fn of(&self, category: Option<&str>) -> Option<CategoryScale> {
+        self.day?;
+        Some(self.known[category.unwrap_or("")])
+    }
+}
+
 impl RedisStore {
+    /// Reads into `scales` the scale of each of `categories` (`None`: no
+    /// category) it does not hold yet, in a ranking of its day at `at`.
+    pub(super) async fn read_scales<'a>(
+        &self,
+        scales: &mut Scales,
+        categories: impl IntoIterator<Item = Option<&'a str>>,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let Some(day) = scales.day else {
+            return Ok(());
+        };
+        let mut missing: Vec<String> = (categories.into_iter())
+            .map(|c| c.unwrap_or("").to_string())
+            .filter(|c| !scales.known.contains_key(c))
+            .collect();
+        missing.sort();
+        missing.dedup();
+        let read = self.category_scales(&missing, day, at).await?;
+        scales.known.extend(read);
+        Ok(())
+    }
+
     /// The scale of each of `categories` (`""`: no category) in a ranking
     /// of UTC day `day` at `at`.
-    pub(super) async fn category_scales(
+    async fn category_scales(
         &self,
         categories: &[String],
         day: i64,

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::categories::Scales;
 use super::{MetaRec, RedisStore, store_err};
 use crate::model::{
     ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Scale, Timestamp, Trend, day_of,
@@ -285,23 +286,17 @@ impl RedisStore {
             vec![None; ids.len()]
         };
         // Scaled by category: the window of `now`'s day, up to `now`.
-        let scales = if q.params.scale == Scale::Category {
-            let mut cats: Vec<String> = (picked.iter())
-                .map(|p| p.1.meta.category.clone().unwrap_or_default())
-                .collect();
-            cats.sort();
-            cats.dedup();
-            Some(self.category_scales(&cats, day_of(now), now).await?)
-        } else {
-            None
-        };
+        let day = (q.params.scale == Scale::Category).then(|| day_of(now));
+        let mut scales = Scales::new(day);
+        let categories = picked.iter().map(|p| p.1.meta.category.as_deref());
+        self.read_scales(&mut scales, categories, now).await?;
         Ok(picked
             .into_iter()
             .zip(windows)
             .zip(trends)
             .enumerate()
             .map(|(i, (((id, m, votes), mut counters), trend))| {
-                let scale = (scales.as_ref()).map(|s| s[m.meta.category.as_deref().unwrap_or("")]);
+                let scale = scales.of(m.meta.category.as_deref());
                 // Seed layout: the site's votes (`article:<id>`).
                 if let Some(v) = votes {
                     counters.ups = v;

@@ -40,6 +40,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::calls::score_arg;
+use super::categories::Scales;
 use super::changes::Synced;
 use super::keys::{ShardKeys, WindowPlan, window_plan};
 use super::writeback::WriteBack;
@@ -118,8 +119,8 @@ struct Pass<'a> {
     reads: SetReads,
     q: &'a HotQuery,
     at: Timestamp,
-    /// The UTC day of a ranking scaled by category.
-    day: Option<i64>,
+    /// The category scales it has read (scaled by category).
+    scales: Scales,
     seqs: &'a [i64],
 }
 
@@ -148,13 +149,14 @@ impl Scored {
 impl RedisStore {
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
     /// articles that do not belong in it (unknown, deleted, filtered out,
-    /// or without activity inside a bounded window). `day`: the UTC day of
-    /// a ranking scaled by category ([`crate::rank::RankingId`]).
+    /// or without activity inside a bounded window). `scales`: the query's
+    /// category scales (unscaled: no day), read here as needed.
     pub(super) async fn exact_many(
         &self,
         ids: &[ArticleId],
         q: &HotQuery,
-        (now, day): (Timestamp, Option<i64>),
+        now: Timestamp,
+        scales: &mut Scales,
         seq: &[i64],
         known: Option<&ActiveSets>,
     ) -> Result<Vec<Option<Scored>>, StoreError> {
@@ -185,18 +187,10 @@ impl RedisStore {
                 series[j] = Some(s);
             }
         }
-        let scales = match day {
-            Some(day) => {
-                let mut cats: Vec<String> = (keep.iter())
-                    .filter_map(|&i| metas[i].as_ref())
-                    .map(|m| m.meta.category.clone().unwrap_or_default())
-                    .collect();
-                cats.sort();
-                cats.dedup();
-                self.category_scales(&cats, day, now).await?
-            }
-            None => Default::default(),
-        };
+        let categories = (keep.iter())
+            .filter_map(|&i| metas[i].as_ref())
+            .map(|m| m.meta.category.as_deref());
+        self.read_scales(scales, categories, now).await?;
         let mut out: Vec<Option<Scored>> = vec![None; ids.len()];
         for ((&i, c), series) in keep.iter().zip(windows).zip(series) {
             if matches!(q.range, RangeSpec::Hours(_)) && !c.is_active() {
@@ -211,7 +205,7 @@ impl RedisStore {
             else {
                 continue;
             };
-            let scale = day.map(|_| scales[meta.meta.category.as_deref().unwrap_or("")]);
+            let scale = scales.of(meta.meta.category.as_deref());
             let st = st.scaled(scale);
             out[i] = Some(Scored {
                 id: ids[i].clone(),
@@ -374,7 +368,7 @@ impl RedisStore {
             key_at = at;
         };
         // Its divisors count the key's day's window (never a later one).
-        let day = RankingId::of(q, key_at).day;
+        let mut scales = Scales::new(RankingId::of(q, key_at).day);
         let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
         let rebuild: Vec<bool> = synced.iter().map(Synced::stale).collect();
         let mut reads = SetReads {
@@ -392,12 +386,20 @@ impl RedisStore {
             reads,
             q,
             at,
-            day,
+            scales: Scales::default(),
             seqs: &seqs,
         };
         let exact = self
-            .exact_many(&now_scored, q, (at, day), &seqs, Some(&pass.reads.sets))
+            .exact_many(
+                &now_scored,
+                q,
+                at,
+                &mut scales,
+                &seqs,
+                Some(&pass.reads.sets),
+            )
             .await?;
+        pass.scales = scales;
         for (id, x) in now_scored.iter().zip(exact) {
             let shard = self.keys.shard_index(id) as usize;
             match x {
@@ -594,10 +596,10 @@ impl RedisStore {
             reads,
             q,
             at,
-            day,
+            scales,
             seqs,
         } = pass;
-        let (q, at, day, seqs) = (*q, *at, *day, *seqs);
+        let (q, at, seqs) = (*q, *at, *seqs);
         let mut wanted: Vec<(f64, ArticleId)> = Vec::new();
         let mut stopped = Vec::with_capacity(pages.len());
         for page in pages {
@@ -626,7 +628,7 @@ impl RedisStore {
         reads.walked += ids.len();
         self.read_sets_when_cheaper(reads, q.range, at).await?;
         let exact = self
-            .exact_many(&ids, q, (at, day), seqs, Some(&reads.sets))
+            .exact_many(&ids, q, at, scales, seqs, Some(&reads.sets))
             .await?;
         for ((bound, id), x) in wanted.into_iter().zip(exact) {
             pairs.push((id, x.as_ref().map(|x| x.bound)));
