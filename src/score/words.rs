@@ -393,6 +393,18 @@ mod tests {
         (c, meta)
     }
 
+    /// The sentence of terms over 24 h at `NOW`.
+    fn why_24h(model: ModelKind, explain: &Explain, c: &Counters, meta: &ArticleMeta) -> String {
+        why(&Scored {
+            model,
+            explain,
+            counters: c,
+            range: RangeSpec::Hours(24),
+            published_at: meta.published_at,
+            now: NOW,
+        })
+    }
+
     #[test]
     fn half_life_says_its_divisor() {
         let (c, meta) = twelve_hours_old();
@@ -402,14 +414,7 @@ mod tests {
         };
         for model in [ModelKind::Gravity, ModelKind::Weighted] {
             let explain = Models::default().explain(model, &p, &c, &meta, None, NOW);
-            let s = why(&Scored {
-                model,
-                explain: &explain,
-                counters: &c,
-                range: RangeSpec::Hours(24),
-                published_at: meta.published_at,
-                now: NOW,
-            });
+            let s = why_24h(model, &explain, &c, &meta);
             assert!(
                 s.ends_with("12 h old: divided by 4 for age (half-life 6 h)")
                     || s.ends_with("divided by 4 for being 12 h old (half-life 6 h)"),
@@ -426,14 +431,7 @@ mod tests {
         let scale = crate::score::CategoryScale { events: 1580 };
         let explain = scale.explain(explain);
         assert_eq!(explain.get("categoryEvents"), Some(1580.0));
-        let s = why(&Scored {
-            model: ModelKind::Gravity,
-            explain: &explain,
-            counters: &c,
-            range: RangeSpec::Hours(24),
-            published_at: meta.published_at,
-            now: NOW,
-        });
+        let s = why_24h(ModelKind::Gravity, &explain, &c, &meta);
         assert!(
             s.ends_with("; divided by 3.2 for its category's 1,580 events in 30 days"),
             "{s}"
