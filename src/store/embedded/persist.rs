@@ -56,6 +56,7 @@ use serde::Deserialize;
 
 use super::state::Data;
 use super::state::article::Article;
+use super::state::categories::CategoryCounts;
 use super::state::dedupe::{Dedupe, DedupeKey};
 use super::state::record::LogRecord;
 use crate::gate::{KeyedMap, SlidingLimiter};
@@ -159,23 +160,7 @@ impl From<DataV3> for Data {
         d.site.visitors_by_hour = v.site.visitors_by_hour;
         // The category counts version 4 adds, from the articles' hourly
         // buckets and current categories (module docs).
-        for a in &d.articles {
-            let category = a.meta.category();
-            for b in &a.buckets {
-                let n = [
-                    b.pv,
-                    b.likes,
-                    b.comments,
-                    b.favorites,
-                    b.shares,
-                    b.dwell_reports,
-                ]
-                .iter()
-                .map(|&x| u64::from(x))
-                .sum();
-                d.site.categories.add(category, b.hour(), n);
-            }
-        }
+        d.site.categories = CategoryCounts::from_buckets(&d.articles);
         d
     }
 }

@@ -12,13 +12,16 @@
 //!
 //! Snapshotted (state version 4) as the hours alone; the days and the
 //! remembered sums are derived. Hours older than [`KEEP_DAYS`] days leave
-//! at the retention sweep.
+//! at the retention sweep. Dumps (`hotrank export`) do not carry them: an
+//! import, like a version 3 snapshot, starts from what the articles'
+//! hourly buckets hold ([`CategoryCounts::from_buckets`]).
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 
+use super::article::Article;
 use crate::model::{CATEGORY_DAYS, Timestamp, day_of, hour_of};
 use crate::time::split_days;
 
@@ -134,16 +137,31 @@ impl CategoryCounts {
         });
     }
 
-    /// Adds `n` events of `category` in `hour` (a version 3 state's
-    /// conversion, from its articles' buckets).
-    pub fn add(&mut self, category: Option<&str>, hour: i64, n: u64) {
-        if n > 0 {
-            (self
-                .0
-                .entry(category.unwrap_or("").to_string())
-                .or_default())
-            .add(hour, n);
+    /// The counts the articles' buckets still hold, each article's events
+    /// under its current category: what a state that never counted by
+    /// category (a version 3 snapshot, an import) starts from.
+    pub fn from_buckets(articles: &[Article]) -> Self {
+        let mut c = CategoryCounts::default();
+        for a in articles {
+            let name = a.meta.category().unwrap_or("");
+            for b in &a.buckets {
+                let n: u64 = [
+                    b.pv,
+                    b.likes,
+                    b.comments,
+                    b.favorites,
+                    b.shares,
+                    b.dwell_reports,
+                ]
+                .iter()
+                .map(|&x| u64::from(x))
+                .sum();
+                if n > 0 {
+                    (c.0.entry(name.to_string()).or_default()).add(b.hour(), n);
+                }
+            }
         }
+        c
     }
 }
 
