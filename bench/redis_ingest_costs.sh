@@ -14,6 +14,8 @@
 #   no-retry     no batch id (no retry record)
 #   no-daily     no daily bucket, daily sketch or daily activity set
 #   no-changes   no change log and no archive:dirty
+#   no-categories no counted events by category (apply.lua's HGET of the
+#                article's category and its stats:cat:h/d HINCRBYs)
 #   no-site      none of the site's figures (totals.lua: quarantine by
 #                article and crawler, views by minute, the site's hourly
 #                visitor sketch)
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/.."
 EVENTS=${EVENTS:-5000}
 PORT=${PORT:-6399}
 ARTICLES_LIST=${ARTICLES_LIST:-"10000 100"}
-VARIANTS=${VARIANTS:-"current no-behaviour no-rate no-retry no-daily no-changes no-site gate-only parse-only"}
+VARIANTS=${VARIANTS:-"current no-behaviour no-rate no-retry no-daily no-changes no-categories no-site gate-only parse-only"}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 dirs=()
@@ -62,6 +64,8 @@ if v == 'no-daily':
 elif v == 'no-changes':
     edit('apply.lua', "      redis.call('ZADD', S .. 'changes', unpack(args))", '')
     edit('apply.lua', "      redis.call('SADD', LK(P, k) .. 'archive:dirty',", "      NOP(LK(P, k) .. 'archive:dirty',")
+elif v == 'no-categories':
+    edit('apply.lua', "    cat_count(e)\n", '')
 elif v == 'no-site':
     edit('totals.lua', "for i, e in ipairs(ev) do\n  local v = verdicts[i]\n  local slot = TSLOT[v]",
          "for i, e in ipairs({}) do\n  local v = verdicts[i]\n  local slot = TSLOT[v]")
@@ -70,7 +74,7 @@ elif v == 'gate-only':
 elif v == 'parse-only':
     edit('ingest.lua', '-- With declared keys (a cluster)',
          'do local o = {} for i = 1, 3 * n do o[i] = 0 end return o end\n-- With declared keys (a cluster)')
-elif v not in ('current', 'no-behaviour', 'no-rate', 'no-retry', 'no-site'):
+elif v not in ('current', 'no-behaviour', 'no-rate', 'no-retry', 'no-site', 'no-categories'):
     sys.exit('unknown variant ' + v)
 PY
   dirs+=("$TMP/$v")

@@ -29,6 +29,24 @@ pub fn last_hours(last: i64, n: u32) -> RangeInclusive<i64> {
     (last - i64::from(n) + 1)..=last
 }
 
+/// A range of hours as the whole days inside it and the hours outside
+/// those (before, after): a sum over the hours is the days' totals plus
+/// those hours'. Empty ranges are `1..=0` and `0..0`.
+pub fn split_days(hours: &RangeInclusive<i64>) -> (std::ops::Range<i64>, [RangeInclusive<i64>; 2]) {
+    let (first, last) = (*hours.start(), *hours.end());
+    let first_day = (first + 23).div_euclid(24);
+    let end_day = (last + 1).div_euclid(24);
+    if first > last || first_day >= end_day {
+        return (0..0, [hours.clone(), EMPTY_HOURS]);
+    }
+    (
+        first_day..end_day,
+        [first..=first_day * 24 - 1, end_day * 24..=last],
+    )
+}
+
+const EMPTY_HOURS: RangeInclusive<i64> = RangeInclusive::new(1, 0);
+
 /// Days since the epoch of a proleptic Gregorian date (UTC).
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };

@@ -532,9 +532,89 @@ where
     assert_eq!(r[1].1, hot(-4.0, T0 + 45_000));
 }
 
+/// `scale=category`: each score divided by log10(2 + its category's
+/// counted events in the UTC day and the 29 before it). Events count in
+/// the category their article had when they were counted (a1's five stay
+/// in `news` after it moves to `tech`); quarantined ones (a duplicate)
+/// never count; an event on the window's first day counts until the next
+/// midnight drops that day; articles without a category are one group.
+async fn category_scale_counts<F, Fut>(make: F)
+where
+    F: FnOnce(StoreSettings) -> Fut,
+    Fut: Future<Output = Made>,
+{
+    let (s, _keep) = make(StoreSettings::default()).await;
+    let s = &*s;
+    let cat = |c: &str| ArticleMeta {
+        category: Some(c.to_string()),
+        ..ArticleMeta::default()
+    };
+    let day = T0.div_euclid(86_400) * 86_400;
+    let first_day = day - 29 * 86_400;
+    publish(s, "a1", T0 - 3600, cat("news")).await;
+    publish(s, "a2", T0 - 3600, cat("news")).await;
+    publish(s, "b1", T0 - 3600, cat("tech")).await;
+    publish(s, "c1", T0 - 3600, ArticleMeta::default()).await;
+    ingest(s, vec![event(EventType::View, "a2", 900, first_day + 10)]).await;
+    visit(s, "a1", 1, 5, T0, 0).await;
+    // A repeat view: quarantined as a duplicate, counted nowhere.
+    let out = s
+        .ingest(vec![event(EventType::View, "a1", 1, T0 + 1)], T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(out[0].as_ref().unwrap().verdict, Verdict::Duplicate);
+    publish(s, "a1", T0 - 3600, cat("tech")).await;
+    visit(s, "a1", 100, 2, T0 + 2, 0).await;
+    visit(s, "a2", 200, 1, T0 + 2, 0).await;
+    ingest(s, vec![event(EventType::Like, "b1", 300, T0 + 2)]).await;
+    visit(s, "c1", 400, 1, T0 + 2, 0).await;
+    let scaled = |q: HotQuery| HotQuery {
+        params: hotrank::model::ModelParams {
+            scale: hotrank::model::Scale::Category,
+            ..q.params
+        },
+        ..q
+    };
+    let check = |at: Timestamp, want: [(&'static str, u64); 4]| async move {
+        let q = query(ModelKind::Gravity, RangeSpec::Hours(72));
+        let plain = s.hot(&q, at).await.unwrap();
+        let page = s.hot(&scaled(q), at).await.unwrap();
+        assert_eq!(page.generated_at, plain.generated_at);
+        for (id, events) in want {
+            let it = (page.items.iter()).find(|i| i.id.as_str() == id);
+            let it = it.unwrap_or_else(|| panic!("{id} listed"));
+            let e = it.explain.as_ref().unwrap();
+            assert_eq!(e.get("categoryEvents"), Some(events as f64), "{id} at {at}");
+            let divisor = (2.0 + events as f64).log10();
+            assert_eq!(e.get("categoryScale"), Some(divisor), "{id}");
+            let raw = (plain.items.iter()).find(|i| i.id.as_str() == id).unwrap();
+            assert!(
+                (it.score - raw.score / divisor).abs() <= 1e-12 * raw.score,
+                "{id}"
+            );
+        }
+        // The order is the scaled scores'.
+        let scores: Vec<f64> = page.items.iter().map(|i| i.score).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    };
+    // news: a1's 5 before it moved, a2's 2 (one on the window's first
+    // day); tech: a1's 2 after, b1's like; none: c1's view.
+    check(T0 + 60, [("a1", 3), ("a2", 7), ("b1", 3), ("c1", 1)]).await;
+    // The next UTC day: the window's first day has left it.
+    check(
+        day + 86_400 + 60,
+        [("a1", 3), ("a2", 6), ("b1", 3), ("c1", 1)],
+    )
+    .await;
+}
+
 macro_rules! model_suite {
     ($store:ident, $make:path) => {
         mod $store {
+            #[tokio::test]
+            async fn category_scale_counts() {
+                super::category_scale_counts($make).await
+            }
             #[tokio::test]
             async fn weighted_formula() {
                 super::weighted_formula($make).await
@@ -992,6 +1072,39 @@ async fn half_life_over_http() {
     assert_eq!(plain["items"][0]["explain"]["halfLifeHours"], Value::Null);
 }
 
+/// `scale=category` over HTTP: `explain` ends with the category's events
+/// and divisor, `why` says them, the score is the unscaled one over the
+/// divisor, and `/api/new` scales alike.
+#[tokio::test]
+async fn category_scale_over_http() {
+    let s = TestServer::start().await;
+    let (status, body) = s
+        .admin_put(
+            "/api/articles/k1",
+            &json!({"title": "K", "category": "news", "publishedAt": T0}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let mut visitor = 0;
+    views_now(&s, "k1", 10, &mut visitor).await;
+    let (_, plain) = s.get("/api/hot?explain=true").await;
+    for route in ["/api/hot", "/api/new"] {
+        let (status, page) = s.get(&format!("{route}?scale=category&explain=true")).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        let it = &page["items"][0];
+        assert_eq!(it["explain"]["categoryEvents"], 10.0, "{route}: {it}");
+        let divisor = 12f64.log10();
+        assert_eq!(it["explain"]["categoryScale"], divisor);
+        let raw = plain["items"][0]["score"].as_f64().unwrap();
+        assert!((it["score"].as_f64().unwrap() - raw / divisor).abs() < 1e-12);
+        let why = it["why"].as_str().unwrap();
+        assert!(
+            why.ends_with("; divided by 1.1 for its category's 10 events in 30 days"),
+            "{why}"
+        );
+    }
+}
+
 /// Bad or misplaced model parameters: 400 `invalid_parameter` naming the
 /// parameter, on /api/hot and the routes that share its parsing.
 #[tokio::test]
@@ -1022,6 +1135,8 @@ async fn model_parameters_are_checked() {
         ("model=gravity&halfLife=6h", "halfLife"),
         ("model=gravity&decay=exp&halfLife=6h", "decay"),
         ("model=weighted&decay=halflife&halfLife=0h", "halfLife"),
+        ("scale=categories", "scale"),
+        ("model=votes&scale=Category", "scale"),
     ];
     for (query, names) in bad {
         for route in ["/api/hot", "/api/new", "/feeds/hot.json"] {
@@ -1041,6 +1156,9 @@ async fn model_parameters_are_checked() {
         "model=weighted&decay=halflife&halfLife=2d",
         "model=gravity&decay=default",
         "model=rising&range=all",
+        "model=votes&scale=category",
+        "model=rising&scale=category&min=1",
+        "scale=none",
     ] {
         let (status, body) = s.get(&format!("/api/hot?{good}")).await;
         assert_eq!(status, StatusCode::OK, "{good}: {body}");

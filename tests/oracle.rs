@@ -26,7 +26,7 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
 use hotrank::model::{
     ArticleId, ArticleMeta, Counters, Decay, Event, EventType, HotQuery, ModelParams, RangeSpec,
-    RisingSpec, Timestamp, Trend, Verdict, VoteDirection, VoteOutcome, hour_of,
+    RisingSpec, Scale, Timestamp, Trend, Verdict, VoteDirection, VoteOutcome, hour_of,
 };
 use hotrank::score::{ModelKind, Models};
 use hotrank::sketch::{HLL_SEED, Hll, murmur64a};
@@ -35,18 +35,20 @@ use hotrank::store::redis::{RedisOptions, RedisStore};
 use hotrank::store::{Store, StoreSettings};
 
 thread_local! {
-    /// Answers checked of rising rankings and of half-life ones by this
-    /// test's thread (cases run on it: `Runtime::block_on`), for the
-    /// summary line.
-    static CHECKED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+    /// Answers checked of rising rankings, of half-life ones and of ones
+    /// scaled by category by this test's thread (cases run on it:
+    /// `Runtime::block_on`), for the summary line.
+    static CHECKED: std::cell::Cell<(usize, usize, usize)> =
+        const { std::cell::Cell::new((0, 0, 0)) };
 }
 
 /// Tallies one checked answer of `q` by the model options it exercised.
 fn tally(q: &HotQuery) {
-    let (rising, half) = CHECKED.get();
+    let (rising, half, scaled) = CHECKED.get();
     CHECKED.set((
         rising + usize::from(q.model == ModelKind::Rising),
         half + usize::from(q.params.decay != Decay::Model),
+        scaled + usize::from(q.params.scale == Scale::Category),
     ));
 }
 
@@ -158,7 +160,7 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
             },
         );
     prop_oneof![
-        12 => (0..KINDS.len(), 0..ARTICLES, 0..VISITORS, prop::sample::select(vec![0i64, 0, -60, -1800, -7200, -90_000, 120, 300]), 1..400u32)
+        12 => (0..KINDS.len(), 0..ARTICLES, 0..VISITORS, prop::sample::select(vec![0i64, 0, -60, -1800, -7200, -90_000, 120, 300, -29 * 86_400, -20 * 86_400]), 1..400u32)
             .prop_map(|(k, article, visitor, dt, seconds)| Op::Event { kind: KINDS[k], article, visitor, dt, seconds }),
         3 => prop::sample::select(vec![1i64, 30, 600, 1800, 3599, 3600, 7200, 86_400]).prop_map(Op::Advance),
         2 => any::<bool>().prop_map(|day| Op::ToTurn { day }),
@@ -176,7 +178,8 @@ fn op(max_hours: u32) -> impl Strategy<Value = Op> {
 /// Rising's parameters and half-lives, from a few each so that queries
 /// meet the same ranking again (its identity holds them) across hour
 /// turns: the default, windows of 2-5 hours over baselines that empty
-/// out, `min` of 1 and above; half-lives from an hour to days.
+/// out, `min` of 1 and above; half-lives from an hour to days; and a
+/// third of the queries scaled by category.
 fn params() -> impl Strategy<Value = ModelParams> + Clone {
     let spec = |window, baseline, min| RisingSpec {
         window,
@@ -191,10 +194,12 @@ fn params() -> impl Strategy<Value = ModelParams> + Clone {
             spec(5, 24, 2),
         ]),
         prop::option::weighted(0.4, prop::sample::select(vec![1u32, 6, 48])),
+        prop::bool::weighted(0.35),
     )
-        .prop_map(|(rising, half)| ModelParams {
+        .prop_map(|(rising, half, scaled)| ModelParams {
             rising,
             decay: half.map_or(Decay::Model, Decay::HalfLife),
+            scale: if scaled { Scale::Category } else { Scale::None },
         })
 }
 
@@ -263,6 +268,9 @@ struct Oracle {
     articles: HashMap<ArticleId, Truth>,
     posts: Vec<ArticleId>,
     models: Models,
+    /// Every counted event's time, with its article's category when it
+    /// was counted (`scale=category`).
+    category_events: Vec<(Option<String>, Timestamp)>,
 }
 
 /// One expected item: id, score, counters.
@@ -291,7 +299,10 @@ impl Oracle {
             if trend.is_some_and(|t| t.observed < q.params.rising.min) {
                 continue;
             }
-            let score = (self.models).score(q.model, &q.params, &c, m, trend.as_ref(), at);
+            let mut score = (self.models).score(q.model, &q.params, &c, m, trend.as_ref(), at);
+            if q.params.scale == Scale::Category {
+                score /= (2.0 + self.category_events(m.category.as_deref(), at) as f64).log10();
+            }
             all.push(((id.clone(), score, c), m.author.clone()));
         }
         all.sort_by(|a, b| b.0.1.total_cmp(&a.0.1).then_with(|| a.0.0.cmp(&b.0.0)));
@@ -307,6 +318,20 @@ impl Oracle {
             })
             .map(|(e, _)| e)
             .collect()
+    }
+}
+
+impl Oracle {
+    /// Counted events of `category` in the 30 UTC days to `at` (`at`'s day
+    /// up to its hour, and the 29 days before), counted one by one.
+    fn category_events(&self, category: Option<&str>, at: Timestamp) -> u64 {
+        let first_hour = (at.div_euclid(86_400) - 29) * 24;
+        (self.category_events.iter())
+            .filter(|(c, ts)| {
+                c.as_deref().unwrap_or("") == category.unwrap_or("")
+                    && (first_hour..=hour_of(at)).contains(&hour_of(*ts))
+            })
+            .count() as u64
     }
 }
 
@@ -382,6 +407,7 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
         articles: HashMap::new(),
         posts: Vec::new(),
         models: settings().models,
+        category_events: Vec::new(),
     };
     let mut now = START;
     // The latest clock reading so far: no answer is from after it.
@@ -433,6 +459,8 @@ async fn run_case(nodes: &Nodes, ops: &[Op]) -> Result<usize, TestCaseError> {
                             ..Truth::default()
                         });
                     t.events.push((*kind, *visitor, ts, ev.seconds));
+                    let category = t.meta.category.clone();
+                    o.category_events.push((category, ts));
                 }
             }
             Op::Advance(s) => now += s,
@@ -672,13 +700,13 @@ where
     }
     let cases = case.into_inner();
     let checks = total.into_inner();
-    let (rising, half) = CHECKED.take();
+    let (rising, half, scaled) = CHECKED.take();
     eprintln!(
-        "{name}: {cases} cases, {checks} answers checked ({rising} rising, {half} with a half-life)"
+        "{name}: {cases} cases, {checks} answers checked ({rising} rising, {half} with a half-life, {scaled} scaled by category)"
     );
     assert!(
-        rising > 0 && half > 0,
-        "the oracle checked no rising or half-life answer"
+        rising > 0 && half > 0 && scaled > 0,
+        "the oracle checked no rising, half-life or scaled answer"
     );
     assert!(checks > cases as usize, "the oracle checked too little");
 }
@@ -916,6 +944,58 @@ mod scenarios {
         assert_eq!(p.items[0].score, 3.0);
     }
 
+    /// Movement of a ranking scaled by category: the ranking at a past
+    /// hour mark counts each category's events up to the mark only. Before
+    /// the mark x (news, 3 views) scores above y (tech, 2), but news is
+    /// busier (w, a month old, ranks last with 20 views): scaled, y leads.
+    /// In the next hour 200 views of v (tech, a month old) make tech the
+    /// busier and x leads; the ranking at the mark still has y first.
+    async fn scaled_ranking_at_an_hour_mark(s: Arc<dyn Store>) {
+        let h1 = (START / 3600 + 2) * 3600;
+        let put = |id: &str, category: &str, published_at: Timestamp| {
+            let meta = ArticleMeta {
+                category: Some(category.to_string()),
+                published_at,
+                ..ArticleMeta::default()
+            };
+            (ArticleId::parse(id).unwrap(), meta)
+        };
+        for (id, meta) in [
+            put("x", "news", h1 - 7200),
+            put("y", "tech", h1 - 7200),
+            put("w", "news", h1 - 30 * 86_400),
+            put("v", "tech", h1 - 30 * 86_400),
+        ] {
+            s.put_article(id, meta, h1 - 7200).await.unwrap();
+        }
+        let t = h1 - 600;
+        let mut evs: Vec<Event> = (0..3).map(|v| view("x", v, t, t)).collect();
+        evs.extend((10..12).map(|v| view("y", v, t, t)));
+        evs.extend((20..40).map(|v| view("w", v, t, t)));
+        s.ingest(evs, t).await.unwrap();
+        let scaled = HotQuery {
+            params: ModelParams {
+                scale: Scale::Category,
+                ..ModelParams::default()
+            },
+            ..q(RangeSpec::Hours(24))
+        };
+        assert_eq!(
+            ids(&*s, &q(RangeSpec::Hours(24)), h1 - 1).await[..2],
+            ["x", "y"]
+        );
+        assert_eq!(ids(&*s, &scaled, h1 - 1).await, ["y", "x", "w"]);
+        let t = h1 + 60;
+        let evs = (100..300).map(|v| view("v", v, t, t)).collect();
+        s.ingest(evs, t).await.unwrap();
+        assert_eq!(ids(&*s, &scaled, h1 + 120).await[..2], ["x", "y"]);
+        let then: Vec<String> = (s.ranked_at(&scaled, h1 - 1, 10).await.unwrap())
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(then, ["y", "x", "w"], "the ranking at the mark");
+    }
+
     fn embedded() -> Arc<dyn Store> {
         Arc::new(EmbeddedStore::in_memory(settings()))
     }
@@ -950,6 +1030,7 @@ mod scenarios {
         future_dated_event,
         clock_step_back,
         deep_pages_per_author,
-        rising_bound_across_hour_turn
+        rising_bound_across_hour_turn,
+        scaled_ranking_at_an_hour_mark
     );
 }

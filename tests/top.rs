@@ -251,6 +251,32 @@ async fn top_lists_what_is_rising() {
     .await;
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("decay"), "{err}");
+    // --scale category: the same articles, each score over its category's
+    // activity (any model); another scale is refused by name.
+    let top = |extra: &'static [&'static str]| {
+        let base = base.clone();
+        async move {
+            let mut a = vec!["top", "--url", base.as_str(), "--model", "gravity"];
+            a.extend_from_slice(extra);
+            hotrank(args(&a)).await
+        }
+    };
+    let plain = stdout(&top(&[]).await);
+    let scaled = stdout(&top(&["--scale", "category"]).await);
+    assert_eq!(rows(&scaled).len(), rows(&plain).len(), "{scaled}");
+    // The scores (third column) are the scaled ones.
+    let scores = |out: &str| -> Vec<String> {
+        (out.lines())
+            .skip_while(|l| !l.trim_start().starts_with("#  move"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_whitespace().nth(2).unwrap_or("").to_string())
+            .collect()
+    };
+    assert_ne!(scores(&scaled), scores(&plain), "{scaled}\n{plain}");
+    let o = top(&["--scale", "categories"]).await;
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("scale"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

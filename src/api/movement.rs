@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 
 use crate::model::{ArticleId, HotQuery, RankedItem, Timestamp};
+use crate::rank::RankingId;
 use crate::store::Store;
 
 /// Hours back: the baseline is the mark at or before `generatedAt − 1 h`.
@@ -103,18 +104,10 @@ pub fn mark(at: Timestamp) -> Timestamp {
     (at - LOOKBACK).div_euclid(3600) * 3600
 }
 
-/// What shapes a ranking's order (not its paging): the cache's key.
-fn ranking_key(q: &HotQuery) -> String {
-    format!(
-        "{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
-        q.model.as_str(),
-        q.ranked_range(),
-        q.params.of(q.model),
-        q.category,
-        q.kind,
-        q.group,
-        q.per_author
-    )
+/// What shapes a ranking's order (not its paging) at the mark `since`:
+/// the cache's key (the ranking's identity, [`RankingId`], and `perAuthor`).
+fn ranking_key(q: &HotQuery, since: Timestamp) -> String {
+    format!("{:?}|{:?}", RankingId::of(q, since - 1), q.per_author)
 }
 
 type Slot = watch::Receiver<Option<Arc<Baseline>>>;
@@ -178,7 +171,7 @@ impl Movements {
     /// and fewer than [`QUEUED`] are under way (else an empty slot, not
     /// kept: a later answer tries again).
     fn slot(&self, store: &Arc<dyn Store>, q: &HotQuery, since: Timestamp) -> Slot {
-        let key = (ranking_key(q), since);
+        let key = (ranking_key(q, since), since);
         let mut slots = self.slots.lock();
         if let Some(rx) = slots.get(&key) {
             return rx.clone();

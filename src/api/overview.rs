@@ -41,7 +41,7 @@ pub const SERIES_MAX_HOURS: u32 = 168;
 
 const OVERVIEW_PARAMS: &[&str] = &[
     "range", "model", "limit", "category", "kind", "group", "window", "baseline", "min", "decay",
-    "halfLife",
+    "halfLife", "scale",
 ];
 const COMPARE_PARAMS: &[&str] = &["a", "b", "range", "limit", "category", "kind", "group"];
 

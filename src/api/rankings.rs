@@ -13,7 +13,7 @@ use super::curated::{self, CuratedPage, List};
 use super::extract::Params;
 use super::{ApiError, AppState};
 use crate::model::{
-    Decay, HotPage, HotQuery, ModelParams, RangeSpec, RankedItem, RisingSpec, Timestamp,
+    Decay, HotPage, HotQuery, ModelParams, RangeSpec, RankedItem, RisingSpec, Scale, Timestamp,
 };
 use crate::score::{ModelKind, words};
 
@@ -42,6 +42,7 @@ pub const PARAMS: &[&str] = &[
     "min",
     "decay",
     "halfLife",
+    "scale",
 ];
 
 /// The parameters only `model=rising` takes, and those only `gravity` and
@@ -207,7 +208,20 @@ fn model_params(p: &Params, model: ModelKind, limits: Limits) -> Result<ModelPar
     } else if let Some(name) = given(&DECAY_PARAMS) {
         return refuse(name, "gravity or model=weighted");
     }
+    out.scale = scale_param(p)?;
     Ok(out)
+}
+
+/// `scale=category` (every model), or `none` (the default).
+fn scale_param(p: &Params) -> Result<Scale, ApiError> {
+    match p.get("scale") {
+        None | Some("none") => Ok(Scale::None),
+        Some("category") => Ok(Scale::Category),
+        Some(s) => Err(ApiError::bad(
+            "invalid_parameter",
+            format!("scale must be category or none, got {s:?}"),
+        )),
+    }
 }
 
 /// A duration in whole hours, written as `range` is (`6h`, `2d`).

@@ -49,6 +49,7 @@ const PARAMS: &[&str] = &[
     "min",
     "decay",
     "halfLife",
+    "scale",
     "top",
 ];
 

@@ -39,7 +39,7 @@ const ASSET_MAX_AGE: u32 = 3600;
 /// heading.
 const EMBED_PARAMS: &[&str] = &[
     "range", "model", "limit", "category", "kind", "group", "title", "window", "baseline", "min",
-    "decay", "halfLife",
+    "decay", "halfLife", "scale",
 ];
 
 /// The embed page runs no script, loads nothing but its stylesheet, and

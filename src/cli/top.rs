@@ -57,6 +57,10 @@ pub struct TopArgs {
     /// model's own age term (e.g. 6h).
     #[arg(long)]
     pub half_life: Option<String>,
+    /// `category`: each score divided by log10(2 + its category's counted
+    /// events in the last 30 days), any model.
+    #[arg(long)]
+    pub scale: Option<String>,
     /// Only this category.
     #[arg(long)]
     pub category: Option<String>,
@@ -354,6 +358,7 @@ pub fn top_path(args: &TopArgs) -> Result<String, String> {
             ("min", min.as_deref()),
             ("decay", decay),
             ("halfLife", args.half_life.as_deref()),
+            ("scale", args.scale.as_deref()),
             ("category", args.category.as_deref()),
             ("limit", Some(&args.limit.to_string())),
         ])

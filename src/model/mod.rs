@@ -10,11 +10,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::time::{HOUR, Timestamp, hour_of};
+pub use crate::time::{HOUR, Timestamp, day_of, hour_of};
 
 mod models;
 
-pub use models::{Decay, Explain, ModelKind, ModelParams, RisingSpec, Trend, f64_bits};
+pub use models::{
+    CATEGORY_DAYS, Decay, Explain, ModelKind, ModelParams, RisingSpec, Scale, Trend,
+    category_hours, f64_bits,
+};
 
 /// An integer as JSON Schema counts them: written `10056` or `10056.0`
 /// (an integral number), within the range a double holds exactly.

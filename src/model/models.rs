@@ -1,6 +1,7 @@
 //! The ranking models' vocabulary: their names ([`ModelKind`]), the
 //! parameters a query gives them beyond the configuration ([`ModelParams`]:
-//! rising's window, baseline and minimum, the half-life decay), what a
+//! rising's window, baseline and minimum, the half-life decay, the
+//! category scale), what a
 //! rising score is made of ([`Trend`]), and a score's terms ([`Explain`]).
 
 use serde::{Deserialize, Serialize};
@@ -151,11 +152,39 @@ pub enum Decay {
     HalfLife(u32),
 }
 
+/// `scale`: whether scores are divided by their category's activity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Scale {
+    /// The model's score as it is.
+    #[default]
+    None,
+    /// `scale=category` (Lemmy's scaled rank): the score divided by
+    /// log10(2 + counted events of the article's category in the last 30
+    /// days), [`crate::score::CategoryScale`].
+    Category,
+}
+
+/// Days `scale=category` counts: the current UTC day and the 29 before it.
+pub const CATEGORY_DAYS: i64 = 30;
+
+/// The hours whose counted events `scale=category` sums for a ranking of
+/// UTC day `day` at `at`: from the first hour of the 29th day before
+/// `day` to `at`'s hour, never past `day`'s last hour. Within one day the
+/// window only grows, so a category's count, and its divisor, never
+/// decrease; a new day drops a day and is a ranking of its own
+/// ([`crate::rank::RankingId`]).
+pub fn category_hours(day: i64, at: Timestamp) -> std::ops::RangeInclusive<i64> {
+    let first = (day - CATEGORY_DAYS + 1) * 24;
+    first..=hour_of(at).min((day + 1) * 24 - 1)
+}
+
 /// A ranking's model parameters beyond the `[models.*]` configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct ModelParams {
     pub rising: RisingSpec,
     pub decay: Decay,
+    /// Every model takes it.
+    pub scale: Scale,
 }
 
 impl ModelParams {
@@ -173,19 +202,25 @@ impl ModelParams {
             } else {
                 Decay::Model
             },
+            scale: self.scale,
         }
     }
 
     /// The parameters `model` reads as a name suffix: empty at the
     /// defaults of gravity and weighted, `.hl<N>h` with a half-life,
-    /// `.b<baseline>h.m<min>` for rising (its window is the range).
+    /// `.b<baseline>h.m<min>` for rising (its window is the range); then
+    /// `.cat` when scaled by category.
     pub fn suffix(self, model: ModelKind) -> String {
         let p = self.of(model);
-        match (model, p.decay) {
+        let mut s = match (model, p.decay) {
             (ModelKind::Rising, _) => format!(".b{}h.m{}", p.rising.baseline, p.rising.min),
             (_, Decay::HalfLife(n)) => format!(".hl{n}h"),
             (_, Decay::Model) => String::new(),
+        };
+        if p.scale == Scale::Category {
+            s.push_str(".cat");
         }
+        s
     }
 }
 

@@ -38,7 +38,9 @@ pub mod pages;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{ArticleId, ArticleMeta, HotQuery, Timestamp};
+use crate::model::{
+    ArticleId, ArticleMeta, HotQuery, ModelKind, ModelParams, RangeSpec, Scale, Timestamp, day_of,
+};
 
 /// The filters of a ranking query (`category`, `kind`, `group`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -66,6 +68,50 @@ impl Filter {
                 .as_ref()
                 .is_none_or(|k| meta.kind.as_ref() == Some(k))
             && self.group.as_ref().is_none_or(|g| meta.groups.contains(g))
+    }
+}
+
+/// What distinguishes one ranking from another, on every store (the
+/// embedded store's index key, the Redis sorted set's name, movement's
+/// cache key): the model, the range it ranks, the filters, the parameters
+/// the model reads, and for a ranking scaled by category its UTC day.
+///
+/// A scaled score divides by its category's events over the day and the
+/// 29 before it ([`crate::model::category_hours`]): within a day that
+/// divisor never decreases, so a bound stays a bound; at midnight a day
+/// leaves the window and divisors may fall, so the next day's ranking is
+/// another one, built afresh by its first query.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RankingId {
+    pub model: ModelKind,
+    pub range: RangeSpec,
+    pub filter: Filter,
+    /// What the model reads of them ([`ModelParams::of`]).
+    pub params: ModelParams,
+    /// The UTC day of a ranking scaled by category, else `None`.
+    pub day: Option<i64>,
+}
+
+impl RankingId {
+    /// The ranking a query answered at `at` walks.
+    pub fn of(q: &HotQuery, at: Timestamp) -> Self {
+        let params = q.params.of(q.model);
+        RankingId {
+            model: q.model,
+            range: q.ranked_range(),
+            filter: Filter::of(q),
+            params,
+            day: (params.scale == Scale::Category).then(|| day_of(at)),
+        }
+    }
+
+    /// The same list on any day: what a cursor's snapshot is of (a page
+    /// after midnight continues the snapshot it began).
+    pub fn undated(&self) -> Self {
+        RankingId {
+            day: None,
+            ..self.clone()
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ranked, Walk};
 use crate::model::{ArticleId, Counters, HotQuery, Timestamp, Trend};
+use crate::score::CategoryScale;
 
 /// A first page snapshots this many pages ahead for its cursor.
 pub const PAGES_AHEAD: usize = 5;
@@ -34,6 +35,9 @@ pub struct SnapItem {
     /// Rising's observed and expected views (its explanation's terms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trend: Option<Trend>,
+    /// The category scale the score was divided by (`scale=category`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<CategoryScale>,
 }
 
 impl Ranked for SnapItem {

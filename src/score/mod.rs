@@ -158,6 +158,79 @@ impl Models {
     }
 }
 
+/// `scale=category` ([`crate::model::Scale::Category`], Lemmy's scaled
+/// rank): a score divided by log10(2 + `events`), the counted events of
+/// the article's category in its window ([`crate::model::category_hours`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CategoryScale {
+    pub events: u64,
+}
+
+impl CategoryScale {
+    /// log10(2 + events): at least log10(2), so never 0.
+    pub fn divisor(self) -> f64 {
+        (2.0 + self.events as f64).log10()
+    }
+
+    pub fn score(self, score: f64) -> f64 {
+        score / self.divisor()
+    }
+
+    /// A bound of the scaled score from now on, within the day (where the
+    /// divisor never decreases) and while the article gets no event: a
+    /// bound `b ≥ 0` of the score divided by today's divisor, or 0 for a
+    /// negative one (a negative score rises toward 0 as the divisor grows).
+    pub fn bound(self, bound: f64) -> f64 {
+        if bound >= 0.0 {
+            bound / self.divisor()
+        } else {
+            0.0
+        }
+    }
+
+    pub fn standing(self, st: Standing) -> Standing {
+        Standing {
+            score: self.score(st.score),
+            bound: self.bound(st.bound),
+            trend: st.trend,
+        }
+    }
+
+    /// The terms with the category's events and divisor after them.
+    pub fn explain(self, mut e: Explain) -> Explain {
+        e.0.push(("categoryEvents", self.events as f64));
+        e.0.push(("categoryScale", self.divisor()));
+        e
+    }
+}
+
+/// Applies an optional scale (`None`: unscaled) to a score, a standing or
+/// an explanation.
+pub trait Scaled: Sized {
+    fn scaled(self, by: Option<CategoryScale>) -> Self;
+}
+
+impl Scaled for f64 {
+    fn scaled(self, by: Option<CategoryScale>) -> f64 {
+        by.map_or(self, |c| c.score(self))
+    }
+}
+
+impl Scaled for Standing {
+    fn scaled(self, by: Option<CategoryScale>) -> Standing {
+        by.map_or(self, |c| c.standing(self))
+    }
+}
+
+impl Scaled for Explain {
+    fn scaled(self, by: Option<CategoryScale>) -> Explain {
+        match by {
+            Some(c) => c.explain(self),
+            None => self,
+        }
+    }
+}
+
 /// One article's standing in a ranking ([`Models::standing`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Standing {

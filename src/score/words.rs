@@ -16,8 +16,26 @@ pub struct Scored<'a> {
     pub now: Timestamp,
 }
 
-/// The sentence for one item.
+/// The sentence for one item; a score scaled by category says so last
+/// ("...; divided by 3.2 for its category's 1,580 events in 30 days").
 pub fn why(s: &Scored<'_>) -> String {
+    let base = model_why(s);
+    match (
+        s.explain.get("categoryScale"),
+        s.explain.get("categoryEvents"),
+    ) {
+        (Some(by), Some(events)) => format!(
+            "{base}; divided by {} for its category's {} in {} days",
+            num(by, 1),
+            count(events as u64, "event"),
+            crate::model::CATEGORY_DAYS
+        ),
+        _ => base,
+    }
+}
+
+/// The sentence of the model's own terms.
+fn model_why(s: &Scored<'_>) -> String {
     let c = s.counters;
     let e = |name: &str| s.explain.get(name).unwrap_or(0.0);
     let age = age(s.now - s.published_at);
@@ -361,8 +379,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn half_life_says_its_divisor() {
+    /// 120 views from 97 visitors of an article 12 hours old.
+    fn twelve_hours_old() -> (Counters, ArticleMeta) {
         let c = Counters {
             pv: 120,
             uv: 97,
@@ -372,26 +390,52 @@ mod tests {
             published_at: NOW - 12 * 3600,
             ..ArticleMeta::default()
         };
+        (c, meta)
+    }
+
+    /// The sentence of terms over 24 h at `NOW`.
+    fn why_24h(model: ModelKind, explain: &Explain, c: &Counters, meta: &ArticleMeta) -> String {
+        why(&Scored {
+            model,
+            explain,
+            counters: c,
+            range: RangeSpec::Hours(24),
+            published_at: meta.published_at,
+            now: NOW,
+        })
+    }
+
+    #[test]
+    fn half_life_says_its_divisor() {
+        let (c, meta) = twelve_hours_old();
         let p = crate::model::ModelParams {
             decay: crate::model::Decay::HalfLife(6),
             ..Default::default()
         };
         for model in [ModelKind::Gravity, ModelKind::Weighted] {
             let explain = Models::default().explain(model, &p, &c, &meta, None, NOW);
-            let s = why(&Scored {
-                model,
-                explain: &explain,
-                counters: &c,
-                range: RangeSpec::Hours(24),
-                published_at: meta.published_at,
-                now: NOW,
-            });
+            let s = why_24h(model, &explain, &c, &meta);
             assert!(
                 s.ends_with("12 h old: divided by 4 for age (half-life 6 h)")
                     || s.ends_with("divided by 4 for being 12 h old (half-life 6 h)"),
                 "{model:?}: {s}"
             );
         }
+    }
+
+    #[test]
+    fn a_category_scale_says_its_divisor_and_events() {
+        let (c, meta) = twelve_hours_old();
+        let p = crate::model::ModelParams::default();
+        let explain = Models::default().explain(ModelKind::Gravity, &p, &c, &meta, None, NOW);
+        let scale = crate::score::CategoryScale { events: 1580 };
+        let explain = scale.explain(explain);
+        assert_eq!(explain.get("categoryEvents"), Some(1580.0));
+        let s = why_24h(ModelKind::Gravity, &explain, &c, &meta);
+        assert!(
+            s.ends_with("; divided by 3.2 for its category's 1,580 events in 30 days"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub(super) fn warm_default(
     now: Timestamp,
 ) -> usize {
     let q = HotQuery::default_page();
-    let key = RankKey::of(&q);
+    let key = RankKey::of(&q, now);
     loop {
         let mut guard = inner.lock();
         match guard.rankings.join(&key, now) {

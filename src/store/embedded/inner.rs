@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::clock::GateClock;
 use crate::model::{HotQuery, RankedItem, Timestamp};
 use crate::rank::pages::{SnapItem, Snapshot};
-use crate::score::Models;
+use crate::score::{Models, Scaled};
 use crate::store::StoreSettings;
 
 use super::newest;
@@ -152,7 +152,7 @@ impl Inner {
                     counters: s.counters,
                     explain: q.explain.then(|| {
                         let (p, t) = (&q.params, s.trend.as_ref());
-                        models.explain(q.model, p, &s.counters, &meta, t, s.at)
+                        (models.explain(q.model, p, &s.counters, &meta, t, s.at)).scaled(s.scale)
                     }),
                     meta,
                 }

@@ -71,7 +71,7 @@ impl EmbeddedStore {
             let mut inner = self.inner.lock();
             inner.data.expire_gate(now, &self.settings);
             inner.rankings.evict_idle(now - 3600);
-            inner.fit(&RankKey::of(&HotQuery::default_page()));
+            inner.fit(&RankKey::of(&HotQuery::default_page(), now));
             inner.expire_cursors(now);
             let (rankings, entries) = inner.rankings.sizes();
             let (dedupe, event_ids, limiter_keys) = inner.data.gate_sizes();

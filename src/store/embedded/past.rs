@@ -5,9 +5,10 @@
 
 use std::time::Instant;
 
-use crate::model::{ArticleId, HotQuery, ModelKind, RangeSpec, Timestamp, hour_of};
+use crate::model::{ArticleId, HotQuery, ModelKind, RangeSpec, Scale, Timestamp, hour_of};
 use crate::rank::pages::SnapItem;
 use crate::rank::{Filter, Walk};
+use crate::score::Scaled;
 
 use super::inner::record_hold;
 use super::state::article::Idx;
@@ -52,6 +53,7 @@ impl EmbeddedStore {
     ) -> bool {
         let models = &self.settings.models;
         let end_hour = hour_of(at);
+        let scaled = q.params.scale == Scale::Category;
         let inner = self.inner.lock();
         // Timed from when the lock is held (not from when it was asked
         // for), and at least one article a hold: a hold that started late
@@ -78,6 +80,10 @@ impl EmbeddedStore {
             else {
                 continue;
             };
+            // Scaled by its category's events up to `at` (a past hour
+            // mark: the hourly counts hold it exactly).
+            let scale = scaled.then(|| data.category_scale_at(*next - 1, at));
+            let st = st.scaled(scale);
             let score = st.score;
             // The walk keeps what it is offered: offer only what may
             // still enter the first `depth` (a full scan sees them all).
@@ -91,6 +97,7 @@ impl EmbeddedStore {
                 author: meta.author.clone(),
                 at,
                 trend: st.trend,
+                scale,
             };
             walk.offer(item, None);
         }

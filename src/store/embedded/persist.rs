@@ -30,11 +30,19 @@
 //!   [`DataV2`]. Log records are unchanged but for an event's `bot`, now
 //!   its crawler family (`src/crawler.rs`): one byte, 0 or 1 as the
 //!   `bool` it was before, other values from this version on.
-//! - version 4: as version 3, with the review's network evidence
+//! - version 4: as version 3, with the counted events by category and hour
+//!   ([`super::state::categories::CategoryCounts`], `scale=category`) at
+//!   the end of the site's figures, then the review's network evidence
 //!   ([`super::state::net::NetEvidence`]) at the end of `Data`, and an
 //!   event's network block ([`crate::model::Event::net`], a u64) at the
 //!   end of its log encoding; version 3's are [`DataV3`] and
-//!   [`LogRecordV3`] (an event's block reads 0, unknown).
+//!   [`LogRecordV3`] (an event's block reads 0, unknown). A version 3
+//!   state converts with no network evidence and with the category
+//!   counts derived from its articles' hourly buckets (every counted
+//!   event they hold) and the articles' current categories: hours no
+//!   bucket holds any more count nothing, and an article whose category
+//!   changed before the upgrade counts all its past events in its
+//!   current one.
 //!
 //! Changing the serialized layout of `Data` or `LogRecord` (adding,
 //! removing, reordering or retyping a field or enum variant) must bump
@@ -52,9 +60,9 @@ use serde::Deserialize;
 
 use super::state::Data;
 use super::state::article::Article;
+use super::state::categories::CategoryCounts;
 use super::state::dedupe::{Dedupe, DedupeKey};
 use super::state::record::LogRecord;
-use super::state::site::SiteStats;
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{Quarantine, Timestamp};
 use crate::store::StoreSettings;
@@ -133,20 +141,30 @@ impl From<DataV2> for Data {
     }
 }
 
-/// `Data` (without the dedupe entries) as version 3 laid it out
-/// (frozen): version 4 added the network evidence after `site`.
+/// The site's figures as version 3 laid them out (frozen).
+#[derive(Deserialize)]
+struct SiteStatsV3 {
+    crawlers_by_hour: BTreeMap<i64, Vec<u64>>,
+    visitors_by_hour: BTreeMap<i64, crate::sketch::Hll>,
+}
+
+/// `Data` (without the dedupe entries) as version 3 laid it out (frozen):
+/// version 2's fields, then the site's figures (postcard writes a nested
+/// struct as its fields in order, with nothing around them).
 #[derive(Deserialize)]
 struct DataV3 {
-    /// Postcard writes a nested struct as its fields, nothing around
-    /// them: version 3 is version 2's fields, then `site`.
     v2: DataV2,
-    site: SiteStats,
+    site: SiteStatsV3,
 }
 
 impl From<DataV3> for Data {
     fn from(v: DataV3) -> Data {
         let mut d = Data::from(v.v2);
-        d.site = v.site;
+        d.site.crawlers_by_hour = v.site.crawlers_by_hour;
+        d.site.visitors_by_hour = v.site.visitors_by_hour;
+        // The category counts version 4 adds, from the articles' hourly
+        // buckets and current categories (module docs).
+        d.site.categories = CategoryCounts::from_buckets(&d.articles);
         d
     }
 }
@@ -699,6 +717,47 @@ mod tests {
         // With the mode off the evidence is dropped at load.
         back.restore(&StoreSettings::default());
         assert_eq!(back.net_evidence(0, hours).blocks, 0);
+    }
+
+    /// A version 3 state (the site's figures without the category counts:
+    /// this build's bytes with an empty map at the end, cut off) converts
+    /// with the counts rebuilt from the articles' hourly buckets, by the
+    /// articles' current categories; a version 4 state keeps its own.
+    #[test]
+    fn a_version_3_state_derives_its_category_counts_from_the_buckets() {
+        use crate::model::{ArticleMeta, category_hours, day_of};
+        let mut d = state(40);
+        let t = 1_800_000_000;
+        let news = ArticleMeta {
+            category: Some("news".into()),
+            published_at: t,
+            ..ArticleMeta::default()
+        };
+        d.apply(&LogRecord::Put {
+            id: ArticleId::from_number(1),
+            meta: news,
+        });
+        d.apply(&view(1, 99, t + 5));
+        let window = || category_hours(day_of(t + 100), t + 100);
+        let (mut whole, rest) = (d.clone(), d);
+        assert_eq!(whole.site.categories.events(Some("news"), window()), 1);
+        assert_eq!(whole.site.categories.events(None, window()), 120);
+        // Version 3's bytes: the empty network evidence and the empty map
+        // of categories before it left off the end.
+        let mut v3 = rest;
+        v3.site.categories = Default::default();
+        let mut bytes = encode_state(&v3).unwrap();
+        assert_eq!(bytes.pop(), Some(0), "no network evidence: one zero byte");
+        assert_eq!(bytes.pop(), Some(0), "an empty map is one zero byte");
+        let mut back = decode_state(3, &bytes, false).unwrap();
+        // Article 1's three earlier views were counted in no category;
+        // the buckets only know its category now.
+        assert_eq!(back.site.categories.events(Some("news"), window()), 4);
+        assert_eq!(back.site.categories.events(None, window()), 117);
+        assert_eq!(back.counted, whole.counted);
+        let again = decode_state(STATE_VERSION, &encode_state(&whole).unwrap(), false).unwrap();
+        let mut again = again;
+        assert_eq!(again.site.categories.events(Some("news"), window()), 1);
     }
 
     #[test]

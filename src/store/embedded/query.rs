@@ -1,8 +1,11 @@
 //! Answering queries under the state lock: a `/api/hot` page over a built
 //! ranking (first pages and cursor pages), and a `/api/new` page.
 
-use crate::model::{ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Timestamp, Trend};
+use crate::model::{
+    ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Scale, Timestamp, Trend, day_of,
+};
 use crate::rank::pages::{self, First};
+use crate::score::Scaled;
 use crate::store::{Pick, Picker, StoreError, cursor};
 
 use super::inner::Inner;
@@ -30,7 +33,7 @@ impl EmbeddedStore {
                     inner
                         .rankings
                         .top(key, walk, &mut inner.data, models, now, inner.newest_event);
-                match pages::first(key.clone(), q, cap, items, at) {
+                match pages::first(key.undated(), q, cap, items, at) {
                     First::Page(items) => {
                         return Ok(HotPage {
                             items: inner.page_items(&items, q.offset + 1, q, models),
@@ -46,7 +49,7 @@ impl EmbeddedStore {
                 let snap = inner.cursors.get(&id).ok_or_else(|| {
                     StoreError::InvalidCursor("cursor expired; start from the first page".into())
                 })?;
-                if !snap.snap.fits(key, q.per_author) {
+                if !snap.snap.fits(&key.undated(), q.per_author) {
                     return Err(StoreError::InvalidCursor(
                         "cursor belongs to a query with other parameters".into(),
                     ));
@@ -77,7 +80,7 @@ impl EmbeddedStore {
     /// walked in the index of the filter's values.
     pub(super) fn newest_page(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
         let models = &self.settings.models;
-        let key = RankKey::of(q);
+        let key = RankKey::of(q, now);
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         let start: Option<(std::cmp::Reverse<Timestamp>, ArticleId)> = match &q.cursor {
@@ -122,19 +125,26 @@ impl EmbeddedStore {
             .enumerate()
             .map(|(i, &idx)| {
                 let counters = inner.data.window(idx, q.range, now);
+                let scale = (q.params.scale == Scale::Category)
+                    .then(|| inner.data.category_scale(idx, day_of(now), now));
                 let a = inner.data.article(idx);
                 let meta = a.meta.get().into_owned();
                 let trend = (q.model == ModelKind::Rising)
                     .then(|| trend_of(&a.pv_series(q.params.rising.hours(now)), q));
                 let (p, t) = (&q.params, trend.as_ref());
-                let score = models.score(q.model, p, &counters, &meta, t, now);
+                let score = models
+                    .score(q.model, p, &counters, &meta, t, now)
+                    .scaled(scale);
                 RankedItem {
                     rank: skip + i + 1,
                     id: a.id.clone(),
                     score,
                     counters,
-                    explain: (q.explain)
-                        .then(|| models.explain(q.model, p, &counters, &meta, t, now)),
+                    explain: (q.explain).then(|| {
+                        models
+                            .explain(q.model, p, &counters, &meta, t, now)
+                            .scaled(scale)
+                    }),
                     meta,
                 }
             })

@@ -16,35 +16,16 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::model::{ArticleId, Counters, HotQuery, ModelParams, RangeSpec, Timestamp, Trend};
+use crate::model::{ArticleId, Counters, RangeSpec, Timestamp, Trend};
 use crate::rank::pages::SnapItem;
-use crate::rank::{self, Filter, Walk};
-use crate::score::{ModelKind, Models};
+use crate::rank::{self, Walk};
+use crate::score::{CategoryScale, ModelKind, Models, Scaled};
 
 use super::state::article::Idx;
 use super::state::{Change, Data};
 
-/// What distinguishes one ranking from another.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct RankKey {
-    pub model: ModelKind,
-    pub range: RangeSpec,
-    pub filter: Filter,
-    /// What the model reads of them ([`ModelParams::of`]).
-    pub params: ModelParams,
-}
-
-impl RankKey {
-    /// The ranking a query walks.
-    pub fn of(q: &HotQuery) -> Self {
-        RankKey {
-            model: q.model,
-            range: q.ranked_range(),
-            filter: Filter::of(q),
-            params: q.params.of(q.model),
-        }
-    }
-}
+/// What distinguishes one ranking from another ([`rank::RankingId`]).
+pub type RankKey = rank::RankingId;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -78,6 +59,8 @@ pub struct Exact {
     pub bound: f64,
     pub counters: Counters,
     pub trend: Option<Trend>,
+    /// Its category's events when the ranking is scaled by category.
+    pub scale: Option<CategoryScale>,
 }
 
 /// Exact score of one article for one ranking at `now`, or `None` when it
@@ -98,6 +81,7 @@ pub fn exact(
     if matches!(key.range, RangeSpec::Hours(_)) && !c.is_active() {
         return None;
     }
+    let scale = key.day.map(|day| data.category_scale(idx, day, now));
     let a = data.article(idx);
     let series =
         (key.model == ModelKind::Rising).then(|| a.pv_series(key.params.rising.hours(now)));
@@ -108,12 +92,14 @@ pub fn exact(
         &a.meta.get(),
         series.as_deref(),
         now,
-    ))?;
+    ))?
+    .scaled(scale);
     Some(Exact {
         score: st.score,
         bound: st.bound,
         counters: c,
         trend: st.trend,
+        scale,
     })
 }
 
@@ -126,6 +112,7 @@ fn listed(data: &Data, idx: Idx, ex: &Exact, at: Timestamp) -> SnapItem {
         author: a.meta.author().map(str::to_owned),
         at,
         trend: ex.trend,
+        scale: ex.scale,
     }
 }
 
@@ -854,9 +841,9 @@ mod tests {
             ..StoreSettings::default()
         };
         let models = &s.models;
-        let t0 = 1_800_000_000;
         let q = HotQuery::default_page();
-        let key = RankKey::of(&q);
+        let t0 = 1_800_000_000;
+        let key = RankKey::of(&q, t0);
         let mut data = Data::new(&s);
         let mut rankings = Rankings::new(4, usize::MAX);
         let Join::Start(signal) = rankings.join(&key, t0) else {

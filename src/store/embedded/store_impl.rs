@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 
 use crate::model::{
-    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, ModelParams, Outcome, Stats,
-    Timestamp, VoteDirection, VoteOutcome, hour_of,
+    ArticleId, ArticleMeta, ArticleView, Event, HotPage, HotQuery, ModelParams, Outcome, Scale,
+    Stats, Timestamp, VoteDirection, VoteOutcome, hour_of,
 };
 use crate::score::ModelKind;
 use crate::store::{
@@ -110,7 +110,14 @@ impl Store for EmbeddedStore {
     }
 
     async fn hot(&self, q: &HotQuery, now: Timestamp) -> Result<HotPage, StoreError> {
-        let key = RankKey::of(q);
+        // A ranking scaled by category is the one of the day the answer
+        // will be at: never before the newest event counted.
+        let key = if q.params.scale == Scale::Category {
+            let newest = self.inner.lock().newest_event;
+            RankKey::of(q, crate::rank::query_time(now, None, newest))
+        } else {
+            RankKey::of(q, now)
+        };
         // A ranking asked for the first time is built off the lock (one
         // build however many queries wait for it); then this hold of the
         // lock walks it.

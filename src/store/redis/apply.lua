@@ -94,11 +94,37 @@ local function view_bucket(key, hll, expires_at, g)
   end
 end
 
+-- Counted events by category (`scale=category`): each counted event adds
+-- one to its article's category as the article's metadata says now (''
+-- for none), in the event's hour and UTC day, in the copy of the site's
+-- bookkeeping its article's writes touch (LK): one HGET per distinct
+-- article of the batch, one HINCRBY per (hour or day, category).
+local cat_of, cat_n, cat_order = {}, {}, {}
+local function cat_count(e)
+  local c = cat_of[e.art]
+  if not c then
+    c = redis.call('HGET', AK(P, e.art) .. 'meta:article:' .. e.art, 'category') or ''
+    cat_of[e.art] = c
+  end
+  local L = LK(P, shard_of(e.art))
+  for _, k in ipairs({ 'h:' .. nstr(e.hour), 'd:' .. nstr(e.day) }) do
+    local key = L .. 'stats:cat:' .. k
+    local t = cat_n[key]
+    if not t then
+      t = {}
+      cat_n[key] = t
+      cat_order[#cat_order + 1] = key
+    end
+    t[c] = (t[c] or 0) + 1
+  end
+end
+
 local changed, changed_list = {}, {}
 local act_h, act_d = {}, {}
 for i, e in ipairs(ev) do
   local v = verdicts[i]
   if v == 0 then
+    cat_count(e)
     if not changed[e.art] then
       changed[e.art] = true
       changed_list[#changed_list + 1] = e.art
@@ -168,6 +194,21 @@ for _, key in ipairs(key_order) do
   end
   -- (A bucket with views already has its expiry.)
   if expiry[key] and is_new then redis.call('EXPIRE', key, ttl_s(expiry[key])) end
+end
+
+-- An hour's counts are read for its day and the next (a movement baseline
+-- just after midnight); a day's for the 30 days it is in a window, and one
+-- more.
+for _, key in ipairs(cat_order) do
+  for c, by in pairs(cat_n[key]) do redis.call('HINCRBY', key, c, nstr(by)) end
+  local n = tonumber(string.match(key, '(-?%d+)$'))
+  local expires_at
+  if string.find(key, 'stats:cat:h:', 1, true) then
+    expires_at = (math.floor(n / 24) + 2) * 86400
+  else
+    expires_at = (n + 31) * 86400
+  end
+  redis.call('EXPIRE', key, ttl_s(expires_at))
 end
 
 -- Per batch, not per event: totals, the change log rankings follow, and

@@ -77,6 +77,8 @@ const LEDGER_KEYS: &[&str] = &[
     "archive:evicted",
     "time:",
     "score:",
+    "stats:cat:h:<hour>",
+    "stats:cat:d:<day>",
 ];
 
 /// Per-shard keys, as named with one shard (after a shard's tag on a

@@ -381,6 +381,26 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "totals.lua"
     ),
     key_spec!(
+        "counters",
+        "stats:cat:h:<hour>",
+        r"^stats:cat:h:-?[0-9]+$",
+        "hash",
+        "counted events in the hour by the article's category when counted (field = category, `\"\"` for none): `scale=category` reads the hours of the window's last UTC day; one copy per shard when the site spans slots (as `archive:dirty`)",
+        Ttl::Expires,
+        "end of the next UTC day",
+        "apply.lua"
+    ),
+    key_spec!(
+        "counters",
+        "stats:cat:d:<day>",
+        r"^stats:cat:d:-?[0-9]+$",
+        "hash",
+        "counted events in the UTC day by the article's category when counted (as `stats:cat:h:<hour>`): `scale=category` reads the window's 29 whole days from these",
+        Ttl::Expires,
+        "day end + 30 days",
+        "apply.lua"
+    ),
+    key_spec!(
         "gate",
         "gate:eid:<slot>",
         r"^gate:eid:-?[0-9]+$",
@@ -485,7 +505,7 @@ pub const KEY_TABLE: &[KeySpec] = &[
         "hot:<model>:<range>:<filter>",
         r"^hot:[a-z]+(\.[0-9a-z]+)*:[0-9a-z]+:(all|[0-9a-f]{16})$",
         "zset",
-        "one ranking: member = id, score = an upper bound of its score (exact for the entries the last query visited); `<model>` = the model's name and its parameters (`gravity.hl6h`: `decay=halflife&halfLife=6h`; `rising.b24h.m5`: `baseline=24h&min=5`, its `window` the `<range>`); `<filter>` = `all` or a 64-bit hash of category/kind/group",
+        "one ranking: member = id, score = an upper bound of its score (exact for the entries the last query visited); `<model>` = the model's name and its parameters (`gravity.hl6h`: `decay=halflife&halfLife=6h`; `rising.b24h.m5`: `baseline=24h&min=5`, its `window` the `<range>`; `.cat.d<day>` after them: `scale=category`, the ranking of that UTC day); `<filter>` = `all` or a 64-bit hash of category/kind/group",
         Ttl::Expires,
         "1 h unused",
         "writeback.lua"

@@ -6,6 +6,7 @@
 //! can forge a key.
 
 use crate::model::{ArticleId, HOUR, HotQuery, ModelParams, RangeSpec, Timestamp, hour_of};
+use crate::rank::{Filter, RankingId};
 use crate::score::ModelKind;
 use crate::sketch::murmur64a;
 
@@ -358,6 +359,16 @@ impl Keys {
         self.a(id, format_args!("{name}"))
     }
 
+    /// Counted events by category (field; `""` for none) in an hour and in
+    /// a UTC day, every copy (apply.lua writes them where it writes the
+    /// article's shard's bookkeeping, [`Keys::ledger`]): `scale=category`.
+    pub fn categories_h(&self, hour: i64) -> Vec<String> {
+        self.ledgers(&format!("stats:cat:h:{hour}"))
+    }
+    pub fn categories_d(&self, day: i64) -> Vec<String> {
+        self.ledgers(&format!("stats:cat:d:{day}"))
+    }
+
     /// Every copy of the site's bookkeeping `name` (see [`Keys::ledger`]):
     /// the site's, or one per shard.
     pub fn ledgers(&self, name: &str) -> Vec<String> {
@@ -513,13 +524,48 @@ impl ShardKeys {
         kind: Option<&str>,
         group: Option<&str>,
     ) -> String {
+        let id = RankingId {
+            model,
+            range,
+            filter: Filter {
+                category: category.map(str::to_string),
+                kind: kind.map(str::to_string),
+                group: group.map(str::to_string),
+            },
+            params: params.of(model),
+            day: None,
+        };
+        self.ranking_named(&id, range)
+    }
+
+    /// The sorted set of the ranking a query answered at `at` walks
+    /// ([`RankingId::of`]); a ranking scaled by category names its UTC day
+    /// after its parameters (`gravity.cat.d20419`). The range in the name
+    /// is the query's as given (the vote models' rankings were named so
+    /// before the identity was shared).
+    pub fn ranking_of(&self, q: &HotQuery, at: Timestamp) -> String {
+        self.ranking_named(&RankingId::of(q, at), q.range)
+    }
+
+    /// The undated name of [`Self::ranking_of`]: what a cursor's snapshot
+    /// and the warm-up know a ranking by, whatever the day.
+    pub fn ranking_undated(&self, q: &HotQuery) -> String {
+        self.ranking_named(&RankingId::of(q, 0).undated(), q.range)
+    }
+
+    fn ranking_named(&self, id: &RankingId, range: RangeSpec) -> String {
         let default = HotQuery::default_page();
+        let (category, kind, group) = (
+            id.filter.category.as_deref(),
+            id.filter.kind.as_deref(),
+            id.filter.group.as_deref(),
+        );
+        let model = id.model;
         if model == default.model
-            && params.of(model) == default.params
+            && id.params == default.params
             && range == default.range
-            && category.is_none()
-            && kind.is_none()
-            && group.is_none()
+            && id.filter == Filter::default()
+            && id.day.is_none()
         {
             return self.ranking_default();
         }
@@ -536,7 +582,10 @@ impl ShardKeys {
                 format!("{:016x}", murmur64a(text.as_bytes(), 0x686f_7472))
             }
         };
-        let suffix = params.suffix(model);
+        let mut suffix = id.params.suffix(model);
+        if let Some(day) = id.day {
+            suffix.push_str(&format!(".d{day}"));
+        }
         self.k(format_args!(
             "hot:{}{suffix}:{range}:{filter}",
             model.as_str()
@@ -696,6 +745,7 @@ mod tests {
             min: 5,
         },
         decay: Decay::Model,
+        scale: crate::model::Scale::None,
     };
 
     /// A model's parameters are part of its ranking's name, and only those
@@ -724,12 +774,35 @@ mod tests {
             ..P
         };
         assert_eq!(r(ModelKind::Rising, other, 3), "hot:rising.b48h.m2:3h:all");
+        // Scaled by category: the scale and the ranking's UTC day.
+        let scaled = HotQuery {
+            params: ModelParams {
+                scale: crate::model::Scale::Category,
+                ..half
+            },
+            ..HotQuery::top(ModelKind::Gravity, RangeSpec::Hours(24), 5)
+        };
+        let at = 20_419 * 86_400 + 5;
+        assert_eq!(
+            k.ranking_of(&scaled, at),
+            "hot:gravity.hl6h.cat.d20419:24h:all"
+        );
+        assert_eq!(k.ranking_undated(&scaled), "hot:gravity.hl6h.cat:24h:all");
+        assert_eq!(
+            k.ranking_of(&HotQuery::default_page(), at),
+            "hot:score",
+            "an unscaled ranking has no day"
+        );
         let spec = super::super::KEY_TABLE
             .iter()
             .find(|s| s.pattern == "hot:<model>:<range>:<filter>")
             .expect("the rankings' row");
         let re = regex::Regex::new(spec.regex).unwrap();
-        for name in ["hot:gravity.hl6h:72h:all", "hot:rising.b48h.m2:3h:all"] {
+        for name in [
+            "hot:gravity.hl6h:72h:all",
+            "hot:rising.b48h.m2:3h:all",
+            "hot:gravity.hl6h.cat.d20419:24h:all",
+        ] {
             assert!(re.is_match(name), "{name}");
         }
     }

@@ -47,6 +47,7 @@ mod article_ops;
 mod article_view;
 mod cache;
 mod calls;
+mod categories;
 mod changes;
 mod claim;
 mod conn;

@@ -6,10 +6,13 @@
 
 use std::sync::Arc;
 
+use super::categories::Scales;
 use super::{MetaRec, RedisStore, store_err};
-use crate::model::{ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Timestamp, Trend};
+use crate::model::{
+    ArticleId, HotPage, HotQuery, ModelKind, RankedItem, Scale, Timestamp, Trend, day_of,
+};
 use crate::rank::Filter;
-use crate::score::rising;
+use crate::score::{Scaled, rising};
 use crate::store::{Pick, Picker, StoreError, cursor};
 
 /// One shard's `articles:new` (or, in seed layout, the site's `time:`) as
@@ -282,12 +285,18 @@ impl RedisStore {
         } else {
             vec![None; ids.len()]
         };
+        // Scaled by category: the window of `now`'s day, up to `now`.
+        let day = (q.params.scale == Scale::Category).then(|| day_of(now));
+        let mut scales = Scales::new(day);
+        let categories = picked.iter().map(|p| p.1.meta.category.as_deref());
+        self.read_scales(&mut scales, categories, now).await?;
         Ok(picked
             .into_iter()
             .zip(windows)
             .zip(trends)
             .enumerate()
             .map(|(i, (((id, m, votes), mut counters), trend))| {
+                let scale = scales.of(m.meta.category.as_deref());
                 // Seed layout: the site's votes (`article:<id>`).
                 if let Some(v) = votes {
                     counters.ups = v;
@@ -298,10 +307,13 @@ impl RedisStore {
                 RankedItem {
                     rank: skip + i + 1,
                     id,
-                    score: models.score(q.model, p, &counters, &m.meta, t, now),
+                    score: models
+                        .score(q.model, p, &counters, &m.meta, t, now)
+                        .scaled(scale),
                     counters,
-                    explain: (q.explain)
-                        .then(|| models.explain(q.model, p, &counters, &m.meta, t, now)),
+                    explain: (q.explain).then(|| {
+                        (models.explain(q.model, p, &counters, &m.meta, t, now)).scaled(scale)
+                    }),
                     meta: m.meta.clone(),
                 }
             })

@@ -8,6 +8,7 @@ use crate::rank::Walk;
 use crate::rank::pages::SnapItem;
 use crate::store::StoreError;
 
+use super::categories::Scales;
 use super::{ActiveSets, RedisStore, calls};
 
 impl RedisStore {
@@ -23,12 +24,17 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         let seq = self.sync_node().await?;
+        // Scaled by category: the window of `at`'s own day, up to `at` (a
+        // past hour mark: the hourly counts hold it exactly).
+        let mut scales = Scales::new(crate::rank::RankingId::of(q, at).day);
         let mut walk: Walk<SnapItem> = Walk::new(depth, q.per_author);
         for sk in self.keys.all_shards() {
             let mut active = ActiveSets::default();
             let ids = self.candidates(&sk, range, at, &mut active).await?;
             for chunk in ids.chunks(calls::CHUNK) {
-                let scored = self.exact_many(chunk, q, at, &seq, Some(&active)).await?;
+                let scored = self
+                    .exact_many(chunk, q, at, &mut scales, &seq, Some(&active))
+                    .await?;
                 // The walk keeps what it is offered: only what may still
                 // enter the first `depth` (a full scan sees them all).
                 for s in scored.into_iter().flatten() {

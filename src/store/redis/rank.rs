@@ -40,6 +40,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::calls::score_arg;
+use super::categories::Scales;
 use super::changes::Synced;
 use super::keys::{ShardKeys, WindowPlan, window_plan};
 use super::writeback::WriteBack;
@@ -49,7 +50,8 @@ use crate::model::{
     ArticleId, Counters, HotPage, HotQuery, ModelKind, RangeSpec, RankedItem, Trend,
 };
 use crate::rank::pages::{self, First, SnapItem, Snapshot};
-use crate::rank::{self, Filter, Walk};
+use crate::rank::{self, Filter, RankingId, Walk};
+use crate::score::{CategoryScale, Scaled};
 use crate::store::{StoreError, cursor};
 
 /// Articles a walk scores before it weighs reading the window's activity
@@ -102,6 +104,7 @@ pub(super) struct Scored {
     pub bound: f64,
     pub counters: Counters,
     pub trend: Option<Trend>,
+    pub scale: Option<CategoryScale>,
     pub meta: Arc<MetaRec>,
 }
 
@@ -116,6 +119,8 @@ struct Pass<'a> {
     reads: SetReads,
     q: &'a HotQuery,
     at: Timestamp,
+    /// The category scales it has read (scaled by category).
+    scales: Scales,
     seqs: &'a [i64],
 }
 
@@ -136,31 +141,22 @@ impl Scored {
             author: self.meta.meta.author.clone(),
             at,
             trend: self.trend,
+            scale: self.scale,
         }
     }
 }
 
 impl RedisStore {
-    /// The sorted set of the ranking of `q` in shard `sk`.
-    fn ranking_key(sk: &ShardKeys, q: &HotQuery) -> String {
-        sk.ranking_with(
-            q.model,
-            q.params,
-            q.range,
-            q.category.as_deref(),
-            q.kind.as_deref(),
-            q.group.as_deref(),
-        )
-    }
-
     /// Exact scores of `ids` for the ranking of `q` at `now`; `None` for
     /// articles that do not belong in it (unknown, deleted, filtered out,
-    /// or without activity inside a bounded window).
+    /// or without activity inside a bounded window). `scales`: the query's
+    /// category scales (unscaled: no day), read here as needed.
     pub(super) async fn exact_many(
         &self,
         ids: &[ArticleId],
         q: &HotQuery,
         now: Timestamp,
+        scales: &mut Scales,
         seq: &[i64],
         known: Option<&ActiveSets>,
     ) -> Result<Vec<Option<Scored>>, StoreError> {
@@ -191,6 +187,10 @@ impl RedisStore {
                 series[j] = Some(s);
             }
         }
+        let categories = (keep.iter())
+            .filter_map(|&i| metas[i].as_ref())
+            .map(|m| m.meta.category.as_deref());
+        self.read_scales(scales, categories, now).await?;
         let mut out: Vec<Option<Scored>> = vec![None; ids.len()];
         for ((&i, c), series) in keep.iter().zip(windows).zip(series) {
             if matches!(q.range, RangeSpec::Hours(_)) && !c.is_active() {
@@ -205,12 +205,15 @@ impl RedisStore {
             else {
                 continue;
             };
+            let scale = scales.of(meta.meta.category.as_deref());
+            let st = st.scaled(scale);
             out[i] = Some(Scored {
                 id: ids[i].clone(),
                 score: st.score,
                 bound: st.bound,
                 counters: c,
                 trend: st.trend,
+                scale,
                 meta,
             });
         }
@@ -343,16 +346,30 @@ impl RedisStore {
     ) -> Result<Option<(Vec<SnapItem>, Timestamp)>, StoreError> {
         let started = std::time::Instant::now();
         let shards = self.keys.all_shards();
-        let zkeys: Vec<String> = shards.iter().map(|sk| Self::ranking_key(sk, q)).collect();
-        let mut synced = self.sync(Some(&zkeys)).await?;
-        if stale == Stale::Skip && synced.iter().any(Synced::stale) {
-            return Ok(None);
-        }
-        let _claim = self.claim_rebuild(&zkeys, &mut synced).await?;
+        // A ranking scaled by category is its day's: when the answer's
+        // time falls on a later day than `now` (the newest event or bounds
+        // are ahead of this clock), it is that day's ranking instead.
+        let mut key_at = now;
+        let (zkeys, synced, _claim, at) = loop {
+            let zkeys: Vec<String> = shards.iter().map(|sk| sk.ranking_of(q, key_at)).collect();
+            let mut synced = self.sync(Some(&zkeys)).await?;
+            if stale == Stale::Skip && synced.iter().any(Synced::stale) {
+                return Ok(None);
+            }
+            let claim = self.claim_rebuild(&zkeys, &mut synced).await?;
+            let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
+            let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
+            let at = rank::query_time(now, bounds_at, clock);
+            // (Only ever forward: a day whose ranking has no bounds yet
+            // may answer earlier than the one before it did.)
+            if RankingId::of(q, at).day <= RankingId::of(q, key_at).day {
+                break (zkeys, synced, claim, at);
+            }
+            key_at = at;
+        };
+        // Its divisors count the key's day's window (never a later one).
+        let mut scales = Scales::new(RankingId::of(q, key_at).day);
         let seqs: Seqs = synced.iter().map(|s| s.seq).collect();
-        let bounds_at = synced.iter().filter(|s| s.rseq >= 0).map(|s| s.rnow).max();
-        let clock = synced.iter().map(|s| s.clock).max().unwrap_or(0);
-        let at = rank::query_time(now, bounds_at, clock);
         let rebuild: Vec<bool> = synced.iter().map(Synced::stale).collect();
         let mut reads = SetReads {
             sets: ActiveSets::default(),
@@ -369,11 +386,20 @@ impl RedisStore {
             reads,
             q,
             at,
+            scales: Scales::default(),
             seqs: &seqs,
         };
         let exact = self
-            .exact_many(&now_scored, q, at, &seqs, Some(&pass.reads.sets))
+            .exact_many(
+                &now_scored,
+                q,
+                at,
+                &mut scales,
+                &seqs,
+                Some(&pass.reads.sets),
+            )
             .await?;
+        pass.scales = scales;
         for (id, x) in now_scored.iter().zip(exact) {
             let shard = self.keys.shard_index(id) as usize;
             match x {
@@ -570,6 +596,7 @@ impl RedisStore {
             reads,
             q,
             at,
+            scales,
             seqs,
         } = pass;
         let (q, at, seqs) = (*q, *at, *seqs);
@@ -601,7 +628,7 @@ impl RedisStore {
         reads.walked += ids.len();
         self.read_sets_when_cheaper(reads, q.range, at).await?;
         let exact = self
-            .exact_many(&ids, q, at, seqs, Some(&reads.sets))
+            .exact_many(&ids, q, at, scales, seqs, Some(&reads.sets))
             .await?;
         for ((bound, id), x) in wanted.into_iter().zip(exact) {
             pairs.push((id, x.as_ref().map(|x| x.bound)));
@@ -635,7 +662,8 @@ impl RedisStore {
                     counters: s.counters,
                     explain: q.explain.then(|| {
                         let (p, t) = (&q.params, s.trend.as_ref());
-                        (self.settings.models).explain(q.model, p, &s.counters, &meta, t, s.at)
+                        let models = &self.settings.models;
+                        (models.explain(q.model, p, &s.counters, &meta, t, s.at)).scaled(s.scale)
                     }),
                     meta,
                 }
@@ -650,7 +678,7 @@ impl RedisStore {
     ) -> Result<HotPage, StoreError> {
         let cap = self.settings.ranking_cap;
         // A cursor's snapshot names its query by the first shard's ranking.
-        let zkey = Self::ranking_key(&self.keys.shard(0), q);
+        let zkey = self.keys.shard(0).ranking_undated(q);
         let mut con = self.con();
         let (snap_id, offset, mut snap) = match &q.cursor {
             None => {

@@ -83,6 +83,13 @@ impl Meta {
         }
     }
 
+    pub fn category(&self) -> Option<&str> {
+        match self {
+            Meta::Bare(_) => None,
+            Meta::Full(m) => m.category.as_deref(),
+        }
+    }
+
     /// The full metadata (built on the spot, without allocating, when bare).
     pub fn get(&self) -> Cow<'_, ArticleMeta> {
         match self {

@@ -228,6 +228,8 @@ impl Data {
                 _ => {}
             }
         }
+        // A dump holds no counts by category: the buckets' (`categories`).
+        d.site.categories = super::categories::CategoryCounts::from_buckets(&d.articles);
         Ok(d)
     }
 }

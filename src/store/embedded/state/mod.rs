@@ -9,6 +9,7 @@
 
 pub mod article;
 pub mod behaviour;
+pub mod categories;
 pub mod compact;
 pub mod dedupe;
 mod dump;
@@ -30,6 +31,7 @@ use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
     VoteDirection, hour_of,
 };
+use crate::score::CategoryScale;
 use crate::sketch::{HLL_SEED, murmur64a};
 use crate::store::StoreSettings;
 use article::{Article, Idx};
@@ -209,6 +211,27 @@ impl Data {
         }
     }
 
+    /// `scale=category`'s divisor for `articles[idx]` in a ranking of UTC
+    /// day `day` at `at`: its category's counted events in the window
+    /// ([`crate::model::category_hours`]).
+    pub fn category_scale(&mut self, idx: Idx, day: i64, at: Timestamp) -> CategoryScale {
+        let category = self.articles[idx as usize].meta.category();
+        let hours = crate::model::category_hours(day, at);
+        CategoryScale {
+            events: self.site.categories.events(category, hours),
+        }
+    }
+
+    /// [`Self::category_scale`] at `at` in its own day, on a state held
+    /// shared (movement's scan of the past).
+    pub fn category_scale_at(&self, idx: Idx, at: Timestamp) -> CategoryScale {
+        let category = self.articles[idx as usize].meta.category();
+        let hours = crate::model::category_hours(crate::model::day_of(at), at);
+        CategoryScale {
+            events: self.site.categories.events_in(category, hours),
+        }
+    }
+
     pub fn lookup(&self, id: &ArticleId) -> Option<Idx> {
         self.index.get(&self.articles, id)
     }
@@ -282,6 +305,8 @@ impl Data {
             b.views.push((clock, idx));
         }
         self.counted += 1;
+        let category = self.articles[idx as usize].meta.category();
+        self.site.categories.counted(category, ev.ts);
         let hash = murmur64a(&ev.visitor_element(), HLL_SEED);
         self.site_live.counted(ev);
         if ev.kind == EventType::View {

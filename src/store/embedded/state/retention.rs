@@ -100,7 +100,7 @@ impl Data {
     pub fn expire_gate(&mut self, now: Timestamp, s: &StoreSettings) {
         let first_hour = hour_of(now - s.retention_secs) + 1;
         self.quarantine_by_hour = self.quarantine_by_hour.split_off(&first_hour);
-        self.site.expire(first_hour);
+        self.site.expire(first_hour, now);
         self.site_live.expire(first_hour);
         self.net.expire(now, self.net_hours);
         let horizon = now - i64::from(s.event_id_ttl_secs);

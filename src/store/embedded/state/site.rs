@@ -8,8 +8,10 @@
 //! set; a counted view adds to its minute and to its hour's sketch (the
 //! hash the article's sketches take, computed once).
 //!
-//! [`SiteStats`] is snapshotted (state version 3) and expires with the
-//! hourly quarantine tallies; [`SiteLive`] is derived: the articles of
+//! [`SiteStats`] is snapshotted (state version 3; version 4 adds the
+//! counted events by category, [`CategoryCounts`]) and expires with the
+//! hourly quarantine tallies (the category counts after their own 31
+//! days); [`SiteLive`] is derived: the articles of
 //! each hour come from the articles' own hourly quarantine (rebuilt on
 //! restore), and the minute counters from the events seen since the
 //! process started — after a restart they hold what the write-ahead log
@@ -20,6 +22,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::article::{Article, Idx};
+use super::categories::CategoryCounts;
 use crate::crawler::{BEHAVIOUR_SLOT, SLOTS, slot_name};
 use crate::gate::KeyedSet;
 use crate::model::{ArticleId, Event, EventType, Quarantine, Timestamp, Verdict, hour_of};
@@ -36,6 +39,8 @@ pub struct SiteStats {
     pub crawlers_by_hour: BTreeMap<i64, Vec<u64>>,
     /// Counted views' visitors by hour, as the articles' sketches hash them.
     pub visitors_by_hour: BTreeMap<i64, Hll>,
+    /// Counted events by category and hour (state version 4).
+    pub categories: CategoryCounts,
 }
 
 /// The derived half (never serialized).
@@ -74,10 +79,12 @@ impl SiteStats {
             .add_hash(hash);
     }
 
-    /// Drops the hours before `first_hour`.
-    pub fn expire(&mut self, first_hour: i64) {
+    /// Drops the hours before `first_hour`, and the category counts
+    /// older than they are kept ([`CategoryCounts::expire`]).
+    pub fn expire(&mut self, first_hour: i64, now: Timestamp) {
         self.crawlers_by_hour = self.crawlers_by_hour.split_off(&first_hour);
         self.visitors_by_hour = self.visitors_by_hour.split_off(&first_hour);
+        self.categories.expire(now);
     }
 
     /// Crawler tallies of the hours from `first_hour` on, by name.
