@@ -108,6 +108,11 @@ impl EmbeddedStore {
         self.inner.lock().data.gate_sizes()
     }
 
+    /// Heap bytes the dedupe table holds (examples/gate_memory.rs).
+    pub fn dedupe_heap_bytes(&self) -> usize {
+        self.inner.lock().data.dedupe_heap_bytes()
+    }
+
     pub fn data_dir(&self) -> Option<&Path> {
         self.durability.as_ref().map(|d| d.dir.as_path())
     }

@@ -144,4 +144,9 @@ impl Data {
             self.visitor_limits.keys() + self.ip_limits.keys() + self.behaviour.len(),
         )
     }
+
+    /// Heap bytes the dedupe table holds.
+    pub fn dedupe_heap_bytes(&self) -> usize {
+        self.dedupe.heap_bytes()
+    }
 }
