@@ -269,7 +269,7 @@ impl<'a> SectionWriter<'a> {
 fn write_dedupe(d: &Dedupe, w: &mut dyn Write) -> io::Result<()> {
     let mut out = SectionWriter::new(w, d.seed(), d.len() as u64);
     for (key, ts) in d.iter() {
-        out.push(key, ts)?;
+        out.push(&key, ts)?;
     }
     out.finish()
 }
@@ -439,7 +439,7 @@ pub fn write_state_merged(
     })?;
     for (key, ts) in replayed.iter() {
         written += 1;
-        out.push(key, ts)?;
+        out.push(&key, ts)?;
     }
     out.finish()?;
     if written != kept {
@@ -533,7 +533,7 @@ mod tests {
     }
 
     fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
-        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        let mut v: Vec<_> = d.dedupe.iter().collect();
         v.sort_unstable();
         v
     }

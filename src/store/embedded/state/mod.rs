@@ -18,6 +18,7 @@ pub mod record;
 pub mod retention;
 pub mod sharded;
 pub mod site;
+pub mod slots;
 
 use std::collections::BTreeMap;
 
@@ -391,7 +392,7 @@ mod tests {
     }
 
     pub(super) fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
-        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        let mut v: Vec<_> = d.dedupe.iter().collect();
         v.sort_unstable();
         v
     }
@@ -484,7 +485,7 @@ mod layout {
             ("Bucket", size_of::<Bucket>(), 88),
             ("WindowAgg", size_of::<WindowAgg>(), 152),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
-            ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
+            ("dedupe slot", dedupe::SLOT_BYTES, 24),
             ("index slot", size_of::<Idx>(), 4),
             ("behaviour slot", size_of::<(u128, Behaviour)>(), 48),
             (
