@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::FixedState;
 use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey};
-use hotrank::store::embedded::sharded::SHARDS;
+use hotrank::store::embedded::slots::SHARDS;
 
 struct Rng(u64);
 impl Rng {

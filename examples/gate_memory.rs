@@ -148,12 +148,13 @@ async fn per_visitor(n: u64) -> (f64, f64) {
     views(&store, &warmup).await;
     drop(warmup);
     let evs: Vec<Event> = (warm..warm + n).map(|v| view(&a, v)).collect();
-    let (before, d0) = (live(), store.dedupe_heap_bytes());
+    let (before, (d0, _)) = (live(), store.gate_heap_bytes());
     views(&store, &evs).await;
-    let (grown, dedupe) = (live() - before, store.dedupe_heap_bytes() - d0);
+    let (d1, held) = store.gate_heap_bytes();
+    let (grown, dedupe) = (live() - before, d1 - d0);
     let (pairs, _, keys) = store.gate_sizes();
     println!(
-        "  {n} new visitors: {grown} heap bytes, of which the dedupe table {dedupe}; {pairs} dedupe pairs, {keys} rate-limit + behaviour keys"
+        "  {n} new visitors: {grown} heap bytes, of which the dedupe table {dedupe}; {pairs} dedupe pairs, {keys} rate-limit + behaviour keys; the visitor table's own count: {held} bytes"
     );
     let n = n as f64;
     (grown as f64 / n, (grown - dedupe) as f64 / n)
@@ -171,9 +172,9 @@ async fn per_article(articles: u64, per: u64) -> f64 {
     let before = live();
     views(&store, &evs).await;
     let grown = live() - before;
+    let (dedupe, visitors) = store.gate_heap_bytes();
     println!(
-        "  {articles} articles x {per} visitors: {grown} heap bytes, dedupe table {} of them",
-        store.dedupe_heap_bytes()
+        "  {articles} articles x {per} visitors: {grown} heap bytes, the dedupe table {dedupe} and the visitor table {visitors} of them"
     );
     grown as f64 / articles as f64
 }

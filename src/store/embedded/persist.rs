@@ -117,7 +117,7 @@ impl From<DataV2> for Data {
         let mut d = Data::new(&StoreSettings::default());
         d.articles = v.articles;
         d.event_ids = v.event_ids;
-        d.visitor_limits = v.visitor_limits;
+        d.visitors = v.visitor_limits.into();
         d.ip_limits = v.ip_limits;
         d.counted = v.counted;
         d.quarantine = v.quarantine;

@@ -80,7 +80,7 @@ impl Slot for Pair {
         self.ts == u32::MAX
     }
 
-    fn key(&self) -> PairKey {
+    fn key(&self, _shard: usize) -> PairKey {
         (self.visitor_hi, self.visitor_lo, self.idx)
     }
 }
@@ -193,7 +193,7 @@ impl Dedupe {
             self.overflow.remove(&key)
         };
         let held = match short(ts) {
-            Some(t) => self.table_mut(key.kind).insert(key.pair(t)),
+            Some(t) => self.table_mut(key.kind).insert(&key.pair_key(), key.pair(t)),
             None => {
                 self.overflow.insert(key, ts);
                 self.table_mut(key.kind).remove(&key.pair_key())
@@ -236,7 +236,7 @@ impl Dedupe {
     /// Every entry: table by table, then the overflow.
     pub fn iter(&self) -> impl Iterator<Item = (DedupeKey, Timestamp)> + '_ {
         (self.tables.iter())
-            .flat_map(|(kind, t)| t.iter().map(|p| p.entry(*kind)))
+            .flat_map(|(kind, t)| t.iter().map(|(_, p)| p.entry(*kind)))
             .chain(self.overflow.iter().map(|(k, t)| (*k, *t)))
     }
 

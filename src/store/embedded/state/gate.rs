@@ -15,20 +15,12 @@ impl Data {
     /// it, so a wall clock that stepped back while it was down cannot put
     /// those entries in its future.
     pub fn newest_arrival_ms(&self) -> i64 {
-        let views = (self.behaviour.iter())
-            .filter_map(|(_, b)| b.views.last().map(|&(t, _)| t))
-            .max();
         let ids = self
             .event_ids
             .values()
             .max()
             .map(|&s| s.saturating_mul(1000));
-        [
-            self.visitor_limits.newest(),
-            self.ip_limits.newest(),
-            views,
-            ids,
-        ]
+        [self.visitors.newest(), self.ip_limits.newest(), ids]
         .into_iter()
         .flatten()
         .max()
@@ -64,7 +56,8 @@ impl Data {
             return None;
         }
         let clock = ev.rate_clock_ms();
-        let b = self.behaviour.get(&ev.visitor);
+        let state = self.visitors.get(&ev.visitor);
+        let b = state.as_deref().map(|s| &s.behaviour);
         if b.is_some_and(|b| b.flagged(clock)) {
             return Some(false);
         }
@@ -89,7 +82,7 @@ impl Data {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();
-        if !self.visitor_limits.allows(&ev.visitor, clock) || !self.ip_limits.allows(&ev.ip, clock)
+        if !self.visitors.allows(&ev.visitor, clock) || !self.ip_limits.allows(&ev.ip, clock)
         {
             return Verdict::RateLimited;
         }
@@ -136,17 +129,17 @@ impl Data {
     }
 
     /// Entries of the gate's state: dedupe pairs, eventIds, and rate-limit
-    /// plus behaviour keys.
+    /// plus behaviour keys (one per visitor with either, one per IP).
     pub fn gate_sizes(&self) -> (usize, usize, usize) {
         (
             self.dedupe.len(),
             self.event_ids.len(),
-            self.visitor_limits.keys() + self.ip_limits.keys() + self.behaviour.len(),
+            self.visitors.len() + self.ip_limits.keys(),
         )
     }
 
-    /// Heap bytes the dedupe table holds.
-    pub fn dedupe_heap_bytes(&self) -> usize {
-        self.dedupe.heap_bytes()
+    /// Heap bytes the dedupe table and the per-visitor state hold.
+    pub fn gate_heap_bytes(&self) -> (usize, usize) {
+        (self.dedupe.heap_bytes(), self.visitors.heap_bytes())
     }
 }

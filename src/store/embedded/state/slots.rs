@@ -13,17 +13,25 @@
 //! shifts the run's rest back, so there are no tombstones. An empty slot
 //! is a value of the slot type ([`Slot::EMPTY`]): no control bytes.
 //!
-//! As in [`super::sharded`], one hash picks the sub-table (its top bits)
-//! and the home slot (the bits below them, scaled to the sub-table's
-//! length): a sub-table grows alone, moving about 1/[`SHARDS`] of the
-//! entries, and retention can sweep a few sub-tables per hold of the state
-//! lock ([`SlotMap::retain_shard`]).
+//! One table that size would grow in one insert, under the state lock: at
+//! 14.7 M and 29.4 M entries the dedupe table and the behaviour rule's
+//! table together once stalled ingest for 7–20 s (BENCHMARKS.md). So one
+//! hash picks the sub-table (its top bits, or bits of the key itself:
+//! [`Slot::shard`]) and the home slot (the bits below them, scaled to the
+//! sub-table's length): a sub-table grows alone, moving about 1/[`SHARDS`]
+//! of the entries, and retention can sweep a few sub-tables per hold of
+//! the state lock ([`SlotMap::retain_shard`]).
 
 use std::hash::{BuildHasher, Hash};
 
 use foldhash::fast::FixedState;
 
-pub use super::sharded::SHARDS;
+/// Sub-tables of a [`SlotMap`]; a power of two. At 30 M entries
+/// (`benches/dedupe_growth.rs`, quiet machine, with hashbrown sub-tables)
+/// 1024 filled in 16.4 s against 16.0 s for one table and 18.5 s for 4096,
+/// with a worst insert of 1.2 ms (a sub-table of ~30,000 entries
+/// doubling).
+pub const SHARDS: usize = 1024;
 
 const SHARD_BITS: u32 = SHARDS.ilog2();
 
@@ -33,7 +41,15 @@ pub trait Slot: Copy {
     /// The empty slot: a value no entry ever takes.
     const EMPTY: Self;
     fn is_empty(&self) -> bool;
-    fn key(&self) -> Self::Key;
+    /// The key of this slot, held in sub-table `shard` (a slot may leave
+    /// out of its key what its sub-table says: [`Slot::shard`]).
+    fn key(&self, shard: usize) -> Self::Key;
+    /// The sub-table of `key`, whose hash is `h`: by default the hash's
+    /// top bits.
+    fn shard(key: &Self::Key, h: u64) -> usize {
+        let _ = key;
+        (h >> (64 - SHARD_BITS)) as usize
+    }
 }
 
 /// One sub-table: `slots.len()` slots, `len` of them taken.
@@ -69,8 +85,8 @@ impl<S: Slot> Shard<S> {
         if i + 1 == self.slots.len() { 0 } else { i + 1 }
     }
 
-    /// The slot of `key` (hash `h`), if it is held.
-    fn find(&self, key: &S::Key, h: u64, hash: impl Fn(&S) -> u64) -> Option<usize> {
+    /// The slot of the key `is` tells (hash `h`), if it is held.
+    fn find(&self, is: impl Fn(&S) -> bool, h: u64, hash: impl Fn(&S) -> u64) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -82,7 +98,7 @@ impl<S: Slot> Shard<S> {
             if s.is_empty() {
                 return None;
             }
-            if s.key() == *key {
+            if is(s) {
                 return Some(i);
             }
             if dist(i, home(hash(s), cap), cap) < d {
@@ -191,18 +207,16 @@ impl<S: Slot> SlotMap<S> {
         }
     }
 
-    fn hash_key(&self, key: &S::Key) -> u64 {
-        self.hasher.hash_one(key)
-    }
-
-    fn shard_of(h: u64) -> usize {
-        (h >> (64 - SHARD_BITS)) as usize
+    /// `key`'s hash and sub-table.
+    fn locate(&self, key: &S::Key) -> (u64, usize) {
+        let h = self.hasher.hash_one(key);
+        (h, S::shard(key, h))
     }
 
     /// The sub-table `key` is in.
     #[cfg(test)]
     pub fn shard_index(&self, key: &S::Key) -> usize {
-        Self::shard_of(self.hash_key(key))
+        self.locate(key).1
     }
 
     /// Entries per sub-table.
@@ -212,20 +226,21 @@ impl<S: Slot> SlotMap<S> {
     }
 
     pub fn get(&self, key: &S::Key) -> Option<&S> {
-        let h = self.hash_key(key);
-        let shard = &self.shards[Self::shard_of(h)];
-        let i = shard.find(key, h, |s| self.hasher.hash_one(s.key()))?;
+        let (h, si) = self.locate(key);
+        let shard = &self.shards[si];
+        let hash = |s: &S| self.hasher.hash_one(s.key(si));
+        let i = shard.find(|s| s.key(si) == *key, h, hash)?;
         Some(&shard.slots[i])
     }
 
     /// `key`'s slot, `new()` put in first if it has none (`new` must
     /// return a slot holding `key`).
     pub fn get_or_insert_with(&mut self, key: &S::Key, new: impl FnOnce() -> S) -> &mut S {
-        let h = self.hash_key(key);
+        let (h, si) = self.locate(key);
         let hasher = &self.hasher;
-        let hash = |s: &S| hasher.hash_one(s.key());
-        let shard = &mut self.shards[Self::shard_of(h)];
-        let i = match shard.find(key, h, hash) {
+        let hash = |s: &S| hasher.hash_one(s.key(si));
+        let shard = &mut self.shards[si];
+        let i = match shard.find(|s| s.key(si) == *key, h, hash) {
             Some(i) => i,
             None => {
                 shard.reserve_one(hash);
@@ -236,10 +251,11 @@ impl<S: Slot> SlotMap<S> {
         &mut shard.slots[i]
     }
 
-    /// Puts `slot` in, over the slot of the same key if any; returns that.
-    pub fn insert(&mut self, slot: S) -> Option<S> {
+    /// Puts `slot` (holding `key`) in, over `key`'s slot if any; returns
+    /// that.
+    pub fn insert(&mut self, key: &S::Key, slot: S) -> Option<S> {
         let mut put = false;
-        let s = self.get_or_insert_with(&slot.key(), || {
+        let s = self.get_or_insert_with(key, || {
             put = true;
             slot
         });
@@ -248,11 +264,11 @@ impl<S: Slot> SlotMap<S> {
 
     /// Removes `key`'s slot; returns it.
     pub fn remove(&mut self, key: &S::Key) -> Option<S> {
-        let h = self.hash_key(key);
+        let (h, si) = self.locate(key);
         let hasher = &self.hasher;
-        let hash = |s: &S| hasher.hash_one(s.key());
-        let shard = &mut self.shards[Self::shard_of(h)];
-        let i = shard.find(key, h, hash)?;
+        let hash = |s: &S| hasher.hash_one(s.key(si));
+        let shard = &mut self.shards[si];
+        let i = shard.find(|s| s.key(si) == *key, h, hash)?;
         self.len -= 1;
         Some(shard.remove_at(i, hash))
     }
@@ -265,11 +281,12 @@ impl<S: Slot> SlotMap<S> {
         self.len == 0
     }
 
-    /// Every entry, sub-table by sub-table, each front to back.
-    pub fn iter(&self) -> impl Iterator<Item = &S> {
-        (self.shards.iter())
-            .flat_map(|s| s.slots.iter())
-            .filter(|s| !s.is_empty())
+    /// Every entry with its sub-table, sub-table by sub-table, each front
+    /// to back.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &S)> {
+        (self.shards.iter().enumerate())
+            .flat_map(|(i, s)| s.slots.iter().map(move |x| (i, x)))
+            .filter(|(_, s)| !s.is_empty())
     }
 
     /// Keeps only the entries for which `keep` holds (it may change them,
@@ -286,7 +303,7 @@ impl<S: Slot> SlotMap<S> {
     /// sub-table left less than 3/5 full is made smaller.
     pub fn retain_shard(&mut self, i: usize, mut keep: impl FnMut(&mut S) -> bool) {
         let hasher = &self.hasher;
-        let hash = |s: &S| hasher.hash_one(s.key());
+        let hash = |s: &S| hasher.hash_one(s.key(i));
         let shard = &mut self.shards[i];
         let before = shard.len;
         let mut dropped = false;
@@ -342,7 +359,7 @@ mod tests {
         fn is_empty(&self) -> bool {
             self.k == 0
         }
-        fn key(&self) -> u64 {
+        fn key(&self, _shard: usize) -> u64 {
             self.k
         }
     }
@@ -394,7 +411,7 @@ mod tests {
         for op in ops {
             match *op {
                 Op::Insert(k, v) => {
-                    let got = m.insert(Kv { k, v }).map(|s| s.v);
+                    let got = m.insert(&k, Kv { k, v }).map(|s| s.v);
                     assert_eq!(got, o.insert(k, v));
                 }
                 Op::Add(k, v) => {
@@ -419,7 +436,7 @@ mod tests {
         }
         check_runs(&m);
         assert_eq!(m.len(), m.shard_lens().sum::<usize>());
-        let mut got: Vec<(u64, u64)> = m.iter().map(|s| (s.k, s.v)).collect();
+        let mut got: Vec<(u64, u64)> = m.iter().map(|(_, s)| (s.k, s.v)).collect();
         got.sort_unstable();
         let mut want: Vec<(u64, u64)> = o.into_iter().collect();
         want.sort_unstable();
@@ -459,7 +476,7 @@ mod tests {
             .collect();
         let mut o = HashMap::new();
         for (n, &k) in keys.iter().enumerate() {
-            m.insert(Kv { k, v: n as u64 });
+            m.insert(&k, Kv { k, v: n as u64 });
             o.insert(k, n as u64);
             if n % 3 == 2 {
                 let gone = keys[n / 2];
@@ -478,7 +495,7 @@ mod tests {
     fn at_a_million_entries_slots_are_under_four_thirds() {
         let mut m: SlotMap<Kv> = SlotMap::with_seed(9, 0);
         for k in 1..=1_000_000u64 {
-            m.insert(Kv { k, v: k });
+            m.insert(&k, Kv { k, v: k });
         }
         let slots: usize = m.shards.iter().map(|s| s.slots.len()).sum();
         assert!(slots * 3 < 1_000_000 * 4, "{slots} slots");
