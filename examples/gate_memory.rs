@@ -21,6 +21,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use hotrank::model::{ArticleId, Event, EventType};
 use hotrank::store::embedded::EmbeddedStore;
@@ -100,20 +101,39 @@ fn row(what: &str, bytes: f64, goal: f64) {
     );
 }
 
-/// Part 1: the dedupe table alone, grown from empty to `n` pairs.
+/// Part 1: the dedupe table alone, grown from empty to `n` pairs (and on
+/// to twice that, for the spread of the figure between sizes).
 fn dedupe_pairs(n: usize) -> f64 {
     let before = live();
     let mut d = Dedupe::with_seed(7, 0);
+    let key = |i: u64| DedupeKey::new((i % 10_000) as u32, visitor(i), EventType::View as u8);
+    let t0 = Instant::now();
     for i in 0..n as u64 {
-        let key = DedupeKey::new((i % 10_000) as u32, visitor(i), EventType::View as u8);
-        d.raise(key, NOW);
+        d.raise(key(i), NOW);
     }
+    let took = t0.elapsed();
     let grown = live() - before;
     assert_eq!(d.len(), n);
+    let t0 = Instant::now();
+    let found = (0..n as u64).filter(|&i| d.get(&key(i)).is_some()).count();
+    let looked = t0.elapsed();
+    assert_eq!(found, n);
     println!(
-        "  dedupe table at {n} pairs: {grown} heap bytes (the table's own count: {})",
-        d.heap_bytes()
+        "  dedupe table at {n} pairs: {grown} heap bytes (the table's own count: {}); {:.0} ns per new pair, {:.0} ns per lookup (wall clock, not a goal)",
+        d.heap_bytes(),
+        took.as_nanos() as f64 / n as f64,
+        looked.as_nanos() as f64 / n as f64,
     );
+    let (mut least, mut most) = (f64::MAX, 0f64);
+    for step in 1..=10 {
+        let upto = n + n * step / 10;
+        for i in d.len() as u64..upto as u64 {
+            d.raise(key(i), NOW);
+        }
+        let per = (live() - before) as f64 / upto as f64;
+        (least, most) = (least.min(per), most.max(per));
+    }
+    println!("  from 1.1 M to 2 M pairs (every 0.1 M): {least:.1} to {most:.1} B per pair");
     grown as f64 / n as f64
 }
 
@@ -149,12 +169,15 @@ async fn per_visitor(n: u64) -> (f64, f64) {
     drop(warmup);
     let evs: Vec<Event> = (warm..warm + n).map(|v| view(&a, v)).collect();
     let (before, (d0, _)) = (live(), store.gate_heap_bytes());
+    let t0 = Instant::now();
     views(&store, &evs).await;
+    let took = t0.elapsed();
     let (d1, held) = store.gate_heap_bytes();
     let (grown, dedupe) = (live() - before, d1 - d0);
     let (pairs, _, keys) = store.gate_sizes();
     println!(
-        "  {n} new visitors: {grown} heap bytes, of which the dedupe table {dedupe}; {pairs} dedupe pairs, {keys} rate-limit + behaviour keys; the visitor table's own count: {held} bytes"
+        "  {n} new visitors: {grown} heap bytes, of which the dedupe table {dedupe}; {pairs} dedupe pairs, {keys} rate-limit + behaviour keys; the visitor table's own count: {held} bytes; {:.0} ns per event through the store (batches of 10,000; wall clock, not a goal)",
+        took.as_nanos() as f64 / n as f64
     );
     let n = n as f64;
     (grown as f64 / n, (grown - dedupe) as f64 / n)

@@ -193,7 +193,9 @@ impl Dedupe {
             self.overflow.remove(&key)
         };
         let held = match short(ts) {
-            Some(t) => self.table_mut(key.kind).insert(&key.pair_key(), key.pair(t)),
+            Some(t) => self
+                .table_mut(key.kind)
+                .insert(&key.pair_key(), key.pair(t)),
             None => {
                 self.overflow.insert(key, ts);
                 self.table_mut(key.kind).remove(&key.pair_key())
@@ -206,7 +208,9 @@ impl Dedupe {
     pub fn raise(&mut self, key: DedupeKey, ts: Timestamp) {
         match short(ts) {
             Some(t) if self.overflow.is_empty() => {
-                let p = self.table_mut(key.kind).get_or_insert_with(&key.pair_key(), || key.pair(t));
+                let p = self
+                    .table_mut(key.kind)
+                    .get_or_insert_with(&key.pair_key(), || key.pair(t));
                 p.ts = p.ts.max(t);
             }
             _ => {
@@ -265,7 +269,11 @@ impl Dedupe {
     /// counted at their own size).
     pub fn heap_bytes(&self) -> usize {
         std::mem::size_of_val(&*self.tables)
-            + self.tables.iter().map(|(_, t)| t.heap_bytes()).sum::<usize>()
+            + self
+                .tables
+                .iter()
+                .map(|(_, t)| t.heap_bytes())
+                .sum::<usize>()
             + self.overflow.len() * std::mem::size_of::<(DedupeKey, Timestamp)>()
     }
 
@@ -380,7 +388,10 @@ mod tests {
             }
             assert_eq!(d.len(), o.len());
         }
-        assert_eq!(d.len(), d.shard_lens().iter().sum::<usize>() + d.overflow.len());
+        assert_eq!(
+            d.len(),
+            d.shard_lens().iter().sum::<usize>() + d.overflow.len()
+        );
         let mut got: Vec<Entry> = d.iter().collect();
         got.sort_unstable();
         let mut want: Vec<Entry> = o.into_iter().collect();

@@ -5,6 +5,7 @@
 use super::Data;
 use super::article::Idx;
 use super::dedupe::DedupeKey;
+use super::visitors::VisitorState;
 use crate::model::{ArticleId, Event, EventType, Timestamp, Verdict, VoteDirection, VoteOutcome};
 use crate::store::{IngestReject, StoreSettings};
 
@@ -21,10 +22,10 @@ impl Data {
             .max()
             .map(|&s| s.saturating_mul(1000));
         [self.visitors.newest(), self.ip_limits.newest(), ids]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(i64::MIN)
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(i64::MIN)
     }
 
     /// Whether an event may be taken at all: with `require_known_articles`
@@ -52,20 +53,8 @@ impl Data {
     /// `bot_articles_per_minute + 1`-th distinct article in 60 s
     /// (`Some(true)`). Pure. `found` is the event's article (`lookup`).
     pub fn behaviour_bot(&self, ev: &Event, found: Option<Idx>, s: &StoreSettings) -> Option<bool> {
-        if s.bot_articles_per_minute == 0 {
-            return None;
-        }
-        let clock = ev.rate_clock_ms();
         let state = self.visitors.get(&ev.visitor);
-        let b = state.as_deref().map(|s| &s.behaviour);
-        if b.is_some_and(|b| b.flagged(clock)) {
-            return Some(false);
-        }
-        if ev.kind != EventType::View {
-            return None;
-        }
-        let others = b.map_or(0, |b| b.others(clock, found));
-        (others >= s.bot_articles_per_minute as usize).then_some(true)
+        behaviour_bot(state.as_deref(), ev, found, s)
     }
 
     /// The gate's stateful checks, in order. Pure: `apply` records.
@@ -77,12 +66,14 @@ impl Data {
         {
             return Verdict::Replayed;
         }
-        let behaviour = self.behaviour_bot(ev, found, s);
+        // The visitor's state, looked up once for both of its checks.
+        let visitor = self.visitors.get(&ev.visitor);
+        let behaviour = behaviour_bot(visitor.as_deref(), ev, found, s);
         if ev.bot.is_bot() || behaviour == Some(false) {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();
-        if !self.visitors.allows(&ev.visitor, clock) || !self.ip_limits.allows(&ev.ip, clock)
+        if !self.visitors.admits(visitor.as_deref(), clock) || !self.ip_limits.allows(&ev.ip, clock)
         {
             return Verdict::RateLimited;
         }
@@ -142,4 +133,27 @@ impl Data {
     pub fn gate_heap_bytes(&self) -> (usize, usize) {
         (self.dedupe.heap_bytes(), self.visitors.heap_bytes())
     }
+}
+
+/// [`Data::behaviour_bot`] over the visitor's state `state` (looked up by
+/// the caller).
+fn behaviour_bot(
+    state: Option<&VisitorState>,
+    ev: &Event,
+    found: Option<Idx>,
+    s: &StoreSettings,
+) -> Option<bool> {
+    if s.bot_articles_per_minute == 0 {
+        return None;
+    }
+    let clock = ev.rate_clock_ms();
+    let b = state.map(|s| &s.behaviour);
+    if b.is_some_and(|b| b.flagged(clock)) {
+        return Some(false);
+    }
+    if ev.kind != EventType::View {
+        return None;
+    }
+    let others = b.map_or(0, |b| b.others(clock, found));
+    (others >= s.bot_articles_per_minute as usize).then_some(true)
 }

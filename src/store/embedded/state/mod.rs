@@ -22,7 +22,6 @@ pub mod visitors;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{
     ArticleId, ArticleMeta, Counters, Event, EventType, Quarantine, RangeSpec, Timestamp, Verdict,
@@ -36,6 +35,7 @@ use compact::Meta;
 use dedupe::{Dedupe, DedupeKey};
 use index::Index;
 use record::LogRecord;
+use serde::{Deserialize, Serialize};
 use site::{SiteLive, SiteStats};
 use visitors::Visitors;
 

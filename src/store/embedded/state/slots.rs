@@ -233,6 +233,27 @@ impl<S: Slot> SlotMap<S> {
         Some(&shard.slots[i])
     }
 
+    pub fn get_mut(&mut self, key: &S::Key) -> Option<&mut S> {
+        let (h, si) = self.locate(key);
+        let hasher = &self.hasher;
+        let shard = &mut self.shards[si];
+        let i = shard.find(|s| s.key(si) == *key, h, |s| hasher.hash_one(s.key(si)))?;
+        Some(&mut shard.slots[i])
+    }
+
+    /// Puts `slot` in for `key`, which the map does not hold (one probe
+    /// walk fewer than [`Self::insert`]).
+    pub fn insert_absent(&mut self, key: &S::Key, slot: S) {
+        debug_assert!(self.get(key).is_none());
+        let (h, si) = self.locate(key);
+        let hasher = &self.hasher;
+        let hash = |s: &S| hasher.hash_one(s.key(si));
+        let shard = &mut self.shards[si];
+        shard.reserve_one(hash);
+        shard.place(slot, h, hash);
+        self.len += 1;
+    }
+
     /// `key`'s slot, `new()` put in first if it has none (`new` must
     /// return a slot holding `key`).
     pub fn get_or_insert_with(&mut self, key: &S::Key, new: impl FnOnce() -> S) -> &mut S {
@@ -470,10 +491,7 @@ mod tests {
     fn runs_wrap_around_the_end() {
         let mut m: SlotMap<Kv> = SlotMap::with_seed(3, 0);
         // Keys of sub-table 0 only.
-        let keys: Vec<u64> = (1..)
-            .filter(|k| m.shard_index(k) == 0)
-            .take(200)
-            .collect();
+        let keys: Vec<u64> = (1..).filter(|k| m.shard_index(k) == 0).take(200).collect();
         let mut o = HashMap::new();
         for (n, &k) in keys.iter().enumerate() {
             m.insert(&k, Kv { k, v: n as u64 });

@@ -77,6 +77,7 @@ impl VisitorState {
 }
 
 /// Bytes of one visitor's slot.
+#[cfg(test)]
 pub const SLOT_BYTES: usize = std::mem::size_of::<VisitorSlot>();
 
 /// One visitor's slot: 24 bytes.
@@ -213,9 +214,15 @@ impl Visitors {
     }
 
     /// Whether the rate limit admits an event of `v` at `now_ms`.
+    #[cfg(test)]
     pub fn allows(&self, v: &u128, now_ms: i64) -> bool {
+        self.admits(self.get(v).as_deref(), now_ms)
+    }
+
+    /// [`Self::allows`] for a visitor whose state is `state`.
+    pub fn admits(&self, state: Option<&VisitorState>, now_ms: i64) -> bool {
         self.limit == 0
-            || (self.get(v)).is_none_or(|s| log_allows(&s.log, self.limit, self.window_ms, now_ms))
+            || state.is_none_or(|s| log_allows(&s.log, self.limit, self.window_ms, now_ms))
     }
 
     /// Records an admission of `v` at `now_ms` in its rate log.
@@ -246,56 +253,46 @@ impl Visitors {
     /// Changes `v`'s state by `f` (from a blank one if it has none); a
     /// state left blank is dropped, one that fits its slot goes back in.
     pub fn update<R>(&mut self, v: u128, f: impl FnOnce(&mut VisitorState) -> R) -> R {
-        match self.map.get(&v).copied() {
-            Some(slot) if slot.tag() == SPILLED => {
-                let at = slot.word as usize;
-                let r = f(&mut self.side[at]);
-                let s = &self.side[at];
-                if s.is_blank() {
-                    self.map.remove(&v);
-                    self.release(at);
-                } else if let Some(slot) = VisitorSlot::inline(v, s) {
-                    self.map.insert(&v, slot);
-                    self.release(at);
-                }
-                r
+        let Some(slot) = self.map.get_mut(&v) else {
+            let mut s = VisitorState::default();
+            let r = f(&mut s);
+            if !s.is_blank() {
+                let slot = match VisitorSlot::inline(v, &s) {
+                    Some(slot) => slot,
+                    None => VisitorSlot::spilled(v, keep(&mut self.side, &mut self.free, s)),
+                };
+                self.map.insert_absent(&v, slot);
             }
-            held => {
-                let mut s = held.map_or_else(VisitorState::default, |slot| slot.unpack());
-                let r = f(&mut s);
-                if s.is_blank() {
-                    if held.is_some() {
-                        self.map.remove(&v);
-                    }
-                } else {
-                    let slot = match VisitorSlot::inline(v, &s) {
-                        Some(slot) => slot,
-                        None => VisitorSlot::spilled(v, self.keep(s)),
-                    };
-                    self.map.insert(&v, slot);
+            return r;
+        };
+        let held = *slot;
+        let at = (held.tag() == SPILLED).then_some(held.word as usize);
+        let mut s = match at {
+            Some(at) => std::mem::take(&mut self.side[at]),
+            None => held.unpack(),
+        };
+        let r = f(&mut s);
+        // The slot is written through the one lookup above; only a state
+        // left blank (rare) looks it up again to remove it.
+        match (s.is_blank(), VisitorSlot::inline(v, &s), at) {
+            (true, _, _) => {
+                self.map.remove(&v);
+                if let Some(at) = at {
+                    self.free.push(at as u32);
                 }
-                r
+            }
+            (false, Some(new), _) => {
+                *slot = new;
+                if let Some(at) = at {
+                    self.free.push(at as u32);
+                }
+            }
+            (false, None, Some(at)) => self.side[at] = s,
+            (false, None, None) => {
+                *slot = VisitorSlot::spilled(v, keep(&mut self.side, &mut self.free, s));
             }
         }
-    }
-
-    /// Puts `s` in the side table; returns where.
-    fn keep(&mut self, s: VisitorState) -> usize {
-        match self.free.pop() {
-            Some(at) => {
-                self.side[at as usize] = s;
-                at as usize
-            }
-            None => {
-                self.side.push(s);
-                self.side.len() - 1
-            }
-        }
-    }
-
-    fn release(&mut self, at: usize) {
-        self.side[at] = VisitorState::default();
-        self.free.push(at as u32);
+        r
     }
 
     /// Forgets, in sub-table `i` (of [`SHARDS`]), the rate logs with
@@ -391,6 +388,21 @@ impl Visitors {
             + self.side.capacity() * std::mem::size_of::<VisitorState>()
             + self.side.iter().map(outside).sum::<usize>()
             + self.free.capacity() * 4
+    }
+}
+
+/// Puts `s` in the side table `side` (at a `free` index if any); returns
+/// where.
+fn keep(side: &mut Vec<VisitorState>, free: &mut Vec<u32>, s: VisitorState) -> usize {
+    match free.pop() {
+        Some(at) => {
+            side[at as usize] = s;
+            at as usize
+        }
+        None => {
+            side.push(s);
+            side.len() - 1
+        }
     }
 }
 
@@ -544,13 +556,19 @@ mod tests {
                 assert_eq!(views(b), views(ob));
                 for now in [EPOCH_MS + 100_000, EPOCH_MS - 50_000] {
                     let want = limit == 0
-                        || o.logs.get(&v).is_none_or(|l| log_allows(l, limit as usize, WINDOW, now));
+                        || o.logs
+                            .get(&v)
+                            .is_none_or(|l| log_allows(l, limit as usize, WINDOW, now));
                     assert_eq!(t.allows(&v, now), want);
                 }
             }
         }
         let newest = (o.logs.values().filter_map(|l| l.last().copied()))
-            .chain(o.behaviour.values().filter_map(|b| b.views.last().map(|x| x.0)))
+            .chain(
+                o.behaviour
+                    .values()
+                    .filter_map(|b| b.views.last().map(|x| x.0)),
+            )
             .max();
         assert_eq!(t.newest(), newest);
         // Side-table states not pointed to are all on the free list.
