@@ -185,13 +185,31 @@ if want 5; then
 fi
 
 if want 6; then
+  # The gate's state in process, counted by allocation (exact, not RSS):
+  # bytes per dedupe pair at 1 M pairs, per visitor's rate + behaviour
+  # state, per article with 100 visitors (issue 33, "Gate memory").
+  echo; echo "## 6. Gate memory in process (examples/gate_memory.rs)"
+  cargo run --release --quiet --example gate_memory
   # Memory per tracked article for the same traffic in both designs: N
   # views per article, each from a visitor of its own (so hotrank also
   # holds each visitor's gate state: dedupe pair, rate-limit log,
-  # behaviour entry; the seed's script keeps nothing per visitor).
+  # behaviour entry). The seed twice: its view script alone (no state
+  # per visitor), and with its dedupe step before it (seed 000: "SETEX +
+  # 判重", one `SET dedup:V:A 1 NX EX 900` key per (visitor, article)
+  # pair, the state hotrank's dedupe pairs hold).
   # hotrank: RSS growth of the server; seed: used_memory growth of Redis.
-  mem6() { # articles views-per-article
-    local art=$1 per=$2 hp rp r0 r1 m0 m1 h s
+  seedmem() { # articles views-per-article extra-bench-args...
+    local art=$1 per=$2 rp m0 m1
+    shift 2
+    rp=$(free_port); start_redis "$rp"
+    m0=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
+    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SEED/seed_view.lua" "$@" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
+    m1=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
+    stop_redis "$rp"
+    python3 -c "print(round(($m1-$m0)/$art))"
+  }
+  mem6() { # articles views-per-article goal-vs-seed-keys goal-vs-seed-keys-with-dedupe
+    local art=$1 per=$2 hp r0 r1 h s sd
     echo; echo "## 6. Memory per tracked article ($art articles, $per view(s) each, each from its own visitor)"
     hp=$(free_port); start_hotrank "$hp" "$TMP/s6-$per" '[gate]' 'ip_limit_per_minute = 0'
     r0=$(rss_kb "$HPID")
@@ -199,16 +217,16 @@ if want 6; then
     curl -s "127.0.0.1:$hp/api/hot?limit=1" >/dev/null
     r1=$(rss_kb "$HPID")
     stop_hotrank "$HPID"
-    rp=$(free_port); start_redis "$rp"
-    m0=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
-    bench --seed-redis "127.0.0.1:$rp" --seed-script "$SEED/seed_view.lua" --preload --preload-visitors "$per" --articles "$art" --connections 8 --pipeline 16 --duration-secs 1200 >/dev/null
-    m1=$(redis-cli -p "$rp" info memory | awk -F: '/^used_memory:/ {print $2}' | tr -d '\r')
-    stop_redis "$rp"
-    h=$(python3 -c "print(round(($r1-$r0)*1024/$art))"); s=$(python3 -c "print(round(($m1-$m0)/$art))")
-    echo "hotrank embedded: $h bytes/article (RSS growth); seed keys in Redis: $s bytes/article (used_memory growth); ratio $(ratio "$h" "$s") (goal <= 1)"
+    h=$(python3 -c "print(round(($r1-$r0)*1024/$art))")
+    s=$(seedmem "$art" "$per")
+    sd=$(seedmem "$art" "$per" --seed-dedupe)
+    echo "hotrank embedded: $h bytes/article (RSS growth); seed keys in Redis: $s bytes/article (used_memory growth); ratio $(ratio "$h" "$s") (goal <= $3)"
+    local goal="goal <= $4"
+    [ "$4" = - ] && goal="no goal at this size"
+    echo "seed keys with its dedupe keys (the view script after SET dedup:V:A NX EX 900): $sd bytes/article; hotrank ratio $(ratio "$h" "$sd") ($goal)"
   }
-  mem6 "$(n 200000)" 1
-  mem6 "$(n 20000)" 100
+  mem6 "$(n 200000)" 1 1 -
+  mem6 "$(n 20000)" 100 1 2
 fi
 
 if want 7; then

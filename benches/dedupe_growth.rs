@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::FixedState;
 use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey};
-use hotrank::store::embedded::sharded::SHARDS;
+use hotrank::store::embedded::slots::SHARDS;
 
 struct Rng(u64);
 impl Rng {
@@ -159,7 +159,7 @@ fn main() {
 
     // A restart's load: the entries in the table's order into a table
     // pre-sized for them with the same seed.
-    let entries: Vec<(DedupeKey, i64)> = d.iter().map(|(k, t)| (*k, t)).collect();
+    let entries: Vec<(DedupeKey, i64)> = d.iter().collect();
     drop(d);
     let s = Instant::now();
     let mut back = Dedupe::with_seed(seed, entries.len());

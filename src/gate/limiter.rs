@@ -21,6 +21,24 @@ use super::KeyedMap;
 /// as a sequence, as the `VecDeque` it replaced was.
 pub type AdmissionLog = SmallVec<[i64; 2]>;
 
+/// Whether a key whose admissions are `log` (oldest first, at most
+/// `limit` of them) may be admitted at `now_ms`: the window is full only
+/// if all of them, the oldest included, are still inside it.
+pub fn log_allows(log: &[i64], limit: usize, window_ms: i64, now_ms: i64) -> bool {
+    log.len() < limit || log.first().is_some_and(|&t| t <= now_ms - window_ms)
+}
+
+/// Records an admission at `now_ms` in `log`, dropping the times that left
+/// the window and, when `limit` are held, the oldest.
+pub fn log_record(log: &mut AdmissionLog, limit: usize, window_ms: i64, now_ms: i64) {
+    let left = (log.iter())
+        .take_while(|&&t| t <= now_ms - window_ms)
+        .count();
+    let full = usize::from(log.len() - left >= limit);
+    log.drain(..left + full);
+    log.push(now_ms);
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SlidingLimiter<K: Hash + Eq> {
     limit: usize,
@@ -48,15 +66,7 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
         if self.limit == 0 {
             return true;
         }
-        // The log holds at most `limit` times in arrival order, so the
-        // window is full only if all of them, the oldest included, are
-        // still inside it.
-        match self.logs.get(key) {
-            None => true,
-            Some(log) => {
-                log.len() < self.limit || log.first().is_some_and(|&t| t <= now_ms - self.window_ms)
-            }
-        }
+        (self.logs.get(key)).is_none_or(|log| log_allows(log, self.limit, self.window_ms, now_ms))
     }
 
     /// How long until an event at `now_ms` would be admitted: `None` if it
@@ -77,12 +87,7 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
             return;
         }
         let log = self.logs.entry(key).or_default();
-        let left = (log.iter())
-            .take_while(|&&t| t <= now_ms - self.window_ms)
-            .count();
-        let full = usize::from(log.len() - left >= self.limit);
-        log.drain(..left + full);
-        log.push(now_ms);
+        log_record(log, self.limit, self.window_ms, now_ms);
     }
 
     /// Forgets keys with nothing inside the window.
@@ -98,6 +103,16 @@ impl<K: Hash + Eq + Copy> SlidingLimiter<K> {
             .values()
             .filter_map(|log| log.last().copied())
             .max()
+    }
+
+    /// Most admissions per window (0: off) and the window.
+    pub fn rule(&self) -> (usize, i64) {
+        (self.limit, self.window_ms)
+    }
+
+    /// Every key's log, taken out.
+    pub fn into_logs(self) -> impl Iterator<Item = (K, AdmissionLog)> {
+        self.logs.into_iter()
     }
 
     pub fn keys(&self) -> usize {

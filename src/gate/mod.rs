@@ -12,7 +12,7 @@ pub mod config;
 mod limiter;
 
 pub use bots::{BotDetector, reload_on_sighup};
-pub use limiter::{AdmissionLog, SlidingLimiter};
+pub use limiter::{AdmissionLog, SlidingLimiter, log_allows, log_record};
 
 use std::net::IpAddr;
 

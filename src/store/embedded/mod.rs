@@ -62,5 +62,5 @@ pub use phase::SnapshotPhase;
 pub use ranking::UPKEEP_DIRTY;
 pub use state::article::WINDOW_CACHES;
 pub use state::record::LogRecord;
-pub use state::{dedupe, sharded};
+pub use state::{dedupe, slots};
 pub use store::EmbeddedStore;

@@ -131,7 +131,7 @@ impl From<DataV2> for Data {
         let mut d = Data::new(&StoreSettings::default());
         d.articles = v.articles;
         d.event_ids = v.event_ids;
-        d.visitor_limits = v.visitor_limits;
+        d.visitors = v.visitor_limits.into();
         d.ip_limits = v.ip_limits;
         d.counted = v.counted;
         d.quarantine = v.quarantine;
@@ -396,7 +396,7 @@ impl<'a> SectionWriter<'a> {
 fn write_dedupe(d: &Dedupe, w: &mut dyn Write) -> io::Result<()> {
     let mut out = SectionWriter::new(w, d.seed(), d.len() as u64);
     for (key, ts) in d.iter() {
-        out.push(key, ts)?;
+        out.push(&key, ts)?;
     }
     out.finish()
 }
@@ -566,7 +566,7 @@ pub fn write_state_merged(
     })?;
     for (key, ts) in replayed.iter() {
         written += 1;
-        out.push(key, ts)?;
+        out.push(&key, ts)?;
     }
     out.finish()?;
     if written != kept {
@@ -664,7 +664,7 @@ mod tests {
     }
 
     fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
-        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        let mut v: Vec<_> = d.dedupe.iter().collect();
         v.sort_unstable();
         v
     }

@@ -108,6 +108,12 @@ impl EmbeddedStore {
         self.inner.lock().data.gate_sizes()
     }
 
+    /// Heap bytes the dedupe table and the per-visitor state (rate logs,
+    /// behaviour rule) hold (examples/gate_memory.rs).
+    pub fn gate_heap_bytes(&self) -> (usize, usize) {
+        self.inner.lock().data.gate_heap_bytes()
+    }
+
     pub fn data_dir(&self) -> Option<&Path> {
         self.durability.as_ref().map(|d| d.dir.as_path())
     }

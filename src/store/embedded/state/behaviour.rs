@@ -35,6 +35,22 @@ impl Behaviour {
             .count()
     }
 
+    /// Quarantines the visitor from `clock` for `ms`, unless it is
+    /// already.
+    pub(super) fn quarantine(&mut self, clock: i64, ms: i64) {
+        if !self.flagged(clock) {
+            self.bot_until_ms = clock.saturating_add(ms);
+            self.views = SmallVec::new();
+        }
+    }
+
+    /// A counted view of article `idx` at `clock`.
+    pub(super) fn viewed(&mut self, clock: i64, idx: Idx) {
+        self.views
+            .retain(|&mut (t, a)| t > clock - BEHAVIOUR_MS && a != idx);
+        self.views.push((clock, idx));
+    }
+
     pub(super) fn live(&self, clock: i64) -> bool {
         self.flagged(clock) || self.views.iter().any(|&(t, _)| t > clock - BEHAVIOUR_MS)
     }

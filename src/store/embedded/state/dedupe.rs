@@ -1,14 +1,16 @@
 //! The gate's dedupe table: last counted event time per (article, visitor,
-//! event type), the largest part of the embedded store's state, in a
-//! [`ShardedMap`] whose hash seed is kept in snapshots.
+//! event type), the largest part of the embedded store's state, in
+//! [`SlotMap`]s (one per event type) whose hash seed is kept in snapshots.
+
+use std::collections::BTreeMap;
 
 use super::article::Idx;
-use super::sharded::ShardedMap;
+use super::slots::{Slot, SlotMap};
 use crate::model::Timestamp;
 
 /// A dedupe entry's key: (article, visitor, event type). The visitor is
-/// held as two `u64` halves: a `u128` field would align the key to 16
-/// bytes, so key and time took 48 bytes a slot; this way they take 32.
+/// held as two `u64` halves (a `u128` field would align the key to 16
+/// bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DedupeKey {
     visitor_hi: u64,
@@ -32,28 +34,101 @@ impl DedupeKey {
         let visitor = u128::from(self.visitor_hi) << 64 | u128::from(self.visitor_lo);
         (self.idx, visitor, self.kind)
     }
+
+    fn pair(self, ts: u32) -> Pair {
+        Pair {
+            visitor_hi: self.visitor_hi,
+            visitor_lo: self.visitor_lo,
+            idx: self.idx,
+            ts,
+        }
+    }
+
+    fn pair_key(&self) -> PairKey {
+        (self.visitor_hi, self.visitor_lo, self.idx)
+    }
 }
 
-/// The gate's dedupe entries: a [`ShardedMap`] whose seed is kept with the
-/// entries.
+/// (visitor high half, low half, article): a [`Pair`]'s key, its event
+/// type being its table's.
+type PairKey = (u64, u64, Idx);
+
+/// One dedupe entry in 24 bytes: the visitor whole (the decision stays
+/// exact), the article, and the time as Unix seconds in a `u32` (events
+/// are dated 1970 to now: ingest refuses a negative `ts` and moves a
+/// future one to its arrival). A time outside `0..u32::MAX` is held
+/// beside the tables ([`Dedupe::overflow`]), so every time stays exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pair {
+    visitor_hi: u64,
+    visitor_lo: u64,
+    idx: Idx,
+    /// `u32::MAX`: an empty slot.
+    ts: u32,
+}
+
+impl Slot for Pair {
+    type Key = PairKey;
+    const EMPTY: Self = Pair {
+        visitor_hi: 0,
+        visitor_lo: 0,
+        idx: 0,
+        ts: u32::MAX,
+    };
+
+    fn is_empty(&self) -> bool {
+        self.ts == u32::MAX
+    }
+
+    fn key(&self, _shard: usize) -> PairKey {
+        (self.visitor_hi, self.visitor_lo, self.idx)
+    }
+}
+
+impl Pair {
+    fn entry(&self, kind: u8) -> (DedupeKey, Timestamp) {
+        let key = DedupeKey {
+            visitor_hi: self.visitor_hi,
+            visitor_lo: self.visitor_lo,
+            idx: self.idx,
+            kind,
+        };
+        (key, i64::from(self.ts))
+    }
+}
+
+/// Bytes of one dedupe slot.
+pub const SLOT_BYTES: usize = std::mem::size_of::<Pair>();
+
+/// `ts` as a [`Pair`]'s time, if it fits.
+fn short(ts: Timestamp) -> Option<u32> {
+    u32::try_from(ts).ok().filter(|&t| t != u32::MAX)
+}
+
+/// The gate's dedupe entries: a [`SlotMap`] per event type, all hashed
+/// with one seed kept with the entries.
 ///
 /// Snapshots store the seed, so a table rebuilt from a snapshot with the
 /// same seed puts every entry where the snapshot's order (the old table's
-/// order: shard by shard, each front to back) says: the inserts of a
-/// restart walk each new sub-table front to back instead of missing the
-/// cache once per entry. The hash of a key is the one a `HashMap` with
-/// `FixedState::with_seed(seed)` gives, so a snapshot written by the
-/// single-table build (sorted by the low bits of the same hash) loads too,
-/// as one front-to-back walk per shard, interleaved. The keys' visitors are
+/// order: sub-table by sub-table, each front to back) says: the inserts of
+/// a restart walk each sub-table front to back. The keys' visitors are
 /// secret-keyed hashes already, so a known seed gives no one a way to pick
 /// colliding keys.
 ///
-/// Iteration ([`Dedupe::iter`]) is shard by shard, each in its table's
-/// order: deterministic for a given history of inserts and removals.
+/// Iteration ([`Dedupe::iter`]) is table by table (in the order their
+/// event types first came), each sub-table by sub-table, then the few
+/// entries of [`Dedupe::overflow`]: deterministic for a given history of
+/// inserts and removals.
 #[derive(Clone, Debug)]
 pub struct Dedupe {
     seed: u64,
-    map: ShardedMap<DedupeKey, Timestamp>,
+    /// Entries expected ([`Self::with_seed`]): the first table is sized
+    /// for them.
+    hint: usize,
+    tables: Vec<(u8, SlotMap<Pair>)>,
+    /// Entries whose time does not fit a [`Pair`] (none, for events the
+    /// API or a replay takes).
+    overflow: BTreeMap<DedupeKey, Timestamp>,
 }
 
 impl Default for Dedupe {
@@ -72,7 +147,9 @@ impl Dedupe {
     pub fn with_seed(seed: u64, n: usize) -> Self {
         Dedupe {
             seed,
-            map: ShardedMap::with_seed(seed, n),
+            hint: n,
+            tables: Vec::new(),
+            overflow: BTreeMap::new(),
         }
     }
 
@@ -80,57 +157,145 @@ impl Dedupe {
         self.seed
     }
 
+    fn table(&self, kind: u8) -> Option<&SlotMap<Pair>> {
+        (self.tables.iter()).find_map(|(k, t)| (*k == kind).then_some(t))
+    }
+
+    fn table_mut(&mut self, kind: u8) -> &mut SlotMap<Pair> {
+        let i = match self.tables.iter().position(|(k, _)| *k == kind) {
+            Some(i) => i,
+            None => {
+                let n = std::mem::take(&mut self.hint);
+                self.tables.push((kind, SlotMap::with_seed(self.seed, n)));
+                self.tables.len() - 1
+            }
+        };
+        &mut self.tables[i].1
+    }
+
     /// The last time recorded for `key`.
     pub fn get(&self, key: &DedupeKey) -> Option<Timestamp> {
-        self.map.get(key).copied()
+        let held = (self.table(key.kind))
+            .and_then(|t| t.get(&key.pair_key()))
+            .map(|p| i64::from(p.ts));
+        held.or_else(|| self.overflow.get(key).copied())
     }
 
     pub fn contains_key(&self, key: &DedupeKey) -> bool {
-        self.map.contains_key(key)
+        self.get(key).is_some()
     }
 
     /// Sets `key`'s time to `ts`; returns the time it had.
     pub fn insert(&mut self, key: DedupeKey, ts: Timestamp) -> Option<Timestamp> {
-        self.map.insert(key, ts)
+        let over = if self.overflow.is_empty() {
+            None
+        } else {
+            self.overflow.remove(&key)
+        };
+        let held = match short(ts) {
+            Some(t) => self
+                .table_mut(key.kind)
+                .insert(&key.pair_key(), key.pair(t)),
+            None => {
+                self.overflow.insert(key, ts);
+                self.table_mut(key.kind).remove(&key.pair_key())
+            }
+        };
+        held.map(|p| i64::from(p.ts)).or(over)
     }
 
     /// Records `ts` for `key`, keeping the later of it and the time it had.
     pub fn raise(&mut self, key: DedupeKey, ts: Timestamp) {
-        let t = self.map.get_or_insert_with(key, || ts);
-        *t = (*t).max(ts);
+        match short(ts) {
+            Some(t) if self.overflow.is_empty() => {
+                let p = self
+                    .table_mut(key.kind)
+                    .get_or_insert_with(&key.pair_key(), || key.pair(t));
+                p.ts = p.ts.max(t);
+            }
+            _ => {
+                let ts = self.get(&key).map_or(ts, |old| old.max(ts));
+                self.insert(key, ts);
+            }
+        }
     }
 
     /// Removes `key`; returns its time.
     pub fn remove(&mut self, key: &DedupeKey) -> Option<Timestamp> {
-        self.map.remove(key)
+        let held = (self.tables.iter_mut())
+            .find(|(k, _)| *k == key.kind)
+            .and_then(|(_, t)| t.remove(&key.pair_key()));
+        held.map(|p| i64::from(p.ts))
+            .or_else(|| self.overflow.remove(key))
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.tables.iter().map(|(_, t)| t.len()).sum::<usize>() + self.overflow.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.tables.iter().all(|(_, t)| t.is_empty()) && self.overflow.is_empty()
     }
 
-    /// Every entry, shard by shard.
-    pub fn iter(&self) -> impl Iterator<Item = (&DedupeKey, Timestamp)> {
-        self.map.iter().map(|(k, t)| (k, *t))
+    /// Every entry: table by table, then the overflow.
+    pub fn iter(&self) -> impl Iterator<Item = (DedupeKey, Timestamp)> + '_ {
+        (self.tables.iter())
+            .flat_map(|(kind, t)| t.iter().map(|(_, p)| p.entry(*kind)))
+            .chain(self.overflow.iter().map(|(k, t)| (*k, *t)))
     }
 
     /// Keeps only the entries for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(&DedupeKey, Timestamp) -> bool) {
-        self.map.retain(|k, t| keep(k, *t));
+        for i in 0..super::slots::SHARDS {
+            self.retain_shard(i, &mut keep);
+        }
     }
 
-    /// [`Self::retain`] over shard `i` of the [`ShardedMap`] alone.
+    /// [`Self::retain`] over sub-table `i` of every table alone (the
+    /// overflow goes with sub-table 0).
     pub fn retain_shard(&mut self, i: usize, mut keep: impl FnMut(&DedupeKey, Timestamp) -> bool) {
-        self.map.retain_shard(i, |k, t| keep(k, *t));
+        for (kind, t) in &mut self.tables {
+            t.retain_shard(i, |p| {
+                let (key, ts) = p.entry(*kind);
+                keep(&key, ts)
+            });
+        }
+        if i == 0 {
+            self.overflow.retain(|k, t| keep(k, *t));
+        }
     }
 
-    /// Bytes the table holds on the heap.
+    /// Bytes the table holds on the heap (the overflow's few entries
+    /// counted at their own size).
     pub fn heap_bytes(&self) -> usize {
-        self.map.heap_bytes()
+        std::mem::size_of_val(&*self.tables)
+            + self
+                .tables
+                .iter()
+                .map(|(_, t)| t.heap_bytes())
+                .sum::<usize>()
+            + self.overflow.len() * std::mem::size_of::<(DedupeKey, Timestamp)>()
+    }
+
+    /// The sub-table `key` is in (tests; the overflow's: 0).
+    #[cfg(test)]
+    fn shard_index(&self, key: &DedupeKey) -> usize {
+        if self.overflow.contains_key(key) {
+            return 0;
+        }
+        (self.tables.first()).map_or(0, |(_, t)| t.shard_index(&key.pair_key()))
+    }
+
+    /// Entries per sub-table, over the tables (tests).
+    #[cfg(test)]
+    fn shard_lens(&self) -> Vec<usize> {
+        let mut lens = vec![0; super::slots::SHARDS];
+        for (_, t) in &self.tables {
+            for (n, len) in lens.iter_mut().zip(t.shard_lens()) {
+                *n += len;
+            }
+        }
+        lens
     }
 }
 
@@ -145,10 +310,9 @@ impl Extend<(DedupeKey, Timestamp)> for Dedupe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::embedded::state::sharded::SHARDS;
+    use crate::store::embedded::state::slots::SHARDS;
 
-    /// One slot: 32 bytes (plus hashbrown's control byte).
-    type Slot = (DedupeKey, Timestamp);
+    type Entry = (DedupeKey, Timestamp);
     use proptest::prelude::*;
     use std::collections::HashMap;
 
@@ -172,10 +336,21 @@ mod tests {
         Retain(i64, Option<(usize, usize)>),
     }
 
+    /// Mostly times a slot holds; some it cannot (before 1970, at or
+    /// past `u32::MAX`), which go to the overflow.
+    fn ts() -> impl Strategy<Value = i64> {
+        let top = i64::from(u32::MAX);
+        prop_oneof![
+            12 => 0..1000i64,
+            1 => -1000..0i64,
+            1 => (top - 3)..(top + 3),
+        ]
+    }
+
     fn op(keys: u64) -> impl Strategy<Value = Op> {
         prop_oneof![
-            6 => (0..keys, 0..1000i64).prop_map(|(k, t)| Op::Insert(k, t)),
-            6 => (0..keys, 0..1000i64).prop_map(|(k, t)| Op::Raise(k, t)),
+            6 => (0..keys, ts()).prop_map(|(k, t)| Op::Insert(k, t)),
+            6 => (0..keys, ts()).prop_map(|(k, t)| Op::Raise(k, t)),
             4 => (0..keys).prop_map(Op::Get),
             2 => (0..keys).prop_map(Op::Remove),
             1 => (0..1000i64, proptest::option::of((0..SHARDS, 1..SHARDS)))
@@ -205,18 +380,21 @@ mod tests {
                 }
                 Op::Retain(h, Some((from, n))) => {
                     let shards: Vec<usize> = (from..from + n).map(|i| i % SHARDS).collect();
+                    o.retain(|k, t| *t > h || !shards.contains(&d.shard_index(k)));
                     for &i in &shards {
                         d.retain_shard(i, |_, t| t > h);
                     }
-                    o.retain(|k, t| *t > h || !shards.contains(&d.map.shard_index(k)));
                 }
             }
             assert_eq!(d.len(), o.len());
         }
-        assert_eq!(d.len(), d.map.shard_lens().sum::<usize>());
-        let mut got: Vec<Slot> = d.iter().map(|(k, t)| (*k, t)).collect();
+        assert_eq!(
+            d.len(),
+            d.shard_lens().iter().sum::<usize>() + d.overflow.len()
+        );
+        let mut got: Vec<Entry> = d.iter().collect();
         got.sort_unstable();
-        let mut want: Vec<Slot> = o.into_iter().collect();
+        let mut want: Vec<Entry> = o.into_iter().collect();
         want.sort_unstable();
         assert_eq!(got, want);
         assert_eq!(d.is_empty(), want.is_empty());
@@ -257,7 +435,7 @@ mod tests {
     }
 
     /// Keys spread over the shards (no shard holds more than a few times
-    /// its share), and the shard bits are not the ones hashbrown uses.
+    /// its share).
     #[test]
     fn keys_spread_over_the_shards() {
         let mut d = Dedupe::with_seed(7, 0);
@@ -265,15 +443,15 @@ mod tests {
         for k in 0..n as u64 {
             d.insert(key(k), 1);
         }
-        let most = d.map.shard_lens().max().unwrap();
-        let least = d.map.shard_lens().min().unwrap();
+        let most = *d.shard_lens().iter().max().unwrap();
+        let least = *d.shard_lens().iter().min().unwrap();
         assert!(most < 64 * 2 && least > 64 / 4, "{least}..{most}");
-        assert!(d.heap_bytes() >= n * 32);
+        assert!(d.heap_bytes() >= n * 24);
     }
 
     #[test]
-    fn a_slot_is_32_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 32);
+    fn a_slot_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<Pair>(), 24);
         let k = DedupeKey::new(7, u128::MAX - 5, 3);
         assert_eq!(k.parts(), (7, u128::MAX - 5, 3));
     }

@@ -116,7 +116,7 @@ impl Data {
                 seen,
             });
         }
-        for (k, log) in self.visitor_limits.logs() {
+        for (k, log) in self.visitors.logs() {
             out.push(Record::Rate {
                 scope: RateScope::Visitor,
                 key: format!("{k:032x}"),
@@ -222,7 +222,7 @@ impl Data {
                     d.event_ids.insert(parse_u128(key)?, *seen);
                 }
                 Record::Rate { scope, key, log } => match scope {
-                    RateScope::Visitor => d.visitor_limits.set_log(parse_u128(key)?, log.clone()),
+                    RateScope::Visitor => d.visitors.set_log(parse_u128(key)?, log.clone()),
                     RateScope::Ip => d.ip_limits.set_log(parse_u64(key)?, log.clone()),
                 },
                 _ => {}

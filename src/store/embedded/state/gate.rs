@@ -5,6 +5,7 @@
 use super::Data;
 use super::article::Idx;
 use super::dedupe::DedupeKey;
+use super::visitors::VisitorState;
 use crate::model::{ArticleId, Event, EventType, Timestamp, Verdict, VoteDirection, VoteOutcome};
 use crate::store::{IngestReject, StoreSettings};
 
@@ -15,24 +16,16 @@ impl Data {
     /// it, so a wall clock that stepped back while it was down cannot put
     /// those entries in its future.
     pub fn newest_arrival_ms(&self) -> i64 {
-        let views = (self.behaviour.iter())
-            .filter_map(|(_, b)| b.views.last().map(|&(t, _)| t))
-            .max();
         let ids = self
             .event_ids
             .values()
             .max()
             .map(|&s| s.saturating_mul(1000));
-        [
-            self.visitor_limits.newest(),
-            self.ip_limits.newest(),
-            views,
-            ids,
-        ]
-        .into_iter()
-        .flatten()
-        .max()
-        .unwrap_or(i64::MIN)
+        [self.visitors.newest(), self.ip_limits.newest(), ids]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(i64::MIN)
     }
 
     /// Whether an event may be taken at all: with `require_known_articles`
@@ -60,19 +53,8 @@ impl Data {
     /// `bot_articles_per_minute + 1`-th distinct article in 60 s
     /// (`Some(true)`). Pure. `found` is the event's article (`lookup`).
     pub fn behaviour_bot(&self, ev: &Event, found: Option<Idx>, s: &StoreSettings) -> Option<bool> {
-        if s.bot_articles_per_minute == 0 {
-            return None;
-        }
-        let clock = ev.rate_clock_ms();
-        let b = self.behaviour.get(&ev.visitor);
-        if b.is_some_and(|b| b.flagged(clock)) {
-            return Some(false);
-        }
-        if ev.kind != EventType::View {
-            return None;
-        }
-        let others = b.map_or(0, |b| b.others(clock, found));
-        (others >= s.bot_articles_per_minute as usize).then_some(true)
+        let state = self.visitors.get(&ev.visitor);
+        behaviour_bot(state.as_deref(), ev, found, s)
     }
 
     /// The gate's stateful checks, in order. Pure: `apply` records.
@@ -84,12 +66,14 @@ impl Data {
         {
             return Verdict::Replayed;
         }
-        let behaviour = self.behaviour_bot(ev, found, s);
+        // The visitor's state, looked up once for both of its checks.
+        let visitor = self.visitors.get(&ev.visitor);
+        let behaviour = behaviour_bot(visitor.as_deref(), ev, found, s);
         if ev.bot.is_bot() || behaviour == Some(false) {
             return Verdict::Bot;
         }
         let clock = ev.rate_clock_ms();
-        if !self.visitor_limits.allows(&ev.visitor, clock) || !self.ip_limits.allows(&ev.ip, clock)
+        if !self.visitors.admits(visitor.as_deref(), clock) || !self.ip_limits.allows(&ev.ip, clock)
         {
             return Verdict::RateLimited;
         }
@@ -136,12 +120,40 @@ impl Data {
     }
 
     /// Entries of the gate's state: dedupe pairs, eventIds, and rate-limit
-    /// plus behaviour keys.
+    /// plus behaviour keys (one per visitor with either, one per IP).
     pub fn gate_sizes(&self) -> (usize, usize, usize) {
         (
             self.dedupe.len(),
             self.event_ids.len(),
-            self.visitor_limits.keys() + self.ip_limits.keys() + self.behaviour.len(),
+            self.visitors.len() + self.ip_limits.keys(),
         )
     }
+
+    /// Heap bytes the dedupe table and the per-visitor state hold.
+    pub fn gate_heap_bytes(&self) -> (usize, usize) {
+        (self.dedupe.heap_bytes(), self.visitors.heap_bytes())
+    }
+}
+
+/// [`Data::behaviour_bot`] over the visitor's state `state` (looked up by
+/// the caller).
+fn behaviour_bot(
+    state: Option<&VisitorState>,
+    ev: &Event,
+    found: Option<Idx>,
+    s: &StoreSettings,
+) -> Option<bool> {
+    if s.bot_articles_per_minute == 0 {
+        return None;
+    }
+    let clock = ev.rate_clock_ms();
+    let b = state.map(|s| &s.behaviour);
+    if b.is_some_and(|b| b.flagged(clock)) {
+        return Some(false);
+    }
+    if ev.kind != EventType::View {
+        return None;
+    }
+    let others = b.map_or(0, |b| b.others(clock, found));
+    (others >= s.bot_articles_per_minute as usize).then_some(true)
 }

@@ -18,13 +18,11 @@ mod index;
 pub mod net;
 pub mod record;
 pub mod retention;
-pub mod sharded;
 pub mod site;
+pub mod slots;
+pub mod visitors;
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 
 use crate::gate::{KeyedMap, SlidingLimiter};
 use crate::model::{
@@ -35,13 +33,14 @@ use crate::score::CategoryScale;
 use crate::sketch::{HLL_SEED, murmur64a};
 use crate::store::StoreSettings;
 use article::{Article, Idx};
-use behaviour::{BEHAVIOUR_MS, Behaviour, bot_quarantine_ms};
+use behaviour::bot_quarantine_ms;
 use compact::Meta;
 use dedupe::{Dedupe, DedupeKey};
 use index::Index;
 use record::LogRecord;
-use sharded::ShardedMap;
+use serde::{Deserialize, Serialize};
 use site::{SiteLive, SiteStats};
+use visitors::Visitors;
 
 /// What snapshots hold: every counter and the shared half of the gate.
 ///
@@ -56,7 +55,10 @@ pub struct Data {
     pub(super) dedupe: Dedupe,
     /// Arrival second of each remembered idempotency key.
     pub(super) event_ids: KeyedMap<u128, Timestamp>,
-    pub(super) visitor_limits: SlidingLimiter<u128>,
+    /// Per visitor: the rate log (written as the `SlidingLimiter` it
+    /// was) and the behaviour rule's state (derived, not written).
+    #[serde(rename = "visitor_limits")]
+    pub(super) visitors: Visitors,
     pub(super) ip_limits: SlidingLimiter<u64>,
     pub counted: u64,
     pub quarantine: Quarantine,
@@ -88,11 +90,6 @@ pub struct Data {
     /// window caches over any other ([`Data::keep_window_ranges`]).
     #[serde(skip)]
     window_ranges: Option<Vec<u32>>,
-    /// The behaviour rule's per-visitor state (derived, not snapshotted):
-    /// one entry per viewing visitor of the last minute, sharded like the
-    /// dedupe table, as it grows with the traffic.
-    #[serde(skip)]
-    behaviour: ShardedMap<u128, Behaviour>,
     /// `bot_quarantine_secs` in ms, 0 while the behaviour rule is off.
     #[serde(skip)]
     bot_quarantine_ms: i64,
@@ -114,7 +111,7 @@ impl Data {
             articles: Vec::new(),
             dedupe: Dedupe::new(),
             event_ids: KeyedMap::default(),
-            visitor_limits: SlidingLimiter::new(s.visitor_limit_per_minute, 60_000),
+            visitors: Visitors::new(s.visitor_limit_per_minute, 60_000),
             ip_limits: SlidingLimiter::new(s.ip_limit_per_minute, 60_000),
             counted: 0,
             quarantine: Quarantine::default(),
@@ -125,7 +122,6 @@ impl Data {
             net_hours: s.net_evidence_hours,
             site_live: SiteLive::default(),
             index: Index::default(),
-            behaviour: ShardedMap::default(),
             bot_quarantine_ms: bot_quarantine_ms(s),
             window_bytes: 0,
             window_budget: s.window_cache_bytes(),
@@ -138,7 +134,7 @@ impl Data {
     pub fn restore(&mut self, s: &StoreSettings) {
         self.index = Index::build(&self.articles);
         self.site_live = SiteLive::rebuild(&self.articles);
-        self.visitor_limits.set_limit(s.visitor_limit_per_minute);
+        self.visitors.set_limit(s.visitor_limit_per_minute);
         self.ip_limits.set_limit(s.ip_limit_per_minute);
         self.bot_quarantine_ms = bot_quarantine_ms(s);
         self.window_budget = s.window_cache_bytes();
@@ -261,19 +257,17 @@ impl Data {
         {
             self.event_ids.insert(key, ev.arrival_ms / 1000);
         }
+        let clock = ev.rate_clock_ms();
         if verdict == Verdict::Bot && !ev.bot.is_bot() && self.bot_quarantine_ms > 0 {
             // Quarantined by behaviour: from now on, for this visitor.
-            let clock = ev.rate_clock_ms();
-            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
-            if !b.flagged(clock) {
-                b.bot_until_ms = clock.saturating_add(self.bot_quarantine_ms);
-                b.views = SmallVec::new();
-            }
+            let ms = self.bot_quarantine_ms;
+            (self.visitors).update(ev.visitor, |s| s.behaviour.quarantine(clock, ms));
         }
         if matches!(verdict, Verdict::Counted | Verdict::Duplicate) {
-            let clock = ev.rate_clock_ms();
-            self.visitor_limits.record(ev.visitor, clock);
             self.ip_limits.record(ev.ip, clock);
+        }
+        if verdict == Verdict::Duplicate {
+            self.visitors.record(ev.visitor, clock);
         }
         if verdict != Verdict::Counted {
             self.quarantine.add(verdict, 1);
@@ -297,13 +291,10 @@ impl Data {
         if ev.kind.deduplicated() {
             (self.dedupe).raise(DedupeKey::new(idx, ev.visitor, ev.kind as u8), ev.ts);
         }
-        if ev.kind == EventType::View && self.bot_quarantine_ms > 0 {
-            let clock = ev.rate_clock_ms();
-            let b = (self.behaviour).get_or_insert_with(ev.visitor, Behaviour::default);
-            b.views
-                .retain(|&mut (t, a)| t > clock - BEHAVIOUR_MS && a != idx);
-            b.views.push((clock, idx));
-        }
+        // The admission, and the view the behaviour rule keeps, in one
+        // change of the visitor's state.
+        let viewed = (ev.kind == EventType::View && self.bot_quarantine_ms > 0).then_some(idx);
+        self.visitors.counted(ev.visitor, clock, viewed);
         self.counted += 1;
         let category = self.articles[idx as usize].meta.category();
         self.site.categories.counted(category, ev.ts);
@@ -448,7 +439,7 @@ mod tests {
     }
 
     pub(super) fn entries(d: &Data) -> Vec<(DedupeKey, Timestamp)> {
-        let mut v: Vec<_> = d.dedupe.iter().map(|(&k, t)| (k, t)).collect();
+        let mut v: Vec<_> = d.dedupe.iter().collect();
         v.sort_unstable();
         v
     }
@@ -541,13 +532,13 @@ mod layout {
             ("Bucket", size_of::<Bucket>(), 88),
             ("WindowAgg", size_of::<WindowAgg>(), 152),
             ("KeyedSet<u128>", size_of::<KeyedSet<u128>>(), 40),
-            ("dedupe slot", size_of::<(DedupeKey, Timestamp)>(), 32),
+            ("dedupe slot", dedupe::SLOT_BYTES, 24),
             ("index slot", size_of::<Idx>(), 4),
-            ("behaviour slot", size_of::<(u128, Behaviour)>(), 48),
+            ("visitor slot", visitors::SLOT_BYTES, 24),
             (
-                "rate-log slot",
-                size_of::<(u128, crate::gate::AdmissionLog)>(),
-                48,
+                "IP rate-log slot",
+                size_of::<(u64, crate::gate::AdmissionLog)>(),
+                32,
             ),
         ];
         for (what, size, bound) in sizes {

@@ -5,7 +5,7 @@
 
 use super::Data;
 use super::compact::Sparse;
-use super::sharded::SHARDS;
+use super::slots::SHARDS;
 use crate::model::{Timestamp, hour_of};
 use crate::store::StoreSettings;
 
@@ -35,8 +35,9 @@ impl Data {
         self.expire_gate(now, s);
     }
 
-    /// Retention of the sharded tables (dedupe entries, behaviour state)
-    /// from shard `next` on: at least one shard of each, and until `until`
+    /// Retention of the sharded tables (dedupe entries; per-visitor rate
+    /// logs and behaviour state) from shard `next` on: at least one shard
+    /// of each, and until `until`
     /// if given, else all; `true` once every shard is done. Ingest between
     /// two calls is as if it came before the sweep (for the shards still to
     /// do) or after it (for the others).
@@ -50,7 +51,7 @@ impl Data {
         let horizon = dedupe_horizon(now, s);
         while *next < SHARDS {
             self.dedupe.retain_shard(*next, |_, last| last > horizon);
-            (self.behaviour).retain_shard(*next, |_, b| b.live(now * 1000));
+            self.visitors.sweep_shard(*next, now * 1000);
             *next += 1;
             if until.is_some_and(|t| std::time::Instant::now() >= t) {
                 break;
@@ -105,7 +106,6 @@ impl Data {
         self.net.expire(now, self.net_hours);
         let horizon = now - i64::from(s.event_id_ttl_secs);
         self.event_ids.retain(|_, &mut seen| seen > horizon);
-        self.visitor_limits.sweep(now * 1000);
         self.ip_limits.sweep(now * 1000);
     }
 }
