@@ -121,6 +121,8 @@ fn event(kind: EventType, article: &str, n: u64, ts: i64) -> Event {
         ip: n,
         event_id: Some(u128::from(n) + 1000),
         seconds: if kind == EventType::Dwell { 30 } else { 0 },
+        // Some with a network block (version 4), some unknown.
+        net: n % 7,
         ..Event::view(
             ArticleId::parse(article).unwrap(),
             u128::from(n % 40) + 1,
@@ -136,6 +138,8 @@ async fn generate(data: &Path) {
     let mut config = test_config(data);
     config.gate.visitor_limit_per_minute = 0;
     config.gate.ip_limit_per_minute = 0;
+    // The review's network evidence is in the snapshot (version 4).
+    config.review.mode = hotrank::config::ReviewMode::Suspicious;
     let settings = hotrank::store::StoreSettings::from_config(&config);
     let (store, _) = EmbeddedStore::open(Durability::from_config(&config), settings).unwrap();
     for i in 0..10 {
