@@ -51,14 +51,18 @@ end
 local CLOCK = GATE_TIME and gate_clock(P) or nil
 local gnow = CLOCK and math.floor(CLOCK.at / 1000) or now
 local on_nodes = GATE_TIME and not CLOCK
+-- (Events of one batch mostly share one time: each formatted once.)
+local last_at, last_arr, last_arrs, last_ats = nil, nil, nil, nil
 for _, e in ipairs(ev) do
   local at = not on_nodes and (e.at or (CLOCK and CLOCK.at))
   if at then
-    e.arrival = math.floor(at / 1000)
-    e.arrs = string.format('%d', e.arrival)
+    if at ~= last_at then
+      last_at, last_arr = at, math.floor(at / 1000)
+      last_arrs, last_ats = string.format('%d', last_arr), string.format('%d', at)
+    end
+    e.arrival, e.arrs = last_arr, last_arrs
     if not e.trusted then
-      e.clock = at
-      e.clocks = string.format('%d', at)
+      e.clock, e.clocks = at, last_ats
     end
   end
 end
