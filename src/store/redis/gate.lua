@@ -198,10 +198,12 @@ local function split_visitor(rec)
   return string.sub(rec, 1, bar - 1), string.sub(rec, bar + 1)
 end
 
--- Articles viewed in the 60 s before `clock`, `art` left out.
+-- Articles viewed in the 60 s before `clock`, `art` left out. (A visitor
+-- without any: one shared empty list, never appended to.)
+local NONE = {}
 local function recent(beh, clock, art)
+  if beh == '' then return NONE end
   local list = {}
-  if beh == '' then return list end
   for t, a in string.gmatch(beh, '(%d+),([^;]+);') do
     if tonumber(t) > clock - RATE_MS and a ~= art then
       list[#list + 1] = t .. ',' .. a .. ';'
@@ -285,8 +287,13 @@ for i, e in ipairs(ev) do
       dd_val[e.dkey] = dd_new
     end
     if views then
-      views[#views + 1] = e.clocks .. ',' .. e.art .. ';'
-      beh = table.concat(views)
+      local this = e.clocks .. ',' .. e.art .. ';'
+      if #views == 0 then
+        beh = this
+      else
+        views[#views + 1] = this
+        beh = table.concat(views)
+      end
     end
     if not a.exists then
       a.exists = true
