@@ -9,6 +9,11 @@
 -- `arrs` keep ts, clock and arrival as sent: values written back to Redis go as
 -- these strings (a Lua number passed to redis.call or concatenated is a
 -- floating-point sprintf each time).
+-- The globals the per-event code of this script and the chunks after it
+-- (gate.lua, apply.lua, ...) use, as locals: a global is a table lookup
+-- each time it is named, a local (or upvalue) is not.
+local tonumber, tostring, ipairs, pairs, unpack = tonumber, tostring, ipairs, pairs, unpack
+local string, math, table, redis = string, math, table, redis
 local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
 -- (Every field the event gets, here and in gate.lua, is named in the
 -- constructor, so that its table is sized once: a field added later
