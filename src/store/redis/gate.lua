@@ -129,9 +129,11 @@ for s = 1, #dd_keys, CHUNK do
   local got = redis.call('MGET', unpack(dd_keys, s, math.min(s + CHUNK - 1, #dd_keys)))
   for j = 1, #got do dd_val[dd_keys[s + j - 1]] = got[j] end
 end
+-- (A slot no entry was written in, as a quarantine slot most of the time,
+-- is not asked about each field of the batch.)
 for _, f in ipairs(FAM) do
-  for _, key in ipairs({ f.prev, f.cur }) do
-    for s = 1, #f.list, CHUNK do
+  for _, key in ipairs(#f.list > 0 and { f.prev, f.cur } or {}) do
+    for s = 1, redis.call('EXISTS', key) == 1 and #f.list or 0, CHUNK do
       local got = redis.call('HMGET', key, unpack(f.list, s, math.min(s + CHUNK - 1, #f.list)))
       for j = 1, #got do
         if got[j] then f.val[f.list[s + j - 1]] = got[j] end
