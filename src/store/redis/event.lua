@@ -24,7 +24,7 @@ local function parse_event(A, b)
   local e = {
     kind = A[b + 1], art = A[b + 2], vh = A[b + 3], vb = A[b + 4],
     iph = A[b + 5], ts = ts, clock = tonumber(A[b + 7]),
-    arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = tonumber(A[b + 10]),
+    arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = A[b + 10] == '0' and 0 or tonumber(A[b + 10]),
     bot = A[b + 11] ~= '0', fam = A[b + 11], trusted = A[b + 12] == '1',
     tss = A[b + 6], clocks = A[b + 7], arrs = A[b + 8],
     net = '', hour = math.floor(ts / 3600), day = math.floor(ts / 86400),

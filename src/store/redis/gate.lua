@@ -242,7 +242,7 @@ for i, e in ipairs(ev) do
   if not verdict then
     if e.bot then
       verdict = 3
-    elseif bot_n > 0 and e.clock < tonumber(BOT.val[e.vh] or '0') then
+    elseif bot_n > 0 and e.clock < (BOT.val[e.vh] and tonumber(BOT.val[e.vh]) or 0) then
       verdict = 7
     end
   end
