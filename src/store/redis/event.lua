@@ -19,14 +19,15 @@ local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
 -- constructor, so that its table is sized once: a field added later
 -- would grow it, rehashing every field, per event.)
 local function parse_event(A, b)
-  local ts = tonumber(A[b + 6])
+  local tss, clocks, arrs, secs, fam = A[b + 6], A[b + 7], A[b + 8], A[b + 10], A[b + 11]
+  local ts = tonumber(tss)
   if not ts then return nil end
   local e = {
     kind = A[b + 1], art = A[b + 2], vh = A[b + 3], vb = A[b + 4],
-    iph = A[b + 5], ts = ts, clock = tonumber(A[b + 7]),
-    arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = A[b + 10] == '0' and 0 or tonumber(A[b + 10]),
-    bot = A[b + 11] ~= '0', fam = A[b + 11], trusted = A[b + 12] == '1',
-    tss = A[b + 6], clocks = A[b + 7], arrs = A[b + 8],
+    iph = A[b + 5], ts = ts, clock = tonumber(clocks),
+    arrival = tonumber(arrs), eid = A[b + 9], secs = secs == '0' and 0 or tonumber(secs),
+    bot = fam ~= '0', fam = fam, trusted = A[b + 12] == '1',
+    tss = tss, clocks = clocks, arrs = arrs,
     net = '', hour = math.floor(ts / 3600), day = math.floor(ts / 86400),
     efield = false, ifield = false, vfield = false, dkey = false, tally = false,
   }
