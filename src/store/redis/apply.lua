@@ -97,26 +97,17 @@ end
 -- Counted events by category (`scale=category`): each counted event adds
 -- one to its article's category as the article's metadata says now (''
 -- for none), in the event's hour and UTC day, in the copy of the site's
--- bookkeeping its article's writes touch (LK): one HGET per distinct
--- article of the batch, one HINCRBY per (hour or day, category).
-local cat_of, cat_n, cat_order = {}, {}, {}
+-- bookkeeping its article's writes touch (LK). Per event only a count per
+-- article and hour or day (no string built); after the loop one HGET per
+-- distinct article and one HINCRBY per (hour or day, category).
+local cat_art = { h = {}, d = {} }
 local function cat_count(e)
-  local c = cat_of[e.art]
-  if not c then
-    c = redis.call('HGET', AK(P, e.art) .. 'meta:article:' .. e.art, 'category') or ''
-    cat_of[e.art] = c
-  end
-  local L = LK(P, shard_of(e.art))
-  for _, k in ipairs({ 'h:' .. nstr(e.hour), 'd:' .. nstr(e.day) }) do
-    local key = L .. 'stats:cat:' .. k
-    local t = cat_n[key]
-    if not t then
-      t = {}
-      cat_n[key] = t
-      cat_order[#cat_order + 1] = key
-    end
-    t[c] = (t[c] or 0) + 1
-  end
+  local t = cat_art.h[e.hour]
+  if not t then t = {}; cat_art.h[e.hour] = t end
+  t[e.art] = (t[e.art] or 0) + 1
+  t = cat_art.d[e.day]
+  if not t then t = {}; cat_art.d[e.day] = t end
+  t[e.art] = (t[e.art] or 0) + 1
 end
 
 local changed, changed_list = {}, {}
@@ -199,16 +190,32 @@ end
 -- An hour's counts are read for its day and the next (a movement baseline
 -- just after midnight); a day's for the 30 days it is in a window, and one
 -- more.
-for _, key in ipairs(cat_order) do
-  for c, by in pairs(cat_n[key]) do redis.call('HINCRBY', key, c, nstr(by)) end
-  local n = tonumber(string.match(key, '(-?%d+)$'))
-  local expires_at
-  if string.find(key, 'stats:cat:h:', 1, true) then
-    expires_at = (math.floor(n / 24) + 2) * 86400
-  else
-    expires_at = (n + 31) * 86400
+local cat_of = {}
+for _, unit in ipairs({ 'h', 'd' }) do
+  for n, arts in pairs(cat_art[unit]) do
+    local cat_n, key_of = {}, {}
+    for a, by in pairs(arts) do
+      local c = cat_of[a]
+      if not c then
+        c = redis.call('HGET', AK(P, a) .. 'meta:article:' .. a, 'category') or ''
+        cat_of[a] = c
+      end
+      local L = LK(P, shard_of(a))
+      local t = cat_n[L]
+      if not t then
+        t = {}
+        cat_n[L] = t
+        key_of[#key_of + 1] = L
+      end
+      t[c] = (t[c] or 0) + by
+    end
+    local expires_at = unit == 'h' and (math.floor(n / 24) + 2) * 86400 or (n + 31) * 86400
+    for _, L in ipairs(key_of) do
+      local key = L .. 'stats:cat:' .. unit .. ':' .. nstr(n)
+      for c, by in pairs(cat_n[L]) do redis.call('HINCRBY', key, c, nstr(by)) end
+      redis.call('EXPIRE', key, ttl_s(expires_at))
+    end
   end
-  redis.call('EXPIRE', key, ttl_s(expires_at))
 end
 
 -- Per batch, not per event: totals, the change log rankings follow, and

@@ -9,25 +9,35 @@
 -- `arrs` keep ts, clock and arrival as sent: values written back to Redis go as
 -- these strings (a Lua number passed to redis.call or concatenated is a
 -- floating-point sprintf each time).
+-- The globals the per-event code of this script and the chunks after it
+-- (gate.lua, apply.lua, ...) use, as locals: a global is a table lookup
+-- each time it is named, a local (or upvalue) is not.
+local tonumber, tostring, ipairs, pairs, unpack = tonumber, tostring, ipairs, pairs, unpack
+local string, math, table, redis = string, math, table, redis
 local KINDS = { v = true, d = true, l = true, c = true, f = true, s = true }
+-- (Every field the event gets, here and in gate.lua, is named in the
+-- constructor, so that its table is sized once: a field added later
+-- would grow it, rehashing every field, per event.)
 local function parse_event(A, b)
+  local tss, clocks, arrs, secs, fam = A[b + 6], A[b + 7], A[b + 8], A[b + 10], A[b + 11]
+  local ts = tonumber(tss)
+  if not ts then return nil end
   local e = {
     kind = A[b + 1], art = A[b + 2], vh = A[b + 3], vb = A[b + 4],
-    iph = A[b + 5], ts = tonumber(A[b + 6]), clock = tonumber(A[b + 7]),
-    arrival = tonumber(A[b + 8]), eid = A[b + 9], secs = tonumber(A[b + 10]),
-    bot = A[b + 11] ~= '0', fam = A[b + 11], trusted = A[b + 12] == '1',
-    tss = A[b + 6], clocks = A[b + 7], arrs = A[b + 8],
+    iph = A[b + 5], ts = ts, clock = tonumber(clocks),
+    arrival = tonumber(arrs), eid = A[b + 9], secs = secs == '0' and 0 or tonumber(secs),
+    bot = fam ~= '0', fam = fam, trusted = A[b + 12] == '1',
+    tss = tss, clocks = clocks, arrs = arrs,
+    net = '', hour = math.floor(ts / 3600), day = math.floor(ts / 86400),
+    efield = false, ifield = false, vfield = false, dkey = false, tally = false,
   }
-  if not (KINDS[e.kind] and e.ts and e.clock and e.arrival and e.secs)
+  if not (KINDS[e.kind] and e.clock and e.arrival and e.secs)
       or e.art == '' or e.vh == '' or e.iph == '' then
     return nil
   end
-  e.net = ''
   if #e.iph > 16 then
     e.net = string.sub(e.iph, 17)
     e.iph = string.sub(e.iph, 1, 16)
   end
-  e.hour = math.floor(e.ts / 3600)
-  e.day = math.floor(e.ts / 86400)
   return e
 end

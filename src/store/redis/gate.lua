@@ -24,6 +24,7 @@ local function rl_allows(log, clock, limit)
   return tonumber(string.sub(log, 1, W)) <= clock - RATE_MS
 end
 
+local PADDED = { clock = false, s = '' }
 local function rl_record(log, clock, limit)
   local pos = 1
   local len = #log / W
@@ -34,7 +35,13 @@ local function rl_record(log, clock, limit)
   if len >= limit then
     pos = pos + W
   end
-  return string.sub(log, pos) .. string.format('%015d', clock)
+  -- (Untrusted events of a batch share the gate clock: padded once.)
+  if clock ~= PADDED.clock then
+    PADDED.clock, PADDED.s = clock, string.format('%015d', clock)
+  end
+  local padded = PADDED.s
+  if pos > #log then return padded end
+  return string.sub(log, pos) .. padded
 end
 
 
@@ -51,14 +58,18 @@ end
 local CLOCK = GATE_TIME and gate_clock(P) or nil
 local gnow = CLOCK and math.floor(CLOCK.at / 1000) or now
 local on_nodes = GATE_TIME and not CLOCK
+-- (Events of one batch mostly share one time: each formatted once.)
+local last_at, last_arr, last_arrs, last_ats = nil, nil, nil, nil
 for _, e in ipairs(ev) do
   local at = not on_nodes and (e.at or (CLOCK and CLOCK.at))
   if at then
-    e.arrival = math.floor(at / 1000)
-    e.arrs = string.format('%d', e.arrival)
+    if at ~= last_at then
+      last_at, last_arr = at, math.floor(at / 1000)
+      last_arrs, last_ats = string.format('%d', last_arr), string.format('%d', at)
+    end
+    e.arrival, e.arrs = last_arr, last_arrs
     if not e.trusted then
-      e.clock = at
-      e.clocks = string.format('%d', at)
+      e.clock, e.clocks = at, last_ats
     end
   end
 end
@@ -118,9 +129,11 @@ for s = 1, #dd_keys, CHUNK do
   local got = redis.call('MGET', unpack(dd_keys, s, math.min(s + CHUNK - 1, #dd_keys)))
   for j = 1, #got do dd_val[dd_keys[s + j - 1]] = got[j] end
 end
+-- (A slot no entry was written in, as a quarantine slot most of the time,
+-- is not asked about each field of the batch.)
 for _, f in ipairs(FAM) do
-  for _, key in ipairs({ f.prev, f.cur }) do
-    for s = 1, #f.list, CHUNK do
+  for _, key in ipairs(#f.list > 0 and { f.prev, f.cur } or {}) do
+    for s = 1, redis.call('EXISTS', key) == 1 and #f.list or 0, CHUNK do
       local got = redis.call('HMGET', key, unpack(f.list, s, math.min(s + CHUNK - 1, #f.list)))
       for j = 1, #got do
         if got[j] then f.val[f.list[s + j - 1]] = got[j] end
@@ -194,10 +207,12 @@ local function split_visitor(rec)
   return string.sub(rec, 1, bar - 1), string.sub(rec, bar + 1)
 end
 
--- Articles viewed in the 60 s before `clock`, `art` left out.
+-- Articles viewed in the 60 s before `clock`, `art` left out. (A visitor
+-- without any: one shared empty list, never appended to.)
+local NONE = {}
 local function recent(beh, clock, art)
+  if beh == '' then return NONE end
   local list = {}
-  if beh == '' then return list end
   for t, a in string.gmatch(beh, '(%d+),([^;]+);') do
     if tonumber(t) > clock - RATE_MS and a ~= art then
       list[#list + 1] = t .. ',' .. a .. ';'
@@ -227,7 +242,7 @@ for i, e in ipairs(ev) do
   if not verdict then
     if e.bot then
       verdict = 3
-    elseif bot_n > 0 and e.clock < tonumber(BOT.val[e.vh] or '0') then
+    elseif bot_n > 0 and e.clock < (BOT.val[e.vh] and tonumber(BOT.val[e.vh]) or 0) then
       verdict = 7
     end
   end
@@ -281,8 +296,13 @@ for i, e in ipairs(ev) do
       dd_val[e.dkey] = dd_new
     end
     if views then
-      views[#views + 1] = e.clocks .. ',' .. e.art .. ';'
-      beh = table.concat(views)
+      local this = e.clocks .. ',' .. e.art .. ';'
+      if #views == 0 then
+        beh = this
+      else
+        views[#views + 1] = this
+        beh = table.concat(views)
+      end
     end
     if not a.exists then
       a.exists = true

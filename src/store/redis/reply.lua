@@ -12,9 +12,23 @@ for i, e in ipairs(ev) do
   end
 end
 if batch_key then
-  -- (Through nstr: table.concat would format every number anew.)
-  local txt = {}
-  for j = 1, #out do txt[j] = nstr(out[j]) end
+  -- (Through nstr: table.concat would format every number anew. An
+  -- event's three numbers are one piece, and a verdict without counts
+  -- the same piece each time.)
+  local txt, plain = {}, {}
+  for i = 1, #ev do
+    local v, pv, uv = out[3 * i - 2], out[3 * i - 1], out[3 * i]
+    if pv == 0 and uv == 0 then
+      local t = plain[v]
+      if not t then
+        t = nstr(v) .. ',0,0'
+        plain[v] = t
+      end
+      txt[i] = t
+    else
+      txt[i] = nstr(v) .. ',' .. nstr(pv) .. ',' .. nstr(uv)
+    end
+  end
   redis.call('SET', batch_key, table.concat(txt, ','), 'EX', BATCH_TTL)
 end
 return out
