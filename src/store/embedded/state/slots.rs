@@ -155,11 +155,38 @@ impl<S: Slot> Shard<S> {
     }
 
     /// These slots' entries in a sub-table of `cap` slots.
+    ///
+    /// The old slots are walked from the start of a run: their entries
+    /// come in order of home but for entries of one old home, and a home
+    /// scales with the sub-table's length, so nearly every entry's new
+    /// home is at or past the last one placed: it goes in the first free
+    /// slot from its home, which is its home or the end of the run placed
+    /// so far (one hash, no probing). Any other goes through
+    /// [`Self::place`].
     fn rebuild(&mut self, cap: usize, hash: impl Fn(&S) -> u64 + Copy) {
         let old = std::mem::replace(&mut self.slots, vec![S::EMPTY; cap].into_boxed_slice());
         self.len = 0;
-        for s in old.iter().filter(|s| !s.is_empty()) {
-            self.place(*s, hash(s), hash);
+        let start = old.iter().position(|s| s.is_empty()).unwrap_or(0);
+        let (front, back) = old.split_at(start);
+        // Slots from `end` on are empty, and no entry placed has a home
+        // past `last` (until a run wraps around the end: then `end` is
+        // `cap` and stays so).
+        let (mut end, mut last) = (0, 0);
+        for s in back.iter().chain(front).filter(|s| !s.is_empty()) {
+            let h = hash(s);
+            let at = home(h, cap);
+            if at >= last && end < cap {
+                let i = at.max(end);
+                self.slots[i] = *s;
+                self.len += 1;
+                (end, last) = (i + 1, at);
+            } else {
+                self.place(*s, h, hash);
+                // The run `s` joined ends at slot `end` at the latest.
+                if end < cap && !self.slots[end].is_empty() {
+                    end += 1;
+                }
+            }
         }
     }
 
