@@ -89,7 +89,12 @@ impl<S: Slot> Shard<S> {
     /// else `Err` of the slot it would be put in (the first free one or
     /// the first held by an entry nearer its home: runs stay ordered by
     /// home).
-    fn probe(&self, is: impl Fn(&S) -> bool, h: u64, hash: impl Fn(&S) -> u64) -> Result<usize, usize> {
+    fn probe(
+        &self,
+        is: impl Fn(&S) -> bool,
+        h: u64,
+        hash: impl Fn(&S) -> u64,
+    ) -> Result<usize, usize> {
         let cap = self.slots.len();
         if cap == 0 {
             return Err(0);
