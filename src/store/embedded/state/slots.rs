@@ -85,43 +85,59 @@ impl<S: Slot> Shard<S> {
         if i + 1 == self.slots.len() { 0 } else { i + 1 }
     }
 
-    /// The slot of the key `is` tells (hash `h`), if it is held.
-    fn find(&self, is: impl Fn(&S) -> bool, h: u64, hash: impl Fn(&S) -> u64) -> Option<usize> {
-        if self.len == 0 {
-            return None;
-        }
+    /// The slot of the key `is` tells (hash `h`): `Ok` if it is held,
+    /// else `Err` of the slot it would be put in (the first free one or
+    /// the first held by an entry nearer its home: runs stay ordered by
+    /// home).
+    fn probe(
+        &self,
+        is: impl Fn(&S) -> bool,
+        h: u64,
+        hash: impl Fn(&S) -> u64,
+    ) -> Result<usize, usize> {
         let cap = self.slots.len();
+        if cap == 0 {
+            return Err(0);
+        }
         let mut i = home(h, cap);
         let mut d = 0;
         loop {
             let s = &self.slots[i];
             if s.is_empty() {
-                return None;
+                return Err(i);
             }
             if is(s) {
-                return Some(i);
+                return Ok(i);
             }
             if dist(i, home(hash(s), cap), cap) < d {
-                return None;
+                return Err(i);
             }
             i = self.next(i);
             d += 1;
         }
     }
 
+    /// The slot of the key `is` tells (hash `h`), if it is held.
+    fn find(&self, is: impl Fn(&S) -> bool, h: u64, hash: impl Fn(&S) -> u64) -> Option<usize> {
+        if self.len == 0 {
+            return None;
+        }
+        self.probe(is, h, hash).ok()
+    }
+
     /// Puts `slot` (hash `h`, its key not held) in its place; returns
     /// where. Room for it must have been made ([`Self::reserve_one`]).
     fn place(&mut self, slot: S, h: u64, hash: impl Fn(&S) -> u64) -> usize {
-        let cap = self.slots.len();
-        let mut i = home(h, cap);
-        let mut d = 0;
-        // The first slot that is free or held by an entry whose home is
-        // after `slot`'s: the run stays ordered by home.
-        while !self.slots[i].is_empty() && dist(i, home(hash(&self.slots[i]), cap), cap) >= d {
-            i = self.next(i);
-            d += 1;
-        }
-        let at = i;
+        let at = match self.probe(|_| false, h, hash) {
+            Ok(i) | Err(i) => i,
+        };
+        self.place_at(slot, at)
+    }
+
+    /// Puts `slot` in slot `at` (where [`Self::probe`] said), moving the
+    /// rest of the run on one slot; returns `at`.
+    fn place_at(&mut self, slot: S, at: usize) -> usize {
+        let mut i = at;
         let mut carry = slot;
         loop {
             let s = std::mem::replace(&mut self.slots[i], carry);
@@ -133,6 +149,11 @@ impl<S: Slot> Shard<S> {
         }
         self.len += 1;
         at
+    }
+
+    /// Whether one more entry needs the sub-table grown first.
+    fn full(&self) -> bool {
+        (self.len + 1) * 10 > self.slots.len() * 9
     }
 
     /// Empties slot `i`, moving the rest of its run back one slot; returns
@@ -155,17 +176,44 @@ impl<S: Slot> Shard<S> {
     }
 
     /// These slots' entries in a sub-table of `cap` slots.
+    ///
+    /// The old slots are walked from the start of a run: their entries
+    /// come in order of home but for entries of one old home, and a home
+    /// scales with the sub-table's length, so nearly every entry's new
+    /// home is at or past the last one placed: it goes in the first free
+    /// slot from its home, which is its home or the end of the run placed
+    /// so far (one hash, no probing). Any other goes through
+    /// [`Self::place`].
     fn rebuild(&mut self, cap: usize, hash: impl Fn(&S) -> u64 + Copy) {
         let old = std::mem::replace(&mut self.slots, vec![S::EMPTY; cap].into_boxed_slice());
         self.len = 0;
-        for s in old.iter().filter(|s| !s.is_empty()) {
-            self.place(*s, hash(s), hash);
+        let start = old.iter().position(|s| s.is_empty()).unwrap_or(0);
+        let (front, back) = old.split_at(start);
+        // Slots from `end` on are empty, and no entry placed has a home
+        // past `last` (until a run wraps around the end: then `end` is
+        // `cap` and stays so).
+        let (mut end, mut last) = (0, 0);
+        for s in back.iter().chain(front).filter(|s| !s.is_empty()) {
+            let h = hash(s);
+            let at = home(h, cap);
+            if at >= last && end < cap {
+                let i = at.max(end);
+                self.slots[i] = *s;
+                self.len += 1;
+                (end, last) = (i + 1, at);
+            } else {
+                self.place(*s, h, hash);
+                // The run `s` joined ends at slot `end` at the latest.
+                if end < cap && !self.slots[end].is_empty() {
+                    end += 1;
+                }
+            }
         }
     }
 
     /// Makes room for one more entry.
     fn reserve_one(&mut self, hash: impl Fn(&S) -> u64 + Copy) {
-        if (self.len + 1) * 10 > self.slots.len() * 9 {
+        if self.full() {
             self.rebuild(grown(self.slots.len()), hash);
         }
     }
@@ -261,12 +309,18 @@ impl<S: Slot> SlotMap<S> {
         let hasher = &self.hasher;
         let hash = |s: &S| hasher.hash_one(s.key(si));
         let shard = &mut self.shards[si];
-        let i = match shard.find(|s| s.key(si) == *key, h, hash) {
-            Some(i) => i,
-            None => {
-                shard.reserve_one(hash);
+        // One probe walk finds the key or the slot it goes in, unless the
+        // sub-table must grow first.
+        let i = match shard.probe(|s| s.key(si) == *key, h, hash) {
+            Ok(i) => i,
+            Err(at) => {
                 self.len += 1;
-                shard.place(new(), h, hash)
+                if shard.full() {
+                    shard.reserve_one(hash);
+                    shard.place(new(), h, hash)
+                } else {
+                    shard.place_at(new(), at)
+                }
             }
         };
         &mut shard.slots[i]
