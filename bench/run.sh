@@ -70,7 +70,7 @@ if want 1; then
   RP=$(free_port); start_redis "$RP"
   SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
-  SEED=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
+  SEEDEPS=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-p16.txt" | cut -d= -f2)
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m dedupe -s "$SHA" | tee "$OUT/seed-dedupe-p16.txt"
   SEEDD=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-dedupe-p16.txt" | cut -d= -f2)
   INCR=$(redis-benchmark -p "$RP" -P 16 -n 2000000 -q -t incr | grep -o '[0-9.]* requests per second' | cut -d' ' -f1)
@@ -105,13 +105,13 @@ if want 1; then
   V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
   VI=$(field "$OUT/s1-views-interval.json" events_per_sec); T1=$(field "$OUT/s1-batch1000-t1.json" events_per_sec)
   printf '| load | events/s | ratio |\n|---|---|---|\n'
-  printf '| seed script EVALSHA P=16 | %.0f | 1.00x |\n' "$SEED"
-  printf '| seed dedupe+script P=16 | %.0f | %s |\n' "$SEEDD" "$(ratio "$SEEDD" "$SEED")"
-  printf '| raw INCR P=16 | %.0f | %s |\n' "$INCR" "$(ratio "$INCR" "$SEED")"
-  printf '| seed script P=1, 50 connections, Redis appendfsync always | %.0f | %s |\n' "$SEEDAOF" "$(ratio "$SEEDAOF" "$SEED")"
-  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x; moonshot > raw INCR: %s) |\n' "$B1000" "$(ratio "$B1000" "$SEED")" "$(ratio "$B1000" "$INCR")"
+  printf '| seed script EVALSHA P=16 | %.0f | 1.00x |\n' "$SEEDEPS"
+  printf '| seed dedupe+script P=16 | %.0f | %s |\n' "$SEEDD" "$(ratio "$SEEDD" "$SEEDEPS")"
+  printf '| raw INCR P=16 | %.0f | %s |\n' "$INCR" "$(ratio "$INCR" "$SEEDEPS")"
+  printf '| seed script P=1, 50 connections, Redis appendfsync always | %.0f | %s |\n' "$SEEDAOF" "$(ratio "$SEEDAOF" "$SEEDEPS")"
+  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x; moonshot > raw INCR: %s) |\n' "$B1000" "$(ratio "$B1000" "$SEEDEPS")" "$(ratio "$B1000" "$INCR")"
   printf '| hotrank batch 1000, 1 worker thread (TOKIO_WORKER_THREADS=1) | %.0f | the default (one per core) does %s of it |\n' "$T1" "$(ratio "$B1000" "$T1")"
-  printf '| hotrank batch 100 | %.0f | %s |\n' "$B100" "$(ratio "$B100" "$SEED")"
+  printf '| hotrank batch 100 | %.0f | %s |\n' "$B100" "$(ratio "$B100" "$SEEDEPS")"
   printf '| hotrank single POST /api/views, fsync always | %.0f | %s of the seed script on an appendfsync-always Redis, 50 connections (goal >= 1) |\n' "$V1" "$(ratio "$V1" "$SEEDAOF")"
   printf '| hotrank single POST /api/views, fsync interval | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$VI" "$(ratio "$VI" "$FL")"
   printf '| empty axum handler, single requests | %.0f | |\n' "$FL"
