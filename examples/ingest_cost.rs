@@ -37,6 +37,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use hotrank::loadgen::stream::{Popularity, Rng};
 use hotrank::model::{ArticleId, Event, EventType};
 use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
@@ -95,56 +96,17 @@ fn opts() -> Opts {
     o
 }
 
-/// A deterministic generator (splitmix64): the same stream every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// A visitor hash as the HTTP layer makes them: 128 random-looking bits.
-    fn visitor(&mut self) -> u128 {
-        u128::from(self.next()) << 64 | u128::from(self.next())
-    }
-}
-
-/// Articles drawn with Zipf weights (s = 1): article `i` of `n` with
-/// weight 1/(i+1).
-struct Zipf(Vec<f64>);
-
-impl Zipf {
-    fn new(n: usize) -> Self {
-        let mut acc = 0.0;
-        Zipf(
-            (1..=n)
-                .map(|i| {
-                    acc += 1.0 / i as f64;
-                    acc
-                })
-                .collect(),
-        )
-    }
-
-    fn draw(&self, rng: &mut Rng) -> usize {
-        let x = rng.unit() * self.0.last().copied().unwrap_or(0.0);
-        self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
-    }
+/// A visitor hash as the HTTP layer makes them: 128 random-looking bits.
+fn visitor(rng: &mut Rng) -> u128 {
+    u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())
 }
 
 /// `n` events in batches of `batch`, continuing `seen` (the visitors of
 /// the stream so far): a `fresh` share from new visitors, the rest from a
 /// visitor seen before (most of them recent ones). Ten batches a second.
 fn stream(o: &Opts, rng: &mut Rng, seen: &mut Vec<u128>, n: usize, t0: i64) -> Vec<Vec<Event>> {
-    let zipf = Zipf::new(o.articles);
+    // Zipf weights (s = 1): article `i` of `n` with weight 1/(i+1).
+    let zipf = Popularity::new(o.articles as u64, 1.0);
     let ids: Vec<ArticleId> = (0..o.articles)
         .map(|i| ArticleId::parse(&format!("article-{i}")).expect("id"))
         .collect();
@@ -155,19 +117,19 @@ fn stream(o: &Opts, rng: &mut Rng, seen: &mut Vec<u128>, n: usize, t0: i64) -> V
         let batch = (0..size)
             .map(|_| {
                 let v = if seen.is_empty() || rng.unit() < o.fresh {
-                    let v = rng.visitor();
+                    let v = visitor(rng);
                     seen.push(v);
                     v
                 } else {
                     // Half from the last 10,000 visitors, half from all.
-                    let span = if rng.next() & 1 == 0 {
+                    let span = if rng.next_u64() & 1 == 0 {
                         seen.len().min(10_000)
                     } else {
                         seen.len()
                     };
-                    seen[seen.len() - 1 - (rng.next() as usize % span)]
+                    seen[seen.len() - 1 - (rng.next_u64() as usize % span)]
                 };
-                Event::view(ids[zipf.draw(rng)].clone(), v, ts)
+                Event::view(ids[zipf.sample(rng) as usize].clone(), v, ts)
             })
             .collect();
         out.push(batch);
@@ -216,7 +178,7 @@ fn measured_region(rt: &tokio::runtime::Runtime, store: &EmbeddedStore, batches:
 
 /// The stream: the warm-up's batches and the measured ones.
 fn batches(o: &Opts) -> (Vec<Vec<Event>>, Vec<Vec<Event>>) {
-    let mut rng = Rng(33);
+    let mut rng = Rng::new(33);
     let mut seen = Vec::new();
     let warm = stream(o, &mut rng, &mut seen, o.warm, NOW);
     let t = NOW + (warm.len() / 10) as i64 + 1;
@@ -277,9 +239,15 @@ fn run(o: &Opts, tasks: usize, run: usize) -> f64 {
 
 /// Keys of `n` (visitor, article) pairs, all different.
 fn dedupe_keys(n: usize) -> Vec<DedupeKey> {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     (0..n)
-        .map(|i| DedupeKey::new((i % 10_000) as u32, rng.visitor(), EventType::View as u8))
+        .map(|i| {
+            DedupeKey::new(
+                (i % 10_000) as u32,
+                visitor(&mut rng),
+                EventType::View as u8,
+            )
+        })
         .collect()
 }
 
