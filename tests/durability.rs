@@ -218,6 +218,9 @@ async fn fingerprint(s: &TestServer) -> Value {
         "/api/hot?range=1h&limit=100",
         "/api/hot?range=all&limit=100",
         "/api/hot?range=24h&category=tech&perAuthor=1",
+        // Counted events by category, each where its article was when it
+        // was counted ("dog" moved from tech to life half-way).
+        "/api/hot?range=24h&scale=category&explain=true&limit=100",
         "/api/new?limit=100",
         "/api/articles/a0",
         "/api/articles/a3",
@@ -236,6 +239,19 @@ async fn load(s: &TestServer) {
         &json!({"title": "Cats", "category": "tech", "author": "ann", "publishedAt": T0 - 7200}),
     )
     .await;
+    // Before the load fills the IP's minute.
+    for (category, visitors) in [("tech", 0..6), ("life", 6..9)] {
+        s.admin_put(
+            "/api/articles/dog",
+            &json!({"title": "Dogs", "category": category, "publishedAt": T0 - 3600}),
+        )
+        .await;
+        let views: Vec<Value> = visitors
+            .map(|v| json!({"type": "view", "articleId": "dog", "visitorId": format!("d{v}")}))
+            .collect();
+        let (status, _) = s.post("/api/events", &json!({"events": views})).await;
+        assert_eq!(status, StatusCode::OK);
+    }
     // The keyed likes come first, inside the IP's rate budget: only a
     // counted event's eventId is remembered, so its retry is `replayed`.
     let mut events = vec![
@@ -275,6 +291,13 @@ async fn clean_restart_and_log_replay_give_back_everything() {
     );
     assert_eq!(before["/api/stats?hours=48"]["quarantined"]["bot"], 1);
     assert_eq!(before["/api/stats?hours=48"]["quarantined"]["replayed"], 1);
+    // life holds dog's 3 views after its move; tech the 6 before it and
+    // cat's dwells.
+    let scaled = &before["/api/hot?range=24h&scale=category&explain=true&limit=100"]["items"];
+    let dog = (scaled.as_array().unwrap().iter())
+        .find(|it| it["articleId"] == "dog")
+        .unwrap();
+    assert_eq!(dog["explain"]["categoryEvents"], 3.0, "{dog}");
     let dir = s.stop().await;
 
     // From the log alone: a copy of the data dir without its snapshots.
