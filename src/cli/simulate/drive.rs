@@ -68,7 +68,7 @@ impl Sim {
         let settings = StoreSettings::from_config(config);
         let models = settings.models.clone();
         let duration = args.duration;
-        let mut rng = Rng(args.seed ^ 0x5eed_0001);
+        let mut rng = Rng::new(args.seed ^ 0x5eed_0001);
         let mut articles = plan_articles(args.articles, duration, &mut rng)?;
         let raw = generate(&mut articles, duration, &mut rng);
         let index: HashMap<ArticleId, usize> = articles
