@@ -154,8 +154,15 @@ if want 3; then
   T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s3" "${S3CONF[@]}"
   until curl -sf "127.0.0.1:$HP/readyz" >/dev/null; do sleep 0.05; done
   T1=$(date +%s.%N)
+  # Server side, each query alone: the store's time and the whole
+  # request's, from the histograms' sums between scrapes.
+  hotsum() { curl -s "127.0.0.1:$HP/metrics" | awk '/^hotrank_query_seconds_sum\{endpoint="hot"\}/ {q = $2} /^hotrank_http_request_seconds_sum\{.*route="\/api\/hot"/ {h = $2} END {printf "%.6f %.6f\n", q, h}'; }
+  S0=$(hotsum)
   FIRST=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  S1=$(hotsum)
   SECOND=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  S2=$(hotsum)
+  python3 -c "a,b,c=[list(map(float,x.split())) for x in ('$S0','$S1','$S2')]; print('server side: first query store %d us, request %d us; second store %d us, request %d us' % tuple(round(v*1e6) for v in (b[0]-a[0], b[1]-a[1], c[0]-b[0], c[1]-b[1])))"
   echo "restart: /readyz 200 after $(python3 -c "print(round(($T1-$T0)*1000))") ms; first /api/hot after it $(python3 -c "print(round($FIRST*1e6))") us, second $(python3 -c "print(round($SECOND*1e6))") us (curl, new connection each); RSS $(rss_kb "$HPID") kB; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   stop_hotrank "$HPID"
 fi
