@@ -7,6 +7,8 @@
 #   bench/run.sh              # all scenarios (about 12 minutes on 2 cores)
 #   bench/run.sh 1 3          # only scenarios 1 and 3
 #   SCALE=0.1 bench/run.sh    # 10x fewer articles/events, for a quick look
+#   S3_ARTICLES=10000000 bench/run.sh 3   # scenario 3 at 10 M articles (issue 33,
+#                             # "Queries at 10x"; RSS about 6-7 GB: check `free -g`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -118,11 +120,16 @@ if want 1; then
 fi
 
 if want 3; then
-  ART=$(n 1000000)
+  ART=${S3_ARTICLES:-$(n 1000000)}
   echo; echo "## 3. GET /api/hot?range=72h&limit=20 with $ART live articles and 10,000 updates/s"
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0'
+  # max_articles = 0: the preload's untrusted events may create every
+  # article (the default cap, 1 M, would stop a larger preload there).
+  S3CONF=('max_articles = 0' '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'snapshot_every_records = 1000000000' 'snapshot_interval_secs = 100000' '[limits]' 'queries_per_minute_per_ip = 0')
+  HP=$(free_port); start_hotrank "$HP" "$TMP/s3" "${S3CONF[@]}"
+  T0=$(date +%s.%N)
   bench --target "127.0.0.1:$HP" --preload --articles "$ART" --batch 1000 --connections 4 --duration-secs 600 --label preload >/dev/null
   BASE=$(rss_kb "$HPID")
+  echo "preload of $ART articles: $(python3 -c "print(round($(date +%s.%N)-$T0))") s, $(curl -s "127.0.0.1:$HP/api/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["counted"])') events counted; RSS ${BASE} kB"
   # The server's own figures from here to the end of the queries (what
   # the load generators and the scheduler add is the difference).
   curl -s "127.0.0.1:$HP/metrics" > "$OUT/s3-metrics-before.txt"
@@ -135,20 +142,28 @@ if want 3; then
   echo "p99 $(field "$OUT/s3-query.json" p99_us) us (goal <= 1000 us; Redis's own ZREVRANGE 0 19 on 1 M members: about 130 us); updates kept at $(field "$OUT/s3-updates.json" events_per_sec) events/s; RSS ${BASE} kB"
   python3 -c "import json; d=json.load(open('$OUT/s3-updates.json')); print('ingest meanwhile (batches of 100): p50 %s us, p99 %s us, max %s us (goal: never waits > 10 ms for a ranking build)' % (d['p50_us'], d['p99_us'], d['max_us']))"
   curl -s "127.0.0.1:$HP/metrics" > "$OUT/s3-metrics-after.txt"
-  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); RSS after the queries $(rss_kb "$HPID") kB"
   echo "server side, from the start of the updates:"
   python3 bench/metrics_window.py "$OUT/s3-metrics-before.txt" "$OUT/s3-metrics-after.txt"
   echo "server side, from the first query:"
   python3 bench/metrics_window.py "$OUT/s3-metrics-queries.txt" "$OUT/s3-metrics-after.txt"
   # The first query after a restart: stop (a snapshot), start, wait for
   # /readyz, then one /api/hot.
-  stop_hotrank "$HPID"
-  T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s3"
+  T0=$(date +%s.%N); stop_hotrank "$HPID"; T1=$(date +%s.%N)
+  echo "stop (snapshot written at shutdown): $(python3 -c "print(round(($T1-$T0)*1000))") ms; snapshot $(du -sh "$TMP/s3/data/snapshots" 2>/dev/null | cut -f1)"
+  T0=$(date +%s.%N); start_hotrank "$HP" "$TMP/s3" "${S3CONF[@]}"
   until curl -sf "127.0.0.1:$HP/readyz" >/dev/null; do sleep 0.05; done
   T1=$(date +%s.%N)
+  # Server side, each query alone: the store's time and the whole
+  # request's, from the histograms' sums between scrapes.
+  hotsum() { curl -s "127.0.0.1:$HP/metrics" | awk '/^hotrank_query_seconds_sum\{endpoint="hot"\}/ {q = $2} /^hotrank_http_request_seconds_sum\{.*route="\/api\/hot"/ {h = $2} END {printf "%.6f %.6f\n", q, h}'; }
+  S0=$(hotsum)
   FIRST=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
+  S1=$(hotsum)
   SECOND=$(curl -s -o /dev/null -w '%{time_total}' "127.0.0.1:$HP/api/hot?range=72h&limit=20")
-  echo "restart: /readyz 200 after $(python3 -c "print(round(($T1-$T0)*1000))") ms; first /api/hot after it $(python3 -c "print(round($FIRST*1e6))") us, second $(python3 -c "print(round($SECOND*1e6))") us (curl, new connection each)"
+  S2=$(hotsum)
+  python3 -c "a,b,c=[list(map(float,x.split())) for x in ('$S0','$S1','$S2')]; print('server side: first query store %d us, request %d us; second store %d us, request %d us' % tuple(round(v*1e6) for v in (b[0]-a[0], b[1]-a[1], c[0]-b[0], c[1]-b[1])))"
+  echo "restart: /readyz 200 after $(python3 -c "print(round(($T1-$T0)*1000))") ms; first /api/hot after it $(python3 -c "print(round($FIRST*1e6))") us, second $(python3 -c "print(round($SECOND*1e6))") us (curl, new connection each); RSS $(rss_kb "$HPID") kB; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   stop_hotrank "$HPID"
 fi
 
