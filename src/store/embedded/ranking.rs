@@ -535,9 +535,13 @@ impl Rankings {
         match change {
             Change::None => {}
             Change::Counted(idx) => {
-                let meta = data.article(idx).meta.get();
+                // The metadata is read (a bare article's is built) only
+                // for a ranking with a filter, once.
+                let a = data.article(idx);
+                let mut meta = None;
                 for r in self.map.values_mut() {
-                    if r.key.filter.matches(&meta) {
+                    let f = &r.key.filter;
+                    if f.is_empty() || f.matches(meta.get_or_insert_with(|| a.meta.get())) {
                         r.dirty.insert(idx);
                     }
                 }
