@@ -9,6 +9,8 @@
 #   SCALE=0.1 bench/run.sh    # 10x fewer articles/events, for a quick look
 #   S3_ARTICLES=10000000 bench/run.sh 3   # scenario 3 at 10 M articles (issue 33,
 #                             # "Queries at 10x"; RSS about 6-7 GB: check `free -g`)
+#   BATCHES=1 bench/run.sh 1  # scenario 1's batch rows only (batches of 1000
+#                             # and 100, no baselines): an A/B of two builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -69,6 +71,7 @@ echo "# hotrank benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(re
 
 if want 1; then
   echo; echo "## 1. Ingest, embedded store, vs seed 000's script on redis-server"
+  if [ -z "${BATCHES:-}" ]; then
   RP=$(free_port); start_redis "$RP"
   SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
@@ -86,12 +89,18 @@ if want 1; then
   "$TMP/seqbench" -p "$RP" -c 50 -P 1 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-aof-always-c50.txt"
   SEEDAOF=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-aof-always-c50.txt" | cut -d= -f2)
   stop_redis "$RP"
+  fi
   EV=(--articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0)
   HP=$(free_port); start_hotrank "$HP" "$TMP/s1" '[gate]' 'ip_limit_per_minute = 0'
   bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
   bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
-  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+  [ -z "${BATCHES:-}" ] && bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
   stop_hotrank "$HPID"
+  B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
+  if [ -n "${BATCHES:-}" ]; then
+    printf '| hotrank batch 1000 (gated, fsync always) | %.0f |\n| hotrank batch 100 | %.0f |\n' "$B1000" "$B100"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  else
   # One runtime worker thread against the default (one per core).
   HP=$(free_port); TOKIO_WORKER_THREADS=1 start_hotrank "$HP" "$TMP/s1t1" '[gate]' 'ip_limit_per_minute = 0'
   bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000-t1.json" --label batch1000-1thread
@@ -103,7 +112,6 @@ if want 1; then
   until curl -s -o /dev/null "127.0.0.1:$FP/api/views" 2>/dev/null; do sleep 0.05; done
   bench --target "127.0.0.1:$FP" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-floor.json" --label floor
   kill "$FLOORPID"
-  B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
   V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
   VI=$(field "$OUT/s1-views-interval.json" events_per_sec); T1=$(field "$OUT/s1-batch1000-t1.json" events_per_sec)
   printf '| load | events/s | ratio |\n|---|---|---|\n'
@@ -117,6 +125,7 @@ if want 1; then
   printf '| hotrank single POST /api/views, fsync always | %.0f | %s of the seed script on an appendfsync-always Redis, 50 connections (goal >= 1) |\n' "$V1" "$(ratio "$V1" "$SEEDAOF")"
   printf '| hotrank single POST /api/views, fsync interval | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$VI" "$(ratio "$VI" "$FL")"
   printf '| empty axum handler, single requests | %.0f | |\n' "$FL"
+  fi
 fi
 
 if want 3; then

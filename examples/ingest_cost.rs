@@ -15,6 +15,8 @@
 //! cargo run --release --example ingest_cost -- --threads 2   # 1 -> 2 threads
 //! cargo run --release --example ingest_cost -- --dedupe --callgrind
 //!                         # per dedupe insert and lookup, the table alone
+//! cargo run --release --example ingest_cost -- --server --callgrind
+//!                         # as the server ingests bench/run.sh scenario 1
 //! ```
 //!
 //! Options: `--events N` measured (default 1,000,000; 200,000 under
@@ -22,7 +24,23 @@
 //! 200,000), `--batch N` (1000), `--articles N` (10,000),
 //! `--fresh F` share of events from a visitor never seen (0.3),
 //! `--dir DIR` a data directory (a tmpfs one, e.g. under /dev/shm: the log
-//! is written, never fsynced) instead of a store in memory.
+//! is written, never fsynced unless `--fsync`) instead of a store in memory,
+//! `--fsync always|interval|never` its log's policy (default never),
+//! `--zipf S` the articles' Zipf exponent (1; 0: uniform).
+//!
+//! `--ranked`: as the server runs: the default ranking (gravity over 72 h)
+//! is built on the empty store before the first event (the server's warm-up
+//! at start), so every counted event marks its article changed, and every
+//! `--upkeep-every N` batches (default 30: the upkeep thread's 100 ms at
+//! about 300,000 events/s) the default query's first page is read, which
+//! re-scores the changed articles as a pass of the rankings' upkeep does,
+//! inside the measured region. (The server's upkeep runs on a thread of its
+//! own, every 100 ms while the ranking was asked for in the last 10 s, as
+//! in scenario 1's first run: the query keeps that independent of the
+//! clock, which runs ~50x slower under callgrind, so the count repeats.)
+//! `--server` is bench/run.sh scenario 1's load in process:
+//! `--ranked --zipf 0 --fresh 1 --fsync always` with a data directory
+//! under /dev/shm (or `--dir`).
 //!
 //! `--callgrind` runs this program again under
 //! `valgrind --tool=callgrind`, collecting only inside
@@ -38,7 +56,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hotrank::loadgen::stream::{Popularity, Rng};
-use hotrank::model::{ArticleId, Event, EventType};
+use hotrank::model::{ArticleId, Event, EventType, HotQuery};
 use hotrank::store::embedded::dedupe::{Dedupe, DedupeKey};
 use hotrank::store::embedded::{Durability, EmbeddedStore};
 use hotrank::store::wal::FsyncPolicy;
@@ -54,6 +72,10 @@ struct Opts {
     fresh: f64,
     threads: usize,
     dir: Option<PathBuf>,
+    fsync: FsyncPolicy,
+    zipf: f64,
+    ranked: bool,
+    upkeep_every: usize,
     callgrind: bool,
     dedupe: bool,
     /// Set in the run under valgrind: which region it collects.
@@ -69,6 +91,10 @@ fn opts() -> Opts {
         fresh: 0.3,
         threads: 1,
         dir: None,
+        fsync: FsyncPolicy::Never,
+        zipf: 1.0,
+        ranked: false,
+        upkeep_every: 30,
         callgrind: false,
         dedupe: false,
         phase: None,
@@ -85,6 +111,24 @@ fn opts() -> Opts {
             "--fresh" => o.fresh = val().parse().expect("--fresh"),
             "--threads" => o.threads = val().parse().expect("--threads"),
             "--dir" => o.dir = Some(val().into()),
+            "--fsync" => {
+                o.fsync = match val().as_str() {
+                    "always" => FsyncPolicy::Always,
+                    "interval" => FsyncPolicy::Interval(std::time::Duration::from_millis(10)),
+                    "never" => FsyncPolicy::Never,
+                    other => panic!("--fsync always|interval|never, not {other}"),
+                }
+            }
+            "--zipf" => o.zipf = val().parse().expect("--zipf"),
+            "--ranked" => o.ranked = true,
+            "--upkeep-every" => o.upkeep_every = val().parse().expect("--upkeep-every"),
+            "--server" => {
+                o.ranked = true;
+                o.zipf = 0.0;
+                o.fresh = 1.0;
+                o.fsync = FsyncPolicy::Always;
+                o.dir.get_or_insert_with(|| "/dev/shm".into());
+            }
             "--phase" => o.phase = Some(val()),
             "--callgrind" => o.callgrind = true,
             "--dedupe" => o.dedupe = true,
@@ -106,7 +150,7 @@ fn visitor(rng: &mut Rng) -> u128 {
 /// visitor seen before (most of them recent ones). Ten batches a second.
 fn stream(o: &Opts, rng: &mut Rng, seen: &mut Vec<u128>, n: usize, t0: i64) -> Vec<Vec<Event>> {
     // Zipf weights (s = 1): article `i` of `n` with weight 1/(i+1).
-    let zipf = Popularity::new(o.articles as u64, 1.0);
+    let zipf = Popularity::new(o.articles as u64, o.zipf);
     let ids: Vec<ArticleId> = (0..o.articles)
         .map(|i| ArticleId::parse(&format!("article-{i}")).expect("id"))
         .collect();
@@ -151,7 +195,7 @@ fn store(o: &Opts, run: usize) -> EmbeddedStore {
             let dir = dir.join(format!("run-{}-{run}", std::process::id()));
             let d = Durability {
                 dir,
-                fsync: FsyncPolicy::Never,
+                fsync: o.fsync,
                 segment_bytes: 64 << 20,
                 snapshot_interval_secs: 1 << 30,
                 snapshot_every_records: u64::MAX,
@@ -162,18 +206,30 @@ fn store(o: &Opts, run: usize) -> EmbeddedStore {
     }
 }
 
-async fn ingest(store: &EmbeddedStore, batches: Vec<Vec<Event>>) {
-    for b in batches {
+/// Ingests `batches` in order; with `upkeep_every` > 0, the default
+/// query's first page after every that many batches (the changed articles
+/// re-scored, as the rankings' upkeep does).
+async fn ingest(store: &EmbeddedStore, batches: Vec<Vec<Event>>, upkeep_every: usize) {
+    let q = HotQuery::default_page();
+    for (i, b) in batches.into_iter().enumerate() {
         let now = b.first().map_or(NOW, |e| e.ts);
         store.ingest(b, now).await.expect("ingest");
+        if upkeep_every > 0 && (i + 1) % upkeep_every == 0 {
+            store.hot(&q, now).await.expect("hot");
+        }
     }
 }
 
 /// The region callgrind collects in (`--toggle-collect`): only
 /// `measured` batches' ingest.
 #[inline(never)]
-fn measured_region(rt: &tokio::runtime::Runtime, store: &EmbeddedStore, batches: Vec<Vec<Event>>) {
-    rt.block_on(ingest(store, batches));
+fn measured_region(
+    rt: &tokio::runtime::Runtime,
+    store: &EmbeddedStore,
+    batches: Vec<Vec<Event>>,
+    upkeep_every: usize,
+) {
+    rt.block_on(ingest(store, batches, upkeep_every));
 }
 
 /// The stream: the warm-up's batches and the measured ones.
@@ -201,12 +257,20 @@ fn run(o: &Opts, tasks: usize, run: usize) -> f64 {
     }
     .expect("runtime");
     let s = Arc::new(store(o, run));
+    let upkeep = if o.ranked {
+        // The server's start on an empty store: the default ranking built
+        // (and pinned) before it listens.
+        s.warm(NOW);
+        o.upkeep_every
+    } else {
+        0
+    };
     let (warm, measured) = batches(o);
-    rt.block_on(ingest(&s, warm));
+    rt.block_on(ingest(&s, warm, upkeep));
     let n: usize = measured.iter().map(Vec::len).sum();
     let t0 = Instant::now();
     if tasks == 1 {
-        measured_region(&rt, &s, measured);
+        measured_region(&rt, &s, measured, upkeep);
     } else {
         let mut parts: Vec<Vec<Vec<Event>>> = (0..tasks).map(|_| Vec::new()).collect();
         for (i, b) in measured.into_iter().enumerate() {
@@ -216,7 +280,7 @@ fn run(o: &Opts, tasks: usize, run: usize) -> f64 {
             let handles: Vec<_> = (parts.into_iter())
                 .map(|p| {
                     let s = Arc::clone(&s);
-                    tokio::spawn(async move { ingest(&s, p).await })
+                    tokio::spawn(async move { ingest(&s, p, upkeep).await })
                 })
                 .collect();
             for h in handles {

@@ -59,6 +59,11 @@ impl Filter {
         }
     }
 
+    /// No filter at all: every article matches.
+    pub fn is_empty(&self) -> bool {
+        self.category.is_none() && self.kind.is_none() && self.group.is_none()
+    }
+
     pub fn matches(&self, meta: &ArticleMeta) -> bool {
         self.category
             .as_ref()

@@ -82,9 +82,8 @@ impl Inner {
     pub(super) fn on_change(&mut self, change: Change) {
         self.rankings.on_change(change, &self.data);
         match change {
-            Change::Counted(idx) | Change::Meta(idx) => {
-                self.newest.track(idx, self.data.article(idx));
-            }
+            Change::Counted(idx) => self.newest.counted(idx, self.data.article(idx)),
+            Change::Meta(idx) => self.newest.track(idx, self.data.article(idx)),
             Change::None => {}
         }
     }

@@ -105,6 +105,18 @@ impl Newest {
         map.get_key_value(&f).map_or(f, |(k, _)| k.clone())
     }
 
+    /// Follows a change of `articles[idx]`'s counters (a counted event, a
+    /// vote), which moves neither its publication time, nor its filter
+    /// values, nor its deletion: only an article not indexed yet (the
+    /// event created it) has anything to follow. Every counted event comes
+    /// through here: one lookup, where [`Self::track`] builds and compares
+    /// the article's filter values.
+    pub fn counted(&mut self, idx: Idx, a: &Article) {
+        if !self.tracked.contains_key(&idx) {
+            self.track(idx, a);
+        }
+    }
+
     /// Follows a change of `articles[idx]`: indexed while live, under its
     /// publication time and filter values as they are now.
     pub fn track(&mut self, idx: Idx, a: &Article) {

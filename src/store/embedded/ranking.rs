@@ -27,6 +27,13 @@ use super::state::{Change, Data};
 /// What distinguishes one ranking from another ([`rank::RankingId`]).
 pub type RankKey = rank::RankingId;
 
+/// A ranking's tables keyed by article handle: the store's own dense
+/// integers, which no client chooses (ids are hashed with SipHash in the
+/// store's index), so a fast hash will do; every counted event inserts
+/// into a ranking's changed set.
+type IdxMap<V> = HashMap<Idx, V, foldhash::fast::RandomState>;
+type IdxSet = HashSet<Idx, foldhash::fast::RandomState>;
+
 #[derive(Debug, Clone)]
 struct Entry {
     bound: f64,
@@ -119,8 +126,8 @@ fn listed(data: &Data, idx: Idx, ex: &Exact, at: Timestamp) -> SnapItem {
 pub struct Ranking {
     key: RankKey,
     order: BTreeSet<Entry>,
-    bounds: HashMap<Idx, f64>,
-    dirty: HashSet<Idx>,
+    bounds: IdxMap<f64>,
+    dirty: IdxSet,
     /// While the ranking is built (off the store's lock, [`Build`]): what
     /// its waiting queries wait on. Changes meanwhile mark articles dirty
     /// as usual, and the build re-scores them before it says it is done.
@@ -149,8 +156,8 @@ impl Ranking {
         Ranking {
             key,
             order: BTreeSet::new(),
-            bounds: HashMap::new(),
-            dirty: HashSet::new(),
+            bounds: IdxMap::default(),
+            dirty: IdxSet::default(),
             building: Some(Arc::new(BuildSignal::default())),
             build_started: false,
             bounds_at: None,
@@ -430,7 +437,7 @@ pub struct Build {
     entries: Vec<Entry>,
     next: Idx,
     at: Option<Timestamp>,
-    order: Option<(BTreeSet<Entry>, HashMap<Idx, f64>)>,
+    order: Option<(BTreeSet<Entry>, IdxMap<f64>)>,
 }
 
 impl Build {
@@ -535,9 +542,13 @@ impl Rankings {
         match change {
             Change::None => {}
             Change::Counted(idx) => {
-                let meta = data.article(idx).meta.get();
+                // The metadata is read (a bare article's is built) only
+                // for a ranking with a filter, once.
+                let a = data.article(idx);
+                let mut meta = None;
                 for r in self.map.values_mut() {
-                    if r.key.filter.matches(&meta) {
+                    let f = &r.key.filter;
+                    if f.is_empty() || f.matches(meta.get_or_insert_with(|| a.meta.get())) {
                         r.dirty.insert(idx);
                     }
                 }
