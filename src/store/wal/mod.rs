@@ -27,7 +27,12 @@
 //! `write(2)` per segment touched, syncs per the [`FsyncPolicy`], then
 //! publishes the new durable seq and wakes the waiters it covers. While it is
 //! busy, new appends form the next group, so one `fdatasync` covers many
-//! records. It also wakes on its own at least every 10 ms.
+//! records. Under [`FsyncPolicy::Always`] it then holds that group back
+//! until as many requests wait as the last sync covered plus those already
+//! waiting, for at most the last sync's duration (2 ms at most): without
+//! that, the requests one sync answers come back while the next is under
+//! way and the clients split into groups taking turns. It also wakes on its
+//! own at least every 10 ms.
 //!
 //! Under [`FsyncPolicy::Interval`] and [`FsyncPolicy::Never`] a waiter that
 //! finds no write in progress does that write itself (leader/follower group
