@@ -11,6 +11,10 @@
 #                             # "Queries at 10x"; RSS about 6-7 GB: check `free -g`)
 #   BATCHES=1 bench/run.sh 1  # scenario 1's batch rows only (batches of 1000
 #                             # and 100, no baselines): an A/B of two builds
+#   VIEWS=1 bench/run.sh 1    # scenario 1's single-view rows only, with their
+#                             # baselines (the seed script on an appendfsync-
+#                             # always Redis, the empty handler), and the log's
+#                             # fsyncs per event under fsync always
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -71,7 +75,8 @@ echo "# hotrank benchmarks — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(re
 
 if want 1; then
   echo; echo "## 1. Ingest, embedded store, vs seed 000's script on redis-server"
-  if [ -z "${BATCHES:-}" ]; then
+fi
+if want 1 && [ -z "${VIEWS:-}" ] && [ -z "${BATCHES:-}" ]; then
   RP=$(free_port); start_redis "$RP"
   SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$SEED/seed_view.lua")")
   "$TMP/seqbench" -p "$RP" -c 50 -P 16 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-p16.txt"
@@ -81,6 +86,8 @@ if want 1; then
   INCR=$(redis-benchmark -p "$RP" -P 16 -n 2000000 -q -t incr | grep -o '[0-9.]* requests per second' | cut -d' ' -f1)
   echo "raw INCR P=16: $INCR requests/s"
   stop_redis "$RP"
+fi
+if want 1 && [ -z "${BATCHES:-}" ]; then
   # The durable baseline for single views: the seed's script, one request
   # per round trip from 50 connections (as hotrank's single views), on a
   # Redis that fsyncs its append-only file before every reply.
@@ -89,43 +96,65 @@ if want 1; then
   "$TMP/seqbench" -p "$RP" -c 50 -P 1 -d "$DUR" -a 10000 -V 1000000000 -m script -s "$SHA" | tee "$OUT/seed-script-aof-always-c50.txt"
   SEEDAOF=$(grep -o 'events_per_s=[0-9.]*' "$OUT/seed-script-aof-always-c50.txt" | cut -d= -f2)
   stop_redis "$RP"
-  fi
+fi
+if want 1; then
   EV=(--articles 10000 --zipf 0 --visitors 1000000000 --repeat-rate 0 --bot-share 0 --flood-share 0)
   HP=$(free_port); start_hotrank "$HP" "$TMP/s1" '[gate]' 'ip_limit_per_minute = 0'
-  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
-  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
-  [ -z "${BATCHES:-}" ] && bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+  if [ -z "${VIEWS:-}" ]; then
+    bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000.json" --label batch1000
+    bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 100 --connections 8 --duration-secs "$DUR" --json "$OUT/s1-batch100.json" --label batch100
+  fi
+  if [ -z "${BATCHES:-}" ]; then
+    # The log's syncs over the single views alone: the fsync histogram's
+    # count and the records written, before and after.
+    wal() { curl -s "127.0.0.1:$1/metrics" | awk '/^hotrank_wal_fsync_seconds_count /{f=$2} /^hotrank_wal_records_total /{r=$2} END{print f+0, r+0}'; }
+    read -r F0 R0 < <(wal "$HP")
+    bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views.json" --label views
+    read -r F1 R1 < <(wal "$HP")
+    SYNCS=$(python3 -c "f,r=$F1-$F0,$R1-$R0; print(f'{f/r:.4f} ({r/f:.1f} events per sync)' if f and r else 'n/a')")
+  fi
   stop_hotrank "$HPID"
-  B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
-  if [ -n "${BATCHES:-}" ]; then
-    printf '| hotrank batch 1000 (gated, fsync always) | %.0f |\n| hotrank batch 100 | %.0f |\n' "$B1000" "$B100"
-    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-  else
-  # One runtime worker thread against the default (one per core).
-  HP=$(free_port); TOKIO_WORKER_THREADS=1 start_hotrank "$HP" "$TMP/s1t1" '[gate]' 'ip_limit_per_minute = 0'
-  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000-t1.json" --label batch1000-1thread
-  stop_hotrank "$HPID"
-  HP=$(free_port); start_hotrank "$HP" "$TMP/s1i" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'fsync = "interval"'
-  bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views-interval.json" --label views-interval
-  stop_hotrank "$HPID"
-  FP=$(free_port); "$BIN" bench-floor --listen "127.0.0.1:$FP" 2>/dev/null & PIDS+=($!); FLOORPID=$!
-  until curl -s -o /dev/null "127.0.0.1:$FP/api/views" 2>/dev/null; do sleep 0.05; done
-  bench --target "127.0.0.1:$FP" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-floor.json" --label floor
-  kill "$FLOORPID"
-  V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
-  VI=$(field "$OUT/s1-views-interval.json" events_per_sec); T1=$(field "$OUT/s1-batch1000-t1.json" events_per_sec)
+  if [ -z "${VIEWS:-}" ] && [ -z "${BATCHES:-}" ]; then
+    # One runtime worker thread against the default (one per core).
+    HP=$(free_port); TOKIO_WORKER_THREADS=1 start_hotrank "$HP" "$TMP/s1t1" '[gate]' 'ip_limit_per_minute = 0'
+    bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1000 --connections 4 --duration-secs "$DUR" --json "$OUT/s1-batch1000-t1.json" --label batch1000-1thread
+    stop_hotrank "$HPID"
+  fi
+  if [ -z "${BATCHES:-}" ]; then
+    HP=$(free_port); start_hotrank "$HP" "$TMP/s1i" '[gate]' 'ip_limit_per_minute = 0' '[embedded]' 'fsync = "interval"'
+    bench --target "127.0.0.1:$HP" "${EV[@]}" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-views-interval.json" --label views-interval
+    stop_hotrank "$HPID"
+    FP=$(free_port); "$BIN" bench-floor --listen "127.0.0.1:$FP" 2>/dev/null & PIDS+=($!); FLOORPID=$!
+    until curl -s -o /dev/null "127.0.0.1:$FP/api/views" 2>/dev/null; do sleep 0.05; done
+    bench --target "127.0.0.1:$FP" --batch 1 --connections 50 --duration-secs "$DUR" --json "$OUT/s1-floor.json" --label floor
+    kill "$FLOORPID"
+    V1=$(field "$OUT/s1-views.json" events_per_sec); FL=$(field "$OUT/s1-floor.json" events_per_sec)
+    VI=$(field "$OUT/s1-views-interval.json" events_per_sec)
+  fi
   printf '| load | events/s | ratio |\n|---|---|---|\n'
+fi
+if want 1 && [ -z "${VIEWS:-}" ]; then
+  B1000=$(field "$OUT/s1-batch1000.json" events_per_sec); B100=$(field "$OUT/s1-batch100.json" events_per_sec)
+fi
+if want 1 && [ -n "${BATCHES:-}" ]; then
+  printf '| hotrank batch 1000 (gated, fsync always) | %.0f | |\n| hotrank batch 100 | %.0f | |\n' "$B1000" "$B100"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+if want 1 && [ -z "${VIEWS:-}" ] && [ -z "${BATCHES:-}" ]; then
+  T1=$(field "$OUT/s1-batch1000-t1.json" events_per_sec)
   printf '| seed script EVALSHA P=16 | %.0f | 1.00x |\n' "$SEEDEPS"
   printf '| seed dedupe+script P=16 | %.0f | %s |\n' "$SEEDD" "$(ratio "$SEEDD" "$SEEDEPS")"
   printf '| raw INCR P=16 | %.0f | %s |\n' "$INCR" "$(ratio "$INCR" "$SEEDEPS")"
-  printf '| seed script P=1, 50 connections, Redis appendfsync always | %.0f | %s |\n' "$SEEDAOF" "$(ratio "$SEEDAOF" "$SEEDEPS")"
   printf '| hotrank batch 1000 (gated, fsync always) | %.0f | %s (goal >= 10x; moonshot > raw INCR: %s) |\n' "$B1000" "$(ratio "$B1000" "$SEEDEPS")" "$(ratio "$B1000" "$INCR")"
   printf '| hotrank batch 1000, 1 worker thread (TOKIO_WORKER_THREADS=1) | %.0f | the default (one per core) does %s of it |\n' "$T1" "$(ratio "$B1000" "$T1")"
   printf '| hotrank batch 100 | %.0f | %s |\n' "$B100" "$(ratio "$B100" "$SEEDEPS")"
+fi
+if want 1 && [ -z "${BATCHES:-}" ]; then
+  printf '| seed script P=1, 50 connections, Redis appendfsync always | %.0f | %s |\n' "$SEEDAOF" "$(if [ -n "${SEEDEPS:-}" ]; then ratio "$SEEDAOF" "$SEEDEPS"; fi)"
   printf '| hotrank single POST /api/views, fsync always | %.0f | %s of the seed script on an appendfsync-always Redis, 50 connections (goal >= 1) |\n' "$V1" "$(ratio "$V1" "$SEEDAOF")"
   printf '| hotrank single POST /api/views, fsync interval | %.0f | %s of the empty axum handler (goal >= 0.8) |\n' "$VI" "$(ratio "$VI" "$FL")"
   printf '| empty axum handler, single requests | %.0f | |\n' "$FL"
-  fi
+  echo "log syncs per single view (fsync always, 50 connections): $SYNCS"
 fi
 
 if want 3; then

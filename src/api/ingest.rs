@@ -11,11 +11,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use metrics::{Counter, Histogram};
-use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use super::event_json::{Field, RawEvent, one_pass_batch, raw_event, two_pass_batch};
+use super::event_json::{
+    Field, RawEvent, one_pass_batch, one_pass_event, raw_event, two_pass_batch,
+};
 use super::extract::{ClientIp, JsonBody};
 use super::{ApiError, AppState};
 use crate::gate::{TsError, check_ts};
@@ -374,12 +375,27 @@ enum Endpoint {
     Events,
 }
 
-/// `POST /api/views`' answer.
-#[derive(Serialize)]
-struct ViewAnswer {
-    verdict: &'static str,
-    pv: u64,
-    uv: u64,
+/// `POST /api/views`' answer, `{"verdict":…,"pv":…,"uv":…}`: the bytes
+/// `Json` of a struct with these fields writes (a verdict's name is a
+/// plain word, nothing to escape), written directly, which spares a single
+/// view about 2,000 instructions of serde (callgrind).
+fn view_answer(verdict: Verdict, pv: u64, uv: u64) -> Response {
+    use std::fmt::Write;
+    let mut body = String::with_capacity(64);
+    let _ = write!(
+        body,
+        r#"{{"verdict":"{}","pv":{pv},"uv":{uv}}}"#,
+        verdict.as_str()
+    );
+    (
+        StatusCode::ACCEPTED,
+        [(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 async fn post_view(
@@ -390,10 +406,17 @@ async fn post_view(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let trusted = state.is_trusted(&headers)?;
-    let raw: &RawValue = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad("invalid_json", format!("body is not valid JSON: {e}")))?;
+    let raw = match one_pass_event(&body) {
+        Some(ev) => Ok(ev),
+        None => {
+            let raw: &RawValue = serde_json::from_slice(&body).map_err(|e| {
+                ApiError::bad("invalid_json", format!("body is not valid JSON: {e}"))
+            })?;
+            raw_event(raw)
+        }
+    };
     let ctx = Ctx::new(&state, trusted, ip, &headers);
-    let ev = raw_event(raw)
+    let ev = raw
         .and_then(|ev| parse_event(ev, &ctx, true))
         .inspect_err(|_| {
             state.ingest_meters.invalid.increment(1);
@@ -415,12 +438,7 @@ async fn post_view(
     state
         .ingest_meters
         .applied(&counts, Endpoint::Views, started);
-    let body = ViewAnswer {
-        verdict: outcome.verdict.as_str(),
-        pv: outcome.pv,
-        uv: outcome.uv,
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    Ok(view_answer(outcome.verdict, outcome.pv, outcome.uv))
 }
 
 async fn post_events(

@@ -27,7 +27,12 @@
 //! `write(2)` per segment touched, syncs per the [`FsyncPolicy`], then
 //! publishes the new durable seq and wakes the waiters it covers. While it is
 //! busy, new appends form the next group, so one `fdatasync` covers many
-//! records. It also wakes on its own at least every 10 ms.
+//! records. Under [`FsyncPolicy::Always`] it then holds that group back
+//! until as many requests wait as the last sync covered plus those already
+//! waiting, for at most the last sync's duration (2 ms at most): without
+//! that, the requests one sync answers come back while the next is under
+//! way and the clients split into groups taking turns. It also wakes on its
+//! own at least every 10 ms.
 //!
 //! Under [`FsyncPolicy::Interval`] and [`FsyncPolicy::Never`] a waiter that
 //! finds no write in progress does that write itself (leader/follower group
@@ -244,6 +249,12 @@ pub(crate) struct Shared {
     state: Mutex<AppendState>,
     writer_cv: Condvar,
     writer_parked: AtomicBool,
+    /// Under [`FsyncPolicy::Always`]: requests that began waiting since the
+    /// writer last took the buffer (an estimate: it steers only when the
+    /// writer syncs, never what a sync covers), and while the writer
+    /// gathers a group, how many it waits for (0 when it does not).
+    arrivals: AtomicU64,
+    gather_target: AtomicU64,
     appended: AtomicU64,
     durable: AtomicU64,
     synced: AtomicU64,
@@ -304,6 +315,8 @@ impl Wal {
             }),
             writer_cv: Condvar::new(),
             writer_parked: AtomicBool::new(false),
+            arrivals: AtomicU64::new(0),
+            gather_target: AtomicU64::new(0),
             appended: AtomicU64::new(durable),
             durable: AtomicU64::new(durable),
             synced: AtomicU64::new(durable),
@@ -427,7 +440,11 @@ impl Wal {
             }
         }
         let mut rx = self.shared.progress.subscribe();
-        self.shared.kick_writer();
+        if self.shared.cfg.fsync == FsyncPolicy::Always {
+            self.shared.arrived();
+        } else {
+            self.shared.kick_writer();
+        }
         loop {
             if let Some(done) = self.shared.poll_durable(seq) {
                 return done;
@@ -618,6 +635,17 @@ impl Shared {
             STATUS_FAILED => WalError::Failed(msg()),
             STATUS_STALLED => WalError::Stalled(msg()),
             _ => WalError::Closed,
+        }
+    }
+
+    /// A request waits for the writer under [`FsyncPolicy::Always`]: it is
+    /// counted for the writer's group, and wakes the writer unless the
+    /// writer is gathering a group this request does not complete.
+    fn arrived(&self) {
+        let n = self.arrivals.fetch_add(1, Ordering::SeqCst) + 1;
+        let target = self.gather_target.load(Ordering::SeqCst);
+        if target == 0 || n >= target {
+            self.kick_writer();
         }
     }
 

@@ -33,6 +33,9 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 /// `write(2)` of this much to the page cache takes microseconds, which a
 /// runtime thread can afford; larger batches go to the writer thread.
 pub(super) const INLINE_MAX_BYTES: usize = 64 << 10;
+/// The longest the writer holds a group back under
+/// [`FsyncPolicy::Always`] waiting for more requests ([`Writer::gather`]).
+const MAX_GATHER: Duration = Duration::from_millis(2);
 
 /// What the writer thread does after a [`Writer::turn`].
 enum Turn {
@@ -40,6 +43,9 @@ enum Turn {
     Again,
     /// Nothing to do: sleep until then, new records or a kick.
     Idle(Instant),
+    /// Records wait, but fewer requests than the last group: sleep until
+    /// then or until the group is complete ([`Writer::gather`]).
+    Gather(Instant),
     /// The log is closed (or failed while closing): the thread ends.
     Closed,
 }
@@ -69,6 +75,11 @@ pub(super) struct Writer {
     written_seq: u64,
     /// The sync thread (only under [`FsyncPolicy::Interval`]).
     syncer: Option<Syncer>,
+    /// Under [`FsyncPolicy::Always`]: requests the next group waits for,
+    /// how long at most, and since when it is held back.
+    group: u64,
+    hold: Duration,
+    held_since: Option<Instant>,
 }
 
 /// Fails the log if the writer thread ends without closing (i.e. panics),
@@ -100,6 +111,7 @@ pub(super) fn run(shared: Arc<Shared>) {
         match turn {
             Turn::Again => {}
             Turn::Idle(until) => idle(&shared, until),
+            Turn::Gather(until) => gather(&shared, until),
             Turn::Closed => return,
         }
     }
@@ -114,6 +126,19 @@ fn idle(shared: &Shared, until: Instant) {
         shared.writer_cv.wait_until(&mut st, until);
         shared.writer_parked.store(false, Ordering::SeqCst);
     }
+}
+
+/// Sleeps until `until`, the close, or a request that completes the group
+/// ([`Shared::arrived`]); the next turn looks again.
+fn gather(shared: &Shared, until: Instant) {
+    let mut st = shared.state.lock();
+    shared.writer_parked.store(true, Ordering::SeqCst);
+    let target = shared.gather_target.load(Ordering::SeqCst);
+    if !st.closing && shared.arrivals.load(Ordering::SeqCst) < target {
+        shared.writer_cv.wait_until(&mut st, until);
+    }
+    shared.writer_parked.store(false, Ordering::SeqCst);
+    shared.gather_target.store(0, Ordering::SeqCst);
 }
 
 /// Fills in the checksums of every record in `batch`.
@@ -145,6 +170,9 @@ impl Writer {
             next_retry: Instant::now(),
             written_seq: durable,
             syncer,
+            group: 0,
+            hold: Duration::ZERO,
+            held_since: None,
         })
     }
 
@@ -188,7 +216,7 @@ impl Writer {
         }
         let (batch, records, closing) = match self.next_batch() {
             Ok(next) => next,
-            Err(until) => return Turn::Idle(until),
+            Err(turn) => return turn,
         };
         if !batch.is_empty() && !self.write_batch(batch, records) {
             return Turn::Again;
@@ -204,6 +232,7 @@ impl Writer {
                 FsyncPolicy::Interval(d) => self.last_sync.elapsed() >= d,
                 FsyncPolicy::Never => false,
             };
+        let started = Instant::now();
         let result = if !sync || self.unsynced.is_empty() {
             Ok(())
         } else if !closing && self.syncer.is_some() {
@@ -219,6 +248,7 @@ impl Writer {
             && self.written_seq > self.shared.durable.load(Ordering::Relaxed)
         {
             self.shared.publish_durable(self.written_seq);
+            self.plan_group(started.elapsed());
         }
         if closing {
             self.active = None;
@@ -290,11 +320,46 @@ impl Writer {
         }
     }
 
+    /// After a sync under [`FsyncPolicy::Always`] that took `took`: the
+    /// next group waits for as many requests as this one covered plus
+    /// those already waiting for the next, for at most `took` (and
+    /// [`MAX_GATHER`]). Without it, requests answered by one sync come
+    /// back while the next is under way, and the clients split into two
+    /// groups that take turns, each sync covering half of them.
+    fn plan_group(&mut self, took: Duration) {
+        let waiting = self.shared.arrivals.load(Ordering::SeqCst);
+        self.group = self.group.saturating_add(waiting);
+        self.hold = took.min(MAX_GATHER);
+    }
+
+    /// Whether to hold the records back for more requests ([`Turn::Gather`]
+    /// until when), under [`FsyncPolicy::Always`]: fewer requests wait
+    /// than the planned group, and the hold has not run out.
+    fn gather(&mut self) -> Option<Instant> {
+        if self.shared.cfg.fsync != FsyncPolicy::Always || self.group <= 1 {
+            return None;
+        }
+        let target = self.group;
+        self.shared.gather_target.store(target, Ordering::SeqCst);
+        if self.shared.arrivals.load(Ordering::SeqCst) >= target {
+            self.shared.gather_target.store(0, Ordering::SeqCst);
+            return None;
+        }
+        let now = Instant::now();
+        let until = *self.held_since.get_or_insert(now) + self.hold;
+        if now >= until {
+            self.shared.gather_target.store(0, Ordering::SeqCst);
+            return None;
+        }
+        Some(until)
+    }
+
     /// Takes the whole buffer if records were appended (or the log is
     /// closing): (bytes, record count, closing); an empty batch if a
     /// background sync's outcome or an interval sync is due; otherwise
-    /// `Err` with when to look again at the latest.
-    fn next_batch(&mut self) -> Result<(Vec<u8>, u64, bool), Instant> {
+    /// the turn to take instead: idle until when to look again at the
+    /// latest, or gather a group ([`Writer::gather`]).
+    fn next_batch(&mut self) -> Result<(Vec<u8>, u64, bool), Turn> {
         // The appenders' next buffer: the spare, or a fresh one while the
         // spare is still held unsynced (allocated here, outside their lock,
         // so they do not grow it record by record).
@@ -319,7 +384,18 @@ impl Writer {
                 }
                 wake_at = wake_at.min(due);
             }
-            return Err(wake_at);
+            return Err(Turn::Idle(wake_at));
+        }
+        if !st.closing {
+            drop(st);
+            if let Some(until) = self.gather() {
+                return Err(Turn::Gather(until));
+            }
+            st = self.shared.state.lock();
+        }
+        self.held_since = None;
+        if self.shared.cfg.fsync == FsyncPolicy::Always {
+            self.group = self.shared.arrivals.swap(0, Ordering::SeqCst);
         }
         let spare = std::mem::take(&mut self.spare);
         let batch = std::mem::replace(&mut st.buf, spare);
