@@ -43,6 +43,7 @@ RPORT=$(free_port)
 HPORT=$(free_port)
 cleanup() {
   bench_stop_all
+  pkill -f "$BIN worker" 2>/dev/null || true
   redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
   [ -n "$RPID" ] && wait "$RPID" 2>/dev/null || true
   [ -z "${KEEP:-}" ] && rm -rf "$TMP"
