@@ -1,6 +1,9 @@
 # Shared by the bench scripts (source it after setting TMP and PIDS=()):
 # daemonized throwaway redis-servers and the processes a script started.
 
+# A free loopback TCP port.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # Starts a redis-server on PORT (no persistence), its files under $TMP/PORT,
 # with any further arguments, and waits until it answers.
 bench_redis() { # port [redis-server arguments...]
@@ -19,7 +22,7 @@ bench_cluster() { # port...
   local p
   for p in "$@"; do
     bench_redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf \
-      --cluster-port "$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+      --cluster-port "$(free_port)"
   done
   redis-cli --cluster create $(for p in "$@"; do printf '127.0.0.1:%s ' "$p"; done) \
     --cluster-yes >/dev/null

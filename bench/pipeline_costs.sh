@@ -38,7 +38,6 @@ mkdir -p "$TMP"
 PIDS=()
 RPID=
 . bench/lib.sh
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 RPORT=$(free_port)
 HPORT=$(free_port)
 cleanup() {

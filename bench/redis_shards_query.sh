@@ -40,7 +40,6 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 field() { python3 -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
 bench() { "$BIN" bench "$@" 2>/dev/null; }
 

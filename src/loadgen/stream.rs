@@ -31,7 +31,7 @@ impl Rng {
 
     /// Uniform in `lo..=hi` (the same draw as `below`).
     pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
+        lo + self.below((hi - lo + 1) as u64) as i64
     }
 
     /// True with probability `p`.
