@@ -466,6 +466,44 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
     }
 }
 
+/// A call's entries are looked up among the pending ones with one range
+/// read (pipe_undone.lua): batches of scattered entries, batches that
+/// repeat decided ones, and a range holding more pending entries than
+/// that read returns (the entries past it asked alone) decide each entry
+/// once, in both stages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scattered_and_repeated_batches_decide_each_entry_once() {
+    let pair = Pair::new(PipelineConfig {
+        partitions: 1,
+        batch: 200,
+        trim_every_ms: 600_000,
+        ..pipe_config()
+    })
+    .await;
+    pair.send(&events(21, 200)).await;
+    for role in [Role::Filter, Role::Count] {
+        let read = pair.pipe.read(role, "c1").await.unwrap();
+        assert_eq!(read.len(), 1, "{role:?}: one partition");
+        let (n, all) = read.into_iter().next().unwrap();
+        assert_eq!(all.len(), 200, "{role:?}: every entry in one read");
+        let process = async |batch: Vec<hotrank::pipeline::Entry>| {
+            pair.pipe.process(role, n, batch).await.unwrap()
+        };
+        // First and last: 200 pending in their range, more than the
+        // range read returns for 2 entries (2 * 2 + 64).
+        assert_eq!(process(vec![all[0].clone(), all[199].clone()]).await, 2);
+        // Every second one, highest first (the first was decided).
+        let evens: Vec<_> = all.iter().step_by(2).rev().cloned().collect();
+        assert_eq!(process(evens).await, 99);
+        // Each entry twice in one batch: the 99 left, once each.
+        let twice: Vec<_> = all.iter().chain(all.iter()).cloned().collect();
+        assert_eq!(process(twice).await, 99);
+        assert_eq!(process(all.clone()).await, 0, "{role:?}: nothing twice");
+    }
+    assert!(pair.pipe.drained().await.unwrap());
+    pair.assert_same().await;
+}
+
 /// SIGKILL at random points while events arrive; restarts; every event
 /// counted or quarantined exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
