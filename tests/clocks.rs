@@ -20,39 +20,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use common::redis::{RedisServer, unique_prefix};
+use common::tools::libfaketime;
 use common::{BROWSER_UA, TEST_IDENTITY_KEY, TestServer};
-
-/// libfaketime's shared library, or `None` after printing why the test is
-/// skipped. Panics under CI.
-fn libfaketime() -> Option<PathBuf> {
-    let named = std::env::var_os("HOTRANK_LIBFAKETIME").map(PathBuf::from);
-    let found = named.or_else(|| {
-        let out = Command::new("python3")
-            .args([
-                "-c",
-                "import libfaketime, os; print(os.path.join(os.path.dirname(libfaketime.__file__), \
-                 'vendor', 'libfaketime', 'src', 'libfaketime.so.1'))",
-            ])
-            .output()
-            .ok()?;
-        let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-        out.status.success().then_some(path)
-    });
-    match found {
-        Some(p) if p.is_file() => Some(p),
-        p => {
-            let msg = format!(
-                "clock tests need libfaketime (pip install libfaketime, or HOTRANK_LIBFAKETIME \
-                 naming libfaketime.so.1); found {p:?}"
-            );
-            if std::env::var_os("CI").is_some() {
-                panic!("{msg} (CI is set, so this is a failure)");
-            }
-            eprintln!("SKIPPED: {msg}");
-            None
-        }
-    }
-}
 
 fn real_now() -> i64 {
     SystemTime::now()

@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use common::redis::{RedisServer, unique_prefix};
+use common::redis::{RedisCluster, RedisServer, unique_prefix};
 use common::{T0, TestServer, test_config};
 use hotrank::config::{Config, PipelineConfig, StoreKind};
 use hotrank::model::Outcome;
@@ -35,10 +35,47 @@ use hotrank::store::{IngestReject, Store, StoreSettings};
 
 const ARTICLES: u64 = 12;
 
+/// Where a test's site lives: the binary's one `redis-server`, or its
+/// 3-primary cluster (the site's keys in one slot: `[redis] shards = 1`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum On {
+    One,
+    Cluster,
+}
+
+/// Runs `async fn $name(on: On)` as two tests, `$name::one` on the one
+/// `redis-server` and `$name::cluster` on the 3-primary cluster (the site
+/// in one slot).
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn one() {
+                super::$name(super::On::One).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster() {
+                super::$name(super::On::Cluster).await;
+            }
+        }
+    };
+}
+
 fn config(prefix: &str, pipe: PipelineConfig) -> Config {
+    config_on(On::One, prefix, pipe)
+}
+
+fn config_on(on: On, prefix: &str, pipe: PipelineConfig) -> Config {
     let mut c = test_config(std::path::Path::new("/nonexistent"));
     c.store = StoreKind::Redis;
-    c.redis.url = RedisServer::shared().url();
+    match on {
+        On::One => c.redis.url = RedisServer::shared().url(),
+        On::Cluster => {
+            c.redis.url = RedisCluster::shared().url();
+            c.redis.cluster = true;
+        }
+    }
     c.redis.prefix = prefix.to_string();
     c.gate.visitor_limit_per_minute = 0;
     c.gate.ip_limit_per_minute = 0;
@@ -76,8 +113,13 @@ struct Pair {
 
 impl Pair {
     async fn new(pipe: PipelineConfig) -> Pair {
-        let direct = redis_store(&config(&unique_prefix(), PipelineConfig::default()));
-        let config = config(&unique_prefix(), pipe);
+        Pair::on(On::One, pipe).await
+    }
+
+    async fn on(on: On, pipe: PipelineConfig) -> Pair {
+        let direct = redis_store(&config_on(on, &unique_prefix(), PipelineConfig::default()));
+        let config = config_on(on, &unique_prefix(), pipe);
+        config.validate().expect("a valid config");
         let pipe = Arc::new(IngestPipeline::new(
             redis_store(&config),
             config.pipeline.clone(),
@@ -166,8 +208,15 @@ impl Pair {
         }
     }
 
-    /// Environment of a `hotrank worker` process on the pipeline side.
+    /// A `hotrank worker` process on the pipeline side.
     fn worker(&self, role: &str, crash_at: Option<&str>) -> Child {
+        self.worker_cmd(role, crash_at)
+            .spawn()
+            .expect("start hotrank worker")
+    }
+
+    /// Environment of a `hotrank worker` process on the pipeline side.
+    fn worker_cmd(&self, role: &str, crash_at: Option<&str>) -> Command {
         let dir = tempfile::tempdir().unwrap().keep();
         let path = dir.join("hotrank.toml");
         let c = &self.config;
@@ -182,9 +231,14 @@ impl Pair {
         )
         .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_hotrank"));
+        let store = if c.redis.cluster {
+            "redis-cluster"
+        } else {
+            "redis"
+        };
         cmd.args(["worker", role])
             .env("HOTRANK_CONFIG", &path)
-            .env("HOTRANK_STORE", "redis")
+            .env("HOTRANK_STORE", store)
             .env("HOTRANK_REDIS_URL", &c.redis.url)
             .env("HOTRANK_REDIS_PREFIX", &c.redis.prefix)
             .env("HOTRANK_DATA_DIR", &dir)
@@ -193,7 +247,7 @@ impl Pair {
         if let Some(step) = crash_at {
             cmd.env("HOTRANK_CRASH_AT", step);
         }
-        cmd.spawn().expect("start hotrank worker")
+        cmd
     }
 }
 
@@ -249,13 +303,16 @@ fn events(seed: u64, n: usize) -> Vec<Event> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_ends_where_the_direct_store_ends() {
+on_both!(pipeline_ends_where_the_direct_store_ends);
+async fn pipeline_ends_where_the_direct_store_ends(on: On) {
     // Nothing trimmed: every entry stays to be delivered again below.
-    let pair = Pair::new(PipelineConfig {
-        trim_every_ms: 600_000,
-        ..pipe_config()
-    })
+    let pair = Pair::on(
+        on,
+        PipelineConfig {
+            trim_every_ms: 600_000,
+            ..pipe_config()
+        },
+    )
     .await;
     let evs = events(1, 600);
     pair.send(&evs).await;
@@ -411,11 +468,11 @@ async fn http_answers_after_draining_match_the_direct_store() {
     }
 }
 
-/// Kills a real worker process at each named step; the entries it held
-/// are claimed by others after `claim_idle_ms`, and nothing is counted
-/// twice or lost.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
+// Kills a real worker process at each named step; the entries it held
+// are claimed by others after `claim_idle_ms`, and nothing is counted
+// twice or lost.
+on_both!(a_worker_crashed_between_any_two_steps_changes_no_count);
+async fn a_worker_crashed_between_any_two_steps_changes_no_count(on: On) {
     // Each run: crash workers of `role` at these steps, one after the
     // other (a claim needs entries a crashed worker left pending).
     for (role, steps) in [
@@ -426,7 +483,7 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
         ("count", &["count:done"][..]),
         ("count", &["count:read", "count:claimed"][..]),
     ] {
-        let pair = Pair::new(pipe_config()).await;
+        let pair = Pair::on(on, pipe_config()).await;
         let evs = events(7, 200);
         pair.send(&evs).await;
         // The count side needs flagged entries before its crash.
@@ -466,13 +523,94 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count() {
     }
 }
 
-/// SIGKILL at random points while events arrive; restarts; every event
-/// counted or quarantined exactly once.
+// A call's entries are looked up among the pending ones with one range
+// read (pipe_undone.lua): batches of scattered entries, batches that
+// repeat decided ones, and a range holding more pending entries than
+// that read returns (the entries past it asked alone) decide each entry
+// once, in both stages.
+on_both!(scattered_and_repeated_batches_decide_each_entry_once);
+async fn scattered_and_repeated_batches_decide_each_entry_once(on: On) {
+    let pair = Pair::on(
+        on,
+        PipelineConfig {
+            partitions: 1,
+            batch: 200,
+            trim_every_ms: 600_000,
+            ..pipe_config()
+        },
+    )
+    .await;
+    pair.send(&events(21, 200)).await;
+    for role in [Role::Filter, Role::Count] {
+        let read = pair.pipe.read(role, "c1").await.unwrap();
+        assert_eq!(read.len(), 1, "{role:?}: one partition");
+        let (n, all) = read.into_iter().next().unwrap();
+        assert_eq!(all.len(), 200, "{role:?}: every entry in one read");
+        let process = async |batch: Vec<hotrank::pipeline::Entry>| {
+            pair.pipe.process(role, n, batch).await.unwrap()
+        };
+        // First and last: 200 pending in their range, more than the
+        // range read returns for 2 entries (2 * 2 + 64).
+        assert_eq!(process(vec![all[0].clone(), all[199].clone()]).await, 2);
+        // Every second one, highest first (the first was decided).
+        let evens: Vec<_> = all.iter().step_by(2).rev().cloned().collect();
+        assert_eq!(process(evens).await, 99);
+        // Each entry twice in one batch: the 99 left, once each.
+        let twice: Vec<_> = all.iter().chain(all.iter()).cloned().collect();
+        assert_eq!(process(twice).await, 99);
+        assert_eq!(process(all.clone()).await, 0, "{role:?}: nothing twice");
+    }
+    assert!(pair.pipe.drained().await.unwrap());
+    pair.assert_same().await;
+}
+
+/// On a cluster each filter call names the gate's slots of the gate clock
+/// as its worker last learnt it: a worker whose clock is a day ahead
+/// names the wrong ones, is answered `gateclock` having written nothing,
+/// learns the site's gate clock and sends the call again. Every event is
+/// decided once, as the direct store decides it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_load_changes_no_count() {
+async fn a_filter_worker_a_day_ahead_learns_the_gate_clock_cluster() {
+    let Some(lib) = common::tools::libfaketime() else {
+        return;
+    };
+    let pair = Pair::on(On::Cluster, pipe_config()).await;
+    let evs = events(31, 300);
+    pair.send(&evs).await;
+    let filter = pair
+        .worker_cmd("filter", None)
+        .env("LD_PRELOAD", lib)
+        .env("FAKETIME", "+1d")
+        // Tokio's timers keep the real monotonic clock.
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .spawn()
+        .expect("start hotrank worker");
+    let count = pair.worker("count", None);
+    // Killed even when the drain fails.
+    let _workers = Killed(vec![filter, count]);
+    pair.drain().await;
+    pair.assert_same().await;
+}
+
+/// Child processes killed when dropped.
+struct Killed(Vec<Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for p in &mut self.0 {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+// SIGKILL at random points while events arrive; restarts; every event
+// counted or quarantined exactly once.
+on_both!(kill_9_under_load_changes_no_count);
+async fn kill_9_under_load_changes_no_count(on: On) {
     let long = std::env::var("HOTRANK_LONG").is_ok();
     let rounds = if long { 40 } else { 6 };
-    let pair = Pair::new(pipe_config()).await;
+    let pair = Pair::on(on, pipe_config()).await;
     let mut rng = StdRng::seed_from_u64(11);
     let mut procs: Vec<(&str, Child)> = vec![
         ("filter", pair.worker("filter", None)),

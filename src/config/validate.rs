@@ -328,14 +328,11 @@ fn pipeline(c: &Config, warnings: &mut Vec<String>) -> Result<(), String> {
     Ok(())
 }
 
-/// An enabled pipeline needs one Redis (no cluster, one shard) in the
-/// hotrank layout.
+/// An enabled pipeline needs the Redis store (one Redis, or a cluster
+/// with the site in one slot: one shard) in the hotrank layout.
 fn pipeline_host(c: &Config) -> Result<(), String> {
     if c.store != StoreKind::Redis {
         return Err("pipeline.enabled needs store = \"redis\"".into());
-    }
-    if c.redis.cluster {
-        return Err("pipeline.enabled does not run on a Redis Cluster yet".into());
     }
     if c.redis.shards > 1 {
         return Err(
@@ -540,6 +537,12 @@ mod tests {
         let mut bad = c.clone();
         bad.redis.layout = RedisLayout::Seed;
         assert!(bad.validate().unwrap_err().contains("seed layout"));
+        // On a cluster: the site in one slot, not over several primaries.
+        let mut on_cluster = c.clone();
+        on_cluster.redis.cluster = true;
+        on_cluster.validate().unwrap();
+        on_cluster.redis.shards = 3;
+        assert!(on_cluster.validate().unwrap_err().contains("redis.shards"));
         assert!(toml::from_str::<Config>("[pipeline]\nnope = 1\n").is_err());
     }
 

@@ -38,6 +38,10 @@ pub enum PipelineError {
     #[error("a replay runs on one article shard only (redis.shards = 1) for now")]
     Sharded,
     #[error(
+        "a replay runs on one Redis only for now, not on a Redis Cluster: replay into one redis-server, then move its keys to the cluster"
+    )]
+    Cluster,
+    #[error(
         "this Redis holds pipeline epoch {0}: it did not lose its data, or was restored already; restore only into a Redis that lost everything"
     )]
     NotLost(String),

@@ -147,7 +147,12 @@ impl IngestPipeline {
 
     /// The verdict of the events carrying one eventId (pipe_flag.lua).
     pub fn verdict_key(&self, event_id: u128) -> String {
-        format!("{}pipe:verdict:{event_id:032x}", self.store.keys().prefix)
+        self.verdict_key_hex(&format!("{event_id:032x}"))
+    }
+
+    /// [`Self::verdict_key`] of an eventId as a raw entry holds it (hex).
+    pub(super) fn verdict_key_hex(&self, event_id: &str) -> String {
+        format!("{}pipe:verdict:{event_id}", self.store.keys().prefix)
     }
 
     /// Callers waiting for verdicts on flagged partition `n`: the count
@@ -220,6 +225,9 @@ impl IngestPipeline {
     /// unjournaled (logged, and counted in a metric).
     async fn unappend(&self, parts: &[(u32, Vec<JournalEntry>)]) {
         let mut inv = self.scripts.unappend.prepare_invoke();
+        self.declare(&mut inv, || {
+            parts.iter().map(|(n, _)| self.raw_key(*n)).collect()
+        });
         inv.arg(parts.len());
         for (n, entries) in parts {
             inv.arg(self.raw_key(*n)).arg(entries.len());
@@ -331,6 +339,13 @@ impl IngestPipeline {
                 .collect()
         });
         let mut inv = self.scripts.append.prepare_invoke();
+        self.declare(&mut inv, || {
+            let mut keys = vec![self.store.keys().epoch()];
+            for (n, _) in &used {
+                keys.extend([self.raw_key(*n), self.flagged_key(*n)]);
+            }
+            keys
+        });
         inv.arg(self.cfg.max_backlog)
             .arg(self.store.keys().epoch())
             .arg(&epoch)

@@ -11,6 +11,7 @@
 //! scripts are the `pipe_*.lua` files of this folder.
 
 mod archiver;
+mod declare;
 mod error;
 mod ingest;
 mod journal;

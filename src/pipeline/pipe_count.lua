@@ -22,6 +22,7 @@ local H, F = 6, 12
 if not (hkeep and dkeep and n) or #ARGV ~= H + n * F then
   return redis.error_reply('ERR pipe_count.lua: malformed header')
 end
+pending_among(SRC, GROUP, ARGV, H + 1, F, n)
 
 local now = 0
 local ev, verdicts, acks, seen = {}, {}, {}, {}

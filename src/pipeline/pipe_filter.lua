@@ -27,6 +27,7 @@ local H, F = 15, 14
 if not (gate_args_ok and n) or #ARGV ~= H + n * F then
   return redis.error_reply('ERR pipe_filter.lua: malformed header')
 end
+pending_among(SRC, GROUP, ARGV, H + 1, F, n)
 
 local now = 0
 local ev, acks, seen = {}, {}, {}

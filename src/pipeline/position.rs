@@ -184,10 +184,17 @@ impl IngestPipeline {
     /// The position script's call (loaded by the caller).
     fn position_cmd(&self) -> redis::Cmd {
         let mut c = redis::cmd("EVALSHA");
-        c.arg(POSITION.get_hash())
-            .arg(0)
-            .arg(MAX_FLIGHT)
-            .arg(self.config().partitions);
+        let parts = self.config().partitions;
+        c.arg(POSITION.get_hash());
+        if self.declares() {
+            c.arg(2 * parts);
+            for n in 0..parts {
+                c.arg(self.raw_key(n)).arg(self.flagged_key(n));
+            }
+        } else {
+            c.arg(0);
+        }
+        c.arg(MAX_FLIGHT).arg(parts);
         for n in 0..self.config().partitions {
             c.arg(self.raw_key(n)).arg(self.flagged_key(n));
         }
@@ -209,8 +216,12 @@ impl IngestPipeline {
     /// take, so once the flush succeeds the archive holds its effect, and
     /// the journal no longer needs it (ops.rs).
     pub async fn ops_floor(&self) -> Result<String, StoreError> {
-        let (secs, micros): (u64, u64) = redis::cmd("TIME")
-            .query_async(&mut self.store().con())
+        // (On a cluster: the clock of the node that numbers the site's
+        // stream entries.)
+        let (secs, micros): (u64, u64) = self
+            .store()
+            .con()
+            .query_at(&self.store().keys().epoch(), redis::cmd("TIME"))
             .await
             .map_err(store_err)?;
         Ok(format!("{}-0", secs * 1000 + micros / 1000))

@@ -125,6 +125,9 @@ impl IngestPipeline {
         if store.keys().shards > 1 {
             return Err(PipelineError::Sharded);
         }
+        if self.declares() {
+            return Err(PipelineError::Cluster);
+        }
         let main_key = store.keys().epoch();
         let held: Option<String> = redis::cmd("GET")
             .arg(&main_key)

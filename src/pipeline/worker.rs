@@ -12,6 +12,7 @@ use redis::Value;
 
 use super::ingest::IngestPipeline;
 use super::stream::{COUNT_GROUP, Entry, FILTER_GROUP, Role, group_field, pairs, parse_entries};
+use crate::clock::{Clock, SystemClock};
 use crate::store::StoreError;
 use crate::store::redis::{bad_reply, evicted_reply, store_err, v_i64, v_str};
 
@@ -167,44 +168,64 @@ impl IngestPipeline {
             return Ok(0);
         }
         let (hkeep, dkeep) = self.store.keeps();
-        let mut inv = match role {
-            Role::Filter => {
-                let mut inv = self.scripts.filter.prepare_invoke();
-                self.gate_header(&mut inv);
-                inv.arg(self.raw_key(n))
-                    .arg(self.flagged_key(n))
-                    .arg(FILTER_GROUP)
-                    .arg(entries.len());
-                inv
-            }
-            Role::Count => {
-                let mut inv = self.scripts.count.prepare_invoke();
-                inv.arg(&self.store.keys().prefix)
-                    .arg(hkeep)
-                    .arg(dkeep)
-                    .arg(self.flagged_key(n))
-                    .arg(COUNT_GROUP)
-                    .arg(entries.len());
-                inv
-            }
-        };
-        for (id, fields) in &entries {
-            inv.arg(id.as_str());
-            for f in fields {
-                inv.arg(&f[..]);
-            }
-        }
-        let mut con = self.store.con();
-        let mut r: redis::Value = inv.invoke_async(&mut con).await.map_err(store_err)?;
-        // Entries for an evicted article: nothing was applied or
-        // acknowledged; restore it from the archive and apply them again.
-        for _ in 0..4 {
-            let Some(gone) = evicted_reply(&r) else {
-                break;
+        // On a cluster the gate's slots are named on the gate clock as last
+        // learnt against this node's clock: a filter call that named
+        // others answers `gateclock` having written nothing, and is sent
+        // again with the clock it learnt.
+        let invocation = |now: crate::model::Timestamp| {
+            let mut inv = match role {
+                Role::Filter => {
+                    let mut inv = self.scripts.filter.prepare_invoke();
+                    self.declare(&mut inv, || self.filter_keys(n, &entries, now));
+                    self.gate_header(&mut inv);
+                    inv.arg(self.raw_key(n))
+                        .arg(self.flagged_key(n))
+                        .arg(FILTER_GROUP)
+                        .arg(entries.len());
+                    inv
+                }
+                Role::Count => {
+                    let mut inv = self.scripts.count.prepare_invoke();
+                    self.declare(&mut inv, || self.count_keys(n, &entries, now));
+                    inv.arg(&self.store.keys().prefix)
+                        .arg(hkeep)
+                        .arg(dkeep)
+                        .arg(self.flagged_key(n))
+                        .arg(COUNT_GROUP)
+                        .arg(entries.len());
+                    inv
+                }
             };
-            let now = entries_now(&entries);
-            self.store.restore(&gone, now).await?;
-            r = inv.invoke_async(&mut con).await.map_err(store_err)?;
+            for (id, fields) in &entries {
+                inv.arg(id.as_str());
+                for f in fields {
+                    inv.arg(&f[..]);
+                }
+            }
+            inv
+        };
+        let mut con = self.store.con();
+        let mut now = SystemClock.now();
+        let mut r: redis::Value = invocation(now)
+            .invoke_async(&mut con)
+            .await
+            .map_err(store_err)?;
+        // A call that named the gate slots of another clock, or met an
+        // evicted article, applied and acknowledged nothing: learn the
+        // clock, or restore the article from the archive, and send it
+        // again.
+        for _ in 0..4 {
+            if self.store.learnt_gate_clock(&r, now) {
+                now = SystemClock.now();
+            } else if let Some(gone) = evicted_reply(&r) {
+                self.store.restore(&gone, entries_now(&entries)).await?;
+            } else {
+                break;
+            }
+            r = invocation(now)
+                .invoke_async(&mut con)
+                .await
+                .map_err(store_err)?;
         }
         let r: Vec<i64> = redis::from_redis_value(r).map_err(|_| bad_reply("count"))?;
         let (done, skipped) = (
@@ -258,16 +279,20 @@ impl IngestPipeline {
         let mut con = self.store.con();
         let mut total = 0;
         for n in 0..self.cfg.partitions {
-            let dropped: i64 = self
-                .scripts
-                .trim
-                .prepare_invoke()
+            let mut inv = self.scripts.trim.prepare_invoke();
+            let waiters = match role {
+                Role::Filter => String::new(),
+                Role::Count => self.waiters_key(n),
+            };
+            self.declare(&mut inv, || {
+                let mut keys = vec![self.stream(role, n)];
+                keys.extend(Some(waiters.clone()).filter(|w| !w.is_empty()));
+                keys
+            });
+            let dropped: i64 = inv
                 .arg(self.stream(role, n))
                 .arg(role.as_str())
-                .arg(match role {
-                    Role::Filter => String::new(),
-                    Role::Count => self.waiters_key(n),
-                })
+                .arg(&waiters)
                 .invoke_async(&mut con)
                 .await
                 .map_err(store_err)?;

@@ -54,6 +54,17 @@ impl Con {
             .arg(pattern)
             .arg("COUNT")
             .arg(count);
+        self.query_at(site_key, cmd).await
+    }
+
+    /// Runs `cmd`, a command that names no key (`SCAN`, `TIME`), where
+    /// `site_key` is: on a cluster, on the primary of its slot (a cluster
+    /// client would send such a command to any node).
+    pub async fn query_at<T: redis::FromRedisValue>(
+        &mut self,
+        site_key: &str,
+        cmd: Cmd,
+    ) -> redis::RedisResult<T> {
         match self {
             Con::One(c, _) => cmd.query_async(c).await,
             Con::Cluster(l) => {
