@@ -183,21 +183,19 @@ fn parse(v: &Value) -> Result<Vec<PartitionPosition>, StoreError> {
 impl IngestPipeline {
     /// The position script's call (loaded by the caller).
     fn position_cmd(&self) -> redis::Cmd {
-        let mut c = redis::cmd("EVALSHA");
         let parts = self.config().partitions;
+        let streams: Vec<String> = (0..parts)
+            .flat_map(|n| [self.raw_key(n), self.flagged_key(n)])
+            .collect();
+        let mut c = redis::cmd("EVALSHA");
         c.arg(POSITION.get_hash());
+        // (Declared on a cluster: declare.rs.)
         if self.declares() {
-            c.arg(2 * parts);
-            for n in 0..parts {
-                c.arg(self.raw_key(n)).arg(self.flagged_key(n));
-            }
+            c.arg(streams.len()).arg(&streams);
         } else {
             c.arg(0);
         }
-        c.arg(MAX_FLIGHT).arg(parts);
-        for n in 0..self.config().partitions {
-            c.arg(self.raw_key(n)).arg(self.flagged_key(n));
-        }
+        c.arg(MAX_FLIGHT).arg(parts).arg(&streams);
         c
     }
 
