@@ -682,6 +682,9 @@ enum Layout {
     One,
     SplitNames,
     SplitCluster,
+    /// A site in one slot of the cluster (`shards = 1`), as the pipeline
+    /// runs there.
+    Cluster,
 }
 
 /// Store options for a site of its own in `layout`.
@@ -694,6 +697,7 @@ fn site_options(layout: Layout) -> RedisOptions {
             ..shared_site(3)
         },
         Layout::SplitCluster => shared_cluster_site(3),
+        Layout::Cluster => shared_cluster_site(1),
     }
 }
 
@@ -1032,11 +1036,20 @@ async fn two_writers_never_both_flush(layout: Layout) -> Arc<RedisStore> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_flush_records_each_articles_position() {
+async fn pipeline_flush_records_each_articles_position_one() {
+    pipeline_flush_records_each_articles_position(Layout::One).await;
+}
+
+/// The same with the site in one slot of the 3-primary cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_flush_records_each_articles_position_cluster() {
+    pipeline_flush_records_each_articles_position(Layout::Cluster).await;
+}
+
+async fn pipeline_flush_records_each_articles_position(layout: Layout) {
     use hotrank::config::PipelineConfig;
     use hotrank::pipeline::{IngestPipeline, Role};
-    let (_schema, archive, store) = writer_site(Layout::One).await;
-    let server = RedisServer::shared();
+    let (_schema, archive, store) = writer_site(layout).await;
     let pipe = Arc::new(IngestPipeline::new(
         store.clone(),
         PipelineConfig {
@@ -1073,11 +1086,7 @@ async fn pipeline_flush_records_each_articles_position() {
     assert!((0..=5).contains(&a), "{a}");
     // The position of each article: its partition, the filter group's
     // last delivered raw entry there, nothing in flight once drained.
-    let mut c = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut c = store.con();
     for a in arts {
         let n = pipe.partition_of(&id(a));
         let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
@@ -1502,11 +1511,21 @@ async fn concurrent_events_restore_exactly_once(layout: Layout) -> Arc<RedisStor
 /// Pipeline mode: events for evicted articles go through the filter and
 /// count workers, which restore them and count every event once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_restores_evicted_articles() {
+async fn pipeline_restores_evicted_articles_one() {
+    pipeline_restores_evicted_articles(Layout::One).await;
+}
+
+/// The same with the site in one slot of the 3-primary cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipeline_restores_evicted_articles_cluster() {
+    pipeline_restores_evicted_articles(Layout::Cluster).await;
+}
+
+async fn pipeline_restores_evicted_articles(layout: Layout) {
     use hotrank::config::PipelineConfig;
     use hotrank::pipeline::{IngestPipeline, Role};
     let arts = ["q0", "q1"];
-    let (_schema, archive, store, pv, now) = evicted_site(&arts, Layout::One).await;
+    let (_schema, archive, store, pv, now) = evicted_site(&arts, layout).await;
     let pipe = Arc::new(IngestPipeline::new(
         store.clone(),
         PipelineConfig {
