@@ -1035,16 +1035,11 @@ async fn two_writers_never_both_flush(layout: Layout) -> Arc<RedisStore> {
     store
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_flush_records_each_articles_position_one() {
-    pipeline_flush_records_each_articles_position(Layout::One).await;
-}
-
-/// The same with the site in one slot of the 3-primary cluster.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_flush_records_each_articles_position_cluster() {
-    pipeline_flush_records_each_articles_position(Layout::Cluster).await;
-}
+one_and_cluster!(
+    pipeline_flush_records_each_articles_position,
+    Layout::One,
+    Layout::Cluster
+);
 
 async fn pipeline_flush_records_each_articles_position(layout: Layout) {
     use hotrank::config::PipelineConfig;
@@ -1508,18 +1503,13 @@ async fn concurrent_events_restore_exactly_once(layout: Layout) -> Arc<RedisStor
     store
 }
 
-/// Pipeline mode: events for evicted articles go through the filter and
-/// count workers, which restore them and count every event once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_restores_evicted_articles_one() {
-    pipeline_restores_evicted_articles(Layout::One).await;
-}
-
-/// The same with the site in one slot of the 3-primary cluster.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pipeline_restores_evicted_articles_cluster() {
-    pipeline_restores_evicted_articles(Layout::Cluster).await;
-}
+// Pipeline mode: events for evicted articles go through the filter and
+// count workers, which restore them and count every event once.
+one_and_cluster!(
+    pipeline_restores_evicted_articles,
+    Layout::One,
+    Layout::Cluster
+);
 
 async fn pipeline_restores_evicted_articles(layout: Layout) {
     use hotrank::config::PipelineConfig;

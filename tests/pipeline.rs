@@ -43,25 +43,6 @@ enum On {
     Cluster,
 }
 
-/// Runs `async fn $name(on: On)` as two tests, `$name::one` on the one
-/// `redis-server` and `$name::cluster` on the 3-primary cluster (the site
-/// in one slot).
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn one() {
-                super::$name(super::On::One).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn cluster() {
-                super::$name(super::On::Cluster).await;
-            }
-        }
-    };
-}
-
 fn config(prefix: &str, pipe: PipelineConfig) -> Config {
     config_on(On::One, prefix, pipe)
 }
@@ -303,7 +284,11 @@ fn events(seed: u64, n: usize) -> Vec<Event> {
         .collect()
 }
 
-on_both!(pipeline_ends_where_the_direct_store_ends);
+one_and_cluster!(
+    pipeline_ends_where_the_direct_store_ends,
+    On::One,
+    On::Cluster
+);
 async fn pipeline_ends_where_the_direct_store_ends(on: On) {
     // Nothing trimmed: every entry stays to be delivered again below.
     let pair = Pair::on(
@@ -471,7 +456,11 @@ async fn http_answers_after_draining_match_the_direct_store() {
 // Kills a real worker process at each named step; the entries it held
 // are claimed by others after `claim_idle_ms`, and nothing is counted
 // twice or lost.
-on_both!(a_worker_crashed_between_any_two_steps_changes_no_count);
+one_and_cluster!(
+    a_worker_crashed_between_any_two_steps_changes_no_count,
+    On::One,
+    On::Cluster
+);
 async fn a_worker_crashed_between_any_two_steps_changes_no_count(on: On) {
     // Each run: crash workers of `role` at these steps, one after the
     // other (a claim needs entries a crashed worker left pending).
@@ -528,7 +517,11 @@ async fn a_worker_crashed_between_any_two_steps_changes_no_count(on: On) {
 // repeat decided ones, and a range holding more pending entries than
 // that read returns (the entries past it asked alone) decide each entry
 // once, in both stages.
-on_both!(scattered_and_repeated_batches_decide_each_entry_once);
+one_and_cluster!(
+    scattered_and_repeated_batches_decide_each_entry_once,
+    On::One,
+    On::Cluster
+);
 async fn scattered_and_repeated_batches_decide_each_entry_once(on: On) {
     let pair = Pair::on(
         on,
@@ -606,7 +599,7 @@ impl Drop for Killed {
 
 // SIGKILL at random points while events arrive; restarts; every event
 // counted or quarantined exactly once.
-on_both!(kill_9_under_load_changes_no_count);
+one_and_cluster!(kill_9_under_load_changes_no_count, On::One, On::Cluster);
 async fn kill_9_under_load_changes_no_count(on: On) {
     let long = std::env::var("HOTRANK_LONG").is_ok();
     let rounds = if long { 40 } else { 6 };

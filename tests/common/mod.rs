@@ -3,6 +3,27 @@
 //! small HTTP conveniences.
 #![allow(dead_code)]
 
+/// Runs `async fn $name(where)` as two tests: `$name::one` with
+/// `$ty::$one` (a site on the binary's one redis-server) and
+/// `$name::cluster` with `$ty::$cluster` (a site in one slot of its
+/// 3-primary cluster).
+#[macro_export]
+macro_rules! one_and_cluster {
+    ($name:ident, $ty:ident :: $one:ident, $ty2:ident :: $cluster:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn one() {
+                super::$name(super::$ty::$one).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster() {
+                super::$name(super::$ty2::$cluster).await;
+            }
+        }
+    };
+}
+
 pub mod curation;
 pub mod pg;
 pub mod pipeline;
