@@ -111,6 +111,42 @@ impl Hll {
         }
     }
 
+    /// An empty sketch in the dense encoding (12,304 bytes): the registers,
+    /// header and estimate of [`Hll::new`], but every `add` a write of one
+    /// register, however many elements it holds. Redis never creates one
+    /// (`PFADD` starts sparse); for a sketch that takes many elements and
+    /// is not exchanged with Redis while it does.
+    pub fn new_dense() -> Self {
+        let mut h = Hll::new();
+        h.promote();
+        h
+    }
+
+    /// The same registers in the sparse encoding, set in index order on an
+    /// empty sketch with this one's `hll-sparse-max-bytes` (the unused
+    /// header bytes and the cached cardinality carried over), or `None`
+    /// where they do not fit it (or a register is above 32). Every count is
+    /// the same; the image is a valid Redis one, not necessarily the one
+    /// `PFADD` in another order would have left. A sparse sketch is
+    /// returned as it is.
+    pub fn to_sparse(&self) -> Option<Hll> {
+        if self.is_sparse() {
+            return Some(self.clone());
+        }
+        let mut out = Hll::with_sparse_max_bytes(self.sparse_max);
+        let mut cursor = Cursor::default();
+        for (i, &v) in self.registers().iter().enumerate() {
+            if v != 0
+                && sparse::set(&mut out.bytes, out.sparse_max, i, v, &mut cursor)
+                    == SetOutcome::Promote
+            {
+                return None;
+            }
+        }
+        out.bytes[5..HLL_HDR_SIZE].copy_from_slice(&self.bytes[5..HLL_HDR_SIZE]);
+        Some(out)
+    }
+
     /// The `hll-sparse-max-bytes` limit this sketch applies.
     pub fn sparse_max_bytes(&self) -> usize {
         self.sparse_max
@@ -589,6 +625,43 @@ mod tests {
             }
             proptest::prop_assert_eq!(fast.estimate(), oracle.estimate());
         }
+    }
+
+    /// A dense sketch shrunk back to sparse keeps every register and the
+    /// header; one whose registers do not fit stays dense.
+    #[test]
+    fn dense_from_the_start_and_back_to_sparse() {
+        let mut sparse = Hll::new();
+        let mut dense = Hll::new_dense();
+        assert!(!dense.is_sparse());
+        assert_eq!(dense.estimate(), sparse.estimate());
+        for i in 0..3000u64 {
+            let e = i.to_le_bytes();
+            assert_eq!(dense.add(&e), sparse.add(&e));
+            assert_eq!(dense.registers(), sparse.registers());
+            if i % 97 == 0 || i < 40 {
+                assert_eq!(dense.estimate(), sparse.estimate());
+                match dense.to_sparse() {
+                    Some(back) => {
+                        assert!(back.is_sparse());
+                        assert_eq!(back.registers(), dense.registers());
+                        assert_eq!(
+                            back.as_bytes()[5..HLL_HDR_SIZE],
+                            dense.as_bytes()[5..HLL_HDR_SIZE]
+                        );
+                        assert_eq!(back.estimate(), sparse.estimate());
+                        assert!(Hll::from_bytes(back.as_bytes()).is_ok());
+                    }
+                    None => assert!(i > 500, "{i} registers would fit"),
+                }
+            }
+        }
+        assert!(!sparse.is_sparse() && dense.to_sparse().is_none());
+        let mut counted = Hll::new_dense();
+        counted.add(b"x");
+        let c = counted.count();
+        let back = counted.to_sparse().expect("one register fits");
+        assert_eq!(back.as_bytes()[8..16], c.to_le_bytes());
     }
 
     /// Sketches of up to two registers hold their image inline; longer
