@@ -2,7 +2,7 @@
 //! Redis performs on it.
 
 use super::murmur::{HLL_SEED, murmur64a};
-use super::sparse::{self, Cursor, SetOutcome};
+use super::sparse::{self, Cursor, SetOutcome, SparseSet};
 use super::{HLL_HDR_SIZE, HLL_REGISTERS, Image, dense, estimate};
 
 /// Total size of a dense image.
@@ -111,6 +111,42 @@ impl Hll {
         }
     }
 
+    /// An empty sketch in the dense encoding (12,304 bytes): the registers,
+    /// header and estimate of [`Hll::new`], but every `add` a write of one
+    /// register, however many elements it holds. Redis never creates one
+    /// (`PFADD` starts sparse); for a sketch that takes many elements and
+    /// is not exchanged with Redis while it does.
+    pub fn new_dense() -> Self {
+        let mut h = Hll::new();
+        h.promote();
+        h
+    }
+
+    /// The same registers in the sparse encoding, set in index order on an
+    /// empty sketch with this one's `hll-sparse-max-bytes` (the unused
+    /// header bytes and the cached cardinality carried over), or `None`
+    /// where they do not fit it (or a register is above 32). Every count is
+    /// the same; the image is a valid Redis one, not necessarily the one
+    /// `PFADD` in another order would have left. A sparse sketch is
+    /// returned as it is.
+    pub fn to_sparse(&self) -> Option<Hll> {
+        if self.is_sparse() {
+            return Some(self.clone());
+        }
+        let mut out = Hll::with_sparse_max_bytes(self.sparse_max);
+        let mut cursor = Cursor::default();
+        for (i, &v) in self.registers().iter().enumerate() {
+            if v != 0
+                && sparse::set(&mut out.bytes, out.sparse_max, i, v, &mut cursor)
+                    == SetOutcome::Promote
+            {
+                return None;
+            }
+        }
+        out.bytes[5..HLL_HDR_SIZE].copy_from_slice(&self.bytes[5..HLL_HDR_SIZE]);
+        Some(out)
+    }
+
     /// The `hll-sparse-max-bytes` limit this sketch applies.
     pub fn sparse_max_bytes(&self) -> usize {
         self.sparse_max
@@ -131,11 +167,17 @@ impl Hll {
     /// [`Hll::add`] with a precomputed `murmur64a(element, HLL_SEED)`.
     #[inline]
     pub fn add_hash(&mut self, hash: u64) -> bool {
+        self.add_hash_by(sparse::set, hash)
+    }
+
+    /// [`Hll::add_hash`] with the sparse update `set`.
+    #[inline(always)]
+    fn add_hash_by(&mut self, set: SparseSet, hash: u64) -> bool {
         let (index, count) = index_and_count(hash);
         let changed = if self.bytes[4] == ENC_DENSE {
             dense::set_if_greater(&mut self.bytes[HLL_HDR_SIZE..], index, count)
         } else {
-            self.sparse_set(index, count, &mut Cursor::default())
+            self.sparse_set_by(set, index, count, &mut Cursor::default())
         };
         if changed {
             self.invalidate_cache();
@@ -146,7 +188,19 @@ impl Hll {
     /// Sets a register in the sparse encoding, promoting to dense when Redis
     /// would. Does not touch the cache flag.
     fn sparse_set(&mut self, index: usize, count: u8, cursor: &mut Cursor) -> bool {
-        match sparse::set(&mut self.bytes, self.sparse_max, index, count, cursor) {
+        self.sparse_set_by(sparse::set, index, count, cursor)
+    }
+
+    /// [`Hll::sparse_set`] with the sparse update `set`.
+    #[inline(always)]
+    fn sparse_set_by(
+        &mut self,
+        set: SparseSet,
+        index: usize,
+        count: u8,
+        cursor: &mut Cursor,
+    ) -> bool {
+        match set(&mut self.bytes, self.sparse_max, index, count, cursor) {
             SetOutcome::Unchanged => false,
             SetOutcome::Changed => true,
             SetOutcome::Promote => {
@@ -508,6 +562,107 @@ impl<'de> serde::Deserialize<'de> for Hll {
 mod tests {
     use super::*;
     use crate::sketch::INLINE_IMAGE;
+
+    /// A hash whose register is `index` and whose value is `count`
+    /// (1..=51), the bits above it from `noise`.
+    fn hash_of(index: usize, count: u8, noise: u64) -> u64 {
+        let bit = HLL_P + u32::from(count) - 1;
+        let above = noise.checked_shl(bit + 1).unwrap_or(0);
+        let marker = if count <= 50 { 1u64 << bit } else { 0 };
+        above | marker | index as u64
+    }
+
+    proptest::proptest! {
+        #![proptest_config({
+            let mut c = proptest::test_runner::Config::with_cases(96);
+            if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+                c.rng_seed = proptest::test_runner::RngSeed::Fixed(0x4f52_4143_4c45);
+            }
+            c.failure_persistence = None;
+            c
+        })]
+
+        /// `add_hash` with the eight-at-a-time scan and with the scan it
+        /// replaced (`sparse::SET_ORACLE`): after every insert of a random
+        /// sequence the two images are the same bytes and the "changed"
+        /// answers agree, through the promotion to dense (by size, at a
+        /// random `hll-sparse-max-bytes`, or by a value above 32).
+        #[test]
+        fn sparse_scan_matches_the_oracle_insert_by_insert(
+            seed in 1u64..,
+            inserts in 1usize..2500,
+            base in 0usize..HLL_REGISTERS,
+            spread in 1usize..=HLL_REGISTERS,
+            small_values in proptest::bool::ANY,
+            sparse_max in proptest::prop_oneof![
+                proptest::strategy::Just(DEFAULT_SPARSE_MAX_BYTES),
+                20usize..DEFAULT_SPARSE_MAX_BYTES,
+            ],
+        ) {
+            let mut rng = seed;
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut fast = Hll::with_sparse_max_bytes(sparse_max);
+            let mut oracle = fast.clone();
+            for step in 0..inserts {
+                let index = (base + next() as usize % spread) % HLL_REGISTERS;
+                let hash = if next() % 997 == 0 {
+                    hash_of(index, 33 + (next() % 19) as u8, next())
+                } else if small_values {
+                    hash_of(index, 1 + (next() % 4) as u8, next())
+                } else {
+                    // Bits above the index as an element's hash has them.
+                    (next() & !HLL_P_MASK) | index as u64
+                };
+                let changed = fast.add_hash(hash);
+                let expected = oracle.add_hash_by(sparse::SET_ORACLE, hash);
+                proptest::prop_assert_eq!(changed, expected, "step {}", step);
+                proptest::prop_assert_eq!(fast.as_bytes(), oracle.as_bytes(), "step {}", step);
+            }
+            proptest::prop_assert_eq!(fast.estimate(), oracle.estimate());
+        }
+    }
+
+    /// A dense sketch shrunk back to sparse keeps every register and the
+    /// header; one whose registers do not fit stays dense.
+    #[test]
+    fn dense_from_the_start_and_back_to_sparse() {
+        let mut sparse = Hll::new();
+        let mut dense = Hll::new_dense();
+        assert!(!dense.is_sparse());
+        assert_eq!(dense.estimate(), sparse.estimate());
+        for i in 0..3000u64 {
+            let e = i.to_le_bytes();
+            assert_eq!(dense.add(&e), sparse.add(&e));
+            assert_eq!(dense.registers(), sparse.registers());
+            if i % 97 == 0 || i < 40 {
+                assert_eq!(dense.estimate(), sparse.estimate());
+                match dense.to_sparse() {
+                    Some(back) => {
+                        assert!(back.is_sparse());
+                        assert_eq!(back.registers(), dense.registers());
+                        assert_eq!(
+                            back.as_bytes()[5..HLL_HDR_SIZE],
+                            dense.as_bytes()[5..HLL_HDR_SIZE]
+                        );
+                        assert_eq!(back.estimate(), sparse.estimate());
+                        assert!(Hll::from_bytes(back.as_bytes()).is_ok());
+                    }
+                    None => assert!(i > 500, "{i} registers would fit"),
+                }
+            }
+        }
+        assert!(!sparse.is_sparse() && dense.to_sparse().is_none());
+        let mut counted = Hll::new_dense();
+        counted.add(b"x");
+        let c = counted.count();
+        let back = counted.to_sparse().expect("one register fits");
+        assert_eq!(back.as_bytes()[8..16], c.to_le_bytes());
+    }
 
     /// Sketches of up to two registers hold their image inline; longer
     /// ones move it to the heap, and every image reads back (and parses)
