@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::model::{ArticleId, ArticleMeta, Timestamp};
 use crate::rank::Filter;
 
-use super::state::article::{Article, Idx};
+use super::state::article::{Article, Idx, IdxMap};
 
 /// An entry: publication time descending, then id ascending (the order
 /// of the list and of its cursor).
@@ -63,7 +63,7 @@ static EMPTY: BTreeSet<Key> = BTreeSet::new();
 pub struct Newest {
     all: BTreeSet<Key>,
     by: HashMap<Facet, BTreeSet<Key>>,
-    tracked: HashMap<Idx, Tracked>,
+    tracked: IdxMap<Tracked>,
 }
 
 impl Newest {

@@ -12,7 +12,7 @@
 //! ("Freshness") has the argument in full.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,18 +21,11 @@ use crate::rank::pages::SnapItem;
 use crate::rank::{self, Walk};
 use crate::score::{CategoryScale, ModelKind, Models, Scaled};
 
-use super::state::article::Idx;
+use super::state::article::{Idx, IdxMap, IdxSet};
 use super::state::{Change, Data};
 
 /// What distinguishes one ranking from another ([`rank::RankingId`]).
 pub type RankKey = rank::RankingId;
-
-/// A ranking's tables keyed by article handle: the store's own dense
-/// integers, which no client chooses (ids are hashed with SipHash in the
-/// store's index), so a fast hash will do; every counted event inserts
-/// into a ranking's changed set.
-type IdxMap<V> = HashMap<Idx, V, foldhash::fast::RandomState>;
-type IdxSet = HashSet<Idx, foldhash::fast::RandomState>;
 
 #[derive(Debug, Clone)]
 struct Entry {

@@ -16,6 +16,14 @@ use crate::store::HourlyRow;
 /// Dense article handle, stable for the life of the process.
 pub type Idx = u32;
 
+/// A table keyed by article handle: handles are the store's own dense
+/// integers, which no client chooses (ids are hashed with SipHash in the
+/// store's index), so a fast hash will do (every counted event inserts
+/// into a ranking's changed set; a restart fills one entry an article).
+pub type IdxMap<V> = std::collections::HashMap<Idx, V, foldhash::fast::RandomState>;
+/// The set counterpart of [`IdxMap`].
+pub type IdxSet = std::collections::HashSet<Idx, foldhash::fast::RandomState>;
+
 /// One hour of one article's activity.
 ///
 /// 88 bytes, so that the one bucket most articles hold is a 96-byte heap
