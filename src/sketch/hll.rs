@@ -573,14 +573,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config({
-            let mut c = proptest::test_runner::Config::with_cases(96);
-            if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
-                c.rng_seed = proptest::test_runner::RngSeed::Fixed(0x4f52_4143_4c45);
-            }
-            c.failure_persistence = None;
-            c
-        })]
+        #![proptest_config(crate::sketch::proptest_config(96, 0x4f52_4143_4c45))]
 
         /// `add_hash` with the eight-at-a-time scan and with the scan it
         /// replaced (`sparse::SET_ORACLE`): after every insert of a random

@@ -103,3 +103,15 @@ pub(crate) const HLL_HDR_SIZE: usize = 16;
 /// heap, as a `Vec` would hold them.
 pub(crate) const INLINE_IMAGE: usize = 24;
 pub(crate) type Image = smallvec::SmallVec<[u8; INLINE_IMAGE]>;
+
+/// The sketch's proptests' configuration: `cases` cases from the fixed
+/// `seed` (`PROPTEST_RNG_SEED` picks another), no failure files written.
+#[cfg(test)]
+pub(crate) fn proptest_config(cases: u32, seed: u64) -> proptest::test_runner::Config {
+    let mut c = proptest::test_runner::Config::with_cases(cases);
+    if std::env::var_os("PROPTEST_RNG_SEED").is_none() {
+        c.rng_seed = proptest::test_runner::RngSeed::Fixed(seed);
+    }
+    c.failure_persistence = None;
+    c
+}
